@@ -1,0 +1,320 @@
+"""Claude Messages API request types, validated at the edge with msgspec.
+
+Decoding is strict about what the gateway relies on (required fields, types,
+block shapes) and lenient about everything else: unknown or newer top-level
+fields and block fields (`output_config`, `context_management`, `speed`,
+`container`, `cache_control`, …) are accepted and ignored, and `null` is
+accepted wherever a field is optional.
+
+`parse_messages_request` / `parse_count_tokens_request` turn a raw body into
+typed values or raise :class:`InvalidRequest` naming the JSON path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
+from msgspec import Meta, Struct
+
+from q2api.anthropic.errors import InvalidRequest
+
+JSONObject = dict[str, Any]
+
+
+class _Block(Struct, tag_field="type", kw_only=True):
+    """Base of every content block; `type` is the tag."""
+
+    cache_control: JSONObject | None = None
+
+
+# ---------------------------------------------------------------- sources
+
+
+class Base64ImageSource(Struct, tag_field="type", tag="base64"):
+    media_type: str
+    data: str
+
+
+class URLImageSource(Struct, tag_field="type", tag="url"):
+    url: str
+
+
+class FileImageSource(Struct, tag_field="type", tag="file"):
+    file_id: str
+
+
+ImageSource = Union[Base64ImageSource, URLImageSource, FileImageSource]
+
+
+class Base64DocumentSource(Struct, tag_field="type", tag="base64"):
+    media_type: str
+    data: str
+
+
+class PlainTextDocumentSource(Struct, tag_field="type", tag="text"):
+    data: str
+    media_type: str = "text/plain"
+
+
+class URLDocumentSource(Struct, tag_field="type", tag="url"):
+    url: str
+
+
+class FileDocumentSource(Struct, tag_field="type", tag="file"):
+    file_id: str
+
+
+# ---------------------------------------------------------------- blocks
+
+
+class TextBlock(_Block, tag="text"):
+    text: str
+    citations: list[JSONObject] | None = None
+
+
+class ImageBlock(_Block, tag="image"):
+    source: ImageSource
+
+
+class ContentDocumentSource(Struct, tag_field="type", tag="content"):
+    content: str | list[Union[TextBlock, ImageBlock]]
+
+
+DocumentSource = Union[
+    Base64DocumentSource,
+    PlainTextDocumentSource,
+    ContentDocumentSource,
+    URLDocumentSource,
+    FileDocumentSource,
+]
+
+
+class DocumentBlock(_Block, tag="document"):
+    source: DocumentSource
+    title: str | None = None
+    context: str | None = None
+
+
+class SearchResultBlock(_Block, tag="search_result"):
+    source: str
+    title: str
+    content: list[TextBlock]
+
+
+class ToolReferenceBlock(_Block, tag="tool_reference"):
+    tool_name: str = ""
+
+
+ToolResultContentBlock = Union[
+    TextBlock, ImageBlock, DocumentBlock, SearchResultBlock, ToolReferenceBlock
+]
+
+
+class ToolUseBlock(_Block, tag="tool_use"):
+    id: str
+    name: str
+    input: JSONObject
+
+
+class ToolResultBlock(_Block, tag="tool_result"):
+    tool_use_id: str
+    content: str | list[ToolResultContentBlock] | None = None
+    is_error: bool | None = None
+
+
+class ThinkingBlock(_Block, tag="thinking"):
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(_Block, tag="redacted_thinking"):
+    data: str
+
+
+class ServerToolUseBlock(_Block, tag="server_tool_use"):
+    """A call the Anthropic API made to one of its own server tools."""
+
+    id: str
+    name: str
+    input: JSONObject | None = None
+
+
+class _ServerToolResult(_Block):
+    """Results of Anthropic-side server tools; they have no Amazon Q equivalent."""
+
+    tool_use_id: str
+    content: Any = None
+
+
+class WebSearchToolResultBlock(_ServerToolResult, tag="web_search_tool_result"):
+    pass
+
+
+class WebFetchToolResultBlock(_ServerToolResult, tag="web_fetch_tool_result"):
+    pass
+
+
+class CodeExecutionToolResultBlock(_ServerToolResult, tag="code_execution_tool_result"):
+    pass
+
+
+class BashCodeExecutionToolResultBlock(_ServerToolResult, tag="bash_code_execution_tool_result"):
+    pass
+
+
+class TextEditorCodeExecutionToolResultBlock(
+    _ServerToolResult, tag="text_editor_code_execution_tool_result"
+):
+    pass
+
+
+class ToolSearchToolResultBlock(_ServerToolResult, tag="tool_search_tool_result"):
+    pass
+
+
+class ContainerUploadBlock(_Block, tag="container_upload"):
+    file_id: str
+
+
+SERVER_TOOL_RESULT_BLOCKS = (
+    WebSearchToolResultBlock,
+    WebFetchToolResultBlock,
+    CodeExecutionToolResultBlock,
+    BashCodeExecutionToolResultBlock,
+    TextEditorCodeExecutionToolResultBlock,
+    ToolSearchToolResultBlock,
+)
+
+ContentBlock = Union[
+    TextBlock,
+    ImageBlock,
+    DocumentBlock,
+    SearchResultBlock,
+    ToolUseBlock,
+    ToolResultBlock,
+    ThinkingBlock,
+    RedactedThinkingBlock,
+    ServerToolUseBlock,
+    WebSearchToolResultBlock,
+    WebFetchToolResultBlock,
+    CodeExecutionToolResultBlock,
+    BashCodeExecutionToolResultBlock,
+    TextEditorCodeExecutionToolResultBlock,
+    ToolSearchToolResultBlock,
+    ContainerUploadBlock,
+]
+
+
+class Message(Struct, kw_only=True):
+    role: Literal["user", "assistant", "system"]
+    # `null` content is accepted (Claude Code sends empty system turns) and means "no blocks".
+    content: str | list[ContentBlock] | None = None
+
+
+# ---------------------------------------------------------------- tools and options
+
+
+class Tool(Struct, kw_only=True):
+    """A tool definition. Custom tools carry `input_schema`; Anthropic server tools
+    (`web_search_20250305`, `bash_20250124`, …) carry a versioned `type` and no schema."""
+
+    name: str
+    input_schema: JSONObject | None = None
+    description: str | None = None
+    type: str | None = None
+
+    @property
+    def is_server_tool(self) -> bool:
+        return self.type not in (None, "custom") and self.input_schema is None
+
+
+class ToolChoice(Struct, kw_only=True):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+    disable_parallel_tool_use: bool | None = None
+
+
+class ThinkingConfig(Struct, kw_only=True):
+    type: str
+    budget_tokens: int | None = None
+    display: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.type in ("enabled", "adaptive")
+
+
+class _RequestCommon(Struct, kw_only=True):
+    model: Annotated[str, Meta(min_length=1)]
+    messages: Annotated[list[Message], Meta(min_length=1)]
+    system: str | list[TextBlock] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
+    thinking: ThinkingConfig | None = None
+
+
+class MessagesRequest(_RequestCommon, kw_only=True):
+    max_tokens: Annotated[int, Meta(ge=0)]
+    stream: bool | None = None
+    stop_sequences: list[str] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    metadata: JSONObject | None = None
+
+
+class CountTokensRequest(_RequestCommon, kw_only=True):
+    pass
+
+
+# ---------------------------------------------------------------- parsing
+
+_messages_decoder = msgspec.json.Decoder(MessagesRequest)
+_count_tokens_decoder = msgspec.json.Decoder(CountTokensRequest)
+
+# msgspec reports paths as `$.messages[0].content[1].text`; Anthropic says `messages.0.content.1.text`.
+_PATH_IN_MESSAGE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_MISSING_FIELD = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+
+
+def _anthropic_path(msgspec_path: str) -> str:
+    return msgspec_path.replace("[", ".").replace("]", "").lstrip(".")
+
+
+def _invalid_from(exc: msgspec.MsgspecError) -> InvalidRequest:
+    text = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        match = _PATH_IN_MESSAGE.search(text)
+        path, problem = (_anthropic_path(match["path"]), text[: match.start()]) if match else ("", text)
+        missing = _MISSING_FIELD.match(problem)
+        if missing:
+            path = f"{path}.{missing['field']}" if path else missing["field"]
+            problem = "Field required"
+        return InvalidRequest(path, problem)
+    return InvalidRequest("", f"request body is not valid JSON: {text}")
+
+
+def parse_messages_request(body: bytes) -> MessagesRequest:
+    try:
+        return _messages_decoder.decode(body)
+    except msgspec.MsgspecError as exc:
+        raise _invalid_from(exc) from None
+
+
+def parse_count_tokens_request(body: bytes) -> CountTokensRequest:
+    try:
+        return _count_tokens_decoder.decode(body)
+    except msgspec.MsgspecError as exc:
+        raise _invalid_from(exc) from None
+
+
+def blocks_of(message: Message) -> list[ContentBlock]:
+    """A message's content as a list of blocks (a string is one text block)."""
+    content = message.content
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextBlock(text=content)] if content else []
+    return content
