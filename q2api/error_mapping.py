@@ -1,0 +1,115 @@
+"""Amazon Q failures → the Anthropic errors clients know how to handle.
+
+The mapping decides what Claude Code does next, so each branch is chosen for
+the client's reaction (FIELD_NOTES.md, "How real clients react"):
+
+* context overflow → 400 ``prompt is too long: N tokens > M maximum`` — the one
+  shape that makes Claude Code compact instead of retrying the same request;
+* monthly / daily quota → 429 with ``x-should-retry: false`` — retrying cannot help;
+* throttling → 429 with ``retry-after`` — the SDKs back off and retry;
+* capacity / overload → 529 — retried a few times, then reported as overloaded;
+* a suspended or unentitled account → 403; a dead bearer token → 401.
+
+This is the only module besides the converter and the translator that knows
+both protocols. It is pure: it classifies text and codes, it does no I/O.
+"""
+
+from __future__ import annotations
+
+from q2api.anthropic.errors import AnthropicError
+
+# Texts and reasons Amazon Q uses for its failures (PROTOCOL.md A5).
+_CONTEXT_OVERFLOW_MARKERS = ("Input is too long", "CONTENT_LENGTH_EXCEEDS_THRESHOLD")
+_MONTHLY_MARKERS = ("MONTHLY_REQUEST_COUNT", "reached for this month")
+_QUOTA_MARKERS = ("DAILY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED", "CONVERSATION_LIMIT_EXCEEDED")
+_OVERLOAD_MARKERS = (
+    "INSUFFICIENT_MODEL_CAPACITY",
+    "MODEL_TEMPORARILY_UNAVAILABLE",
+    "unexpectedly high load",
+    "ServiceUnavailableException",
+)
+_BEARER_INVALID_MARKER = "bearer token included in the request is invalid"
+
+# Seconds a throttled client should wait when the upstream gave no hint.
+DEFAULT_THROTTLE_RETRY_AFTER = 20
+
+
+def prompt_too_long(input_tokens: int, context_window: int) -> AnthropicError:
+    """The exact message Claude Code recognises as a context overflow (it then compacts).
+
+    Amazon Q has already judged the prompt too long, so the reported count is
+    at least one past the window even when our local estimate is lower: a
+    message claiming "150000 > 200000" would contradict itself.
+    """
+    tokens = max(input_tokens, context_window + 1)
+    return AnthropicError(400, f"prompt is too long: {tokens} tokens > {context_window} maximum")
+
+
+def map_upstream_error(
+    *,
+    status: int | None,
+    code: str | None,
+    message: str,
+    reason: str | None = None,
+    input_tokens: int = 0,
+    context_window: int = 200_000,
+    retry_after: int | None = None,
+) -> AnthropicError:
+    """Map one Amazon Q failure to the error the client must see.
+
+    `status` is the upstream HTTP status, or None for an exception frame inside
+    a 200 event stream. `code` is the sanitised exception name
+    (`ThrottlingException`, …) or the frame's `:exception-type`.
+    """
+    code = code or ""
+    haystack = f"{code} {reason or ''} {message}"
+    detail = message.strip() or code or "no detail given"
+
+    if any(marker in haystack for marker in _CONTEXT_OVERFLOW_MARKERS):
+        return prompt_too_long(input_tokens, context_window)
+
+    if any(marker in haystack for marker in _MONTHLY_MARKERS):
+        return AnthropicError(
+            429,
+            f"Amazon Q monthly request limit reached for this account: {detail}",
+            error_type="rate_limit_error",
+            headers={"x-should-retry": "false"},
+        )
+    if any(marker in haystack for marker in _QUOTA_MARKERS) or code == "ServiceQuotaExceededException":
+        return AnthropicError(
+            429,
+            f"Amazon Q quota exhausted for this account: {detail}",
+            error_type="rate_limit_error",
+            headers={"x-should-retry": "false"},
+        )
+    if any(marker in haystack for marker in _OVERLOAD_MARKERS):
+        return AnthropicError(529, f"Amazon Q is overloaded: {detail}", error_type="overloaded_error")
+    if code == "ThrottlingException" or status == 429:
+        wait = retry_after if retry_after is not None else DEFAULT_THROTTLE_RETRY_AFTER
+        return AnthropicError(
+            429,
+            f"Amazon Q is throttling this account: {detail}",
+            error_type="rate_limit_error",
+            headers={"retry-after": str(wait)},
+        )
+
+    if _BEARER_INVALID_MARKER in message or status == 401:
+        return AnthropicError(
+            401,
+            "Amazon Q rejected the account's access token even after a refresh; "
+            "check the account's refresh token (`q2api accounts list`).",
+            error_type="authentication_error",
+        )
+    if code == "AccessDeniedException" or status == 403:
+        if "TEMPORARILY_SUSPENDED" in haystack:
+            return AnthropicError(403, f"The Amazon Q account is suspended: {detail}")
+        return AnthropicError(403, f"Amazon Q denied access: {detail}")
+    if status == 402:
+        return AnthropicError(402, f"Amazon Q requires payment for this account: {detail}")
+
+    if code == "ValidationException" or (status is not None and 400 <= status < 500):
+        return AnthropicError(400, f"Amazon Q rejected the request: {detail}")
+
+    if code == "InternalServerException" and status is None:
+        return AnthropicError(529, f"Amazon Q failed mid-reply: {detail}", error_type="overloaded_error")
+    return AnthropicError(500, f"Amazon Q failed: {detail}", error_type="api_error")
