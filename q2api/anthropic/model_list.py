@@ -1,0 +1,50 @@
+"""`GET /v1/models`: the Anthropic list shape with `limit`, `after_id` and `before_id` paging."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from q2api.anthropic.errors import InvalidRequest
+
+# Amazon Q publishes no release dates; the epoch is what the API docs say to use when unknown.
+UNKNOWN_CREATED_AT = "1970-01-01T00:00:00Z"
+
+
+def model_info(model_id: str, display_name: str, max_input_tokens: int | None = None) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "type": "model",
+        "id": model_id,
+        "display_name": display_name,
+        "created_at": UNKNOWN_CREATED_AT,
+    }
+    if max_input_tokens:
+        info["max_input_tokens"] = max_input_tokens
+    return info
+
+
+def list_models_page(models: Sequence[dict[str, Any]], params: Mapping[str, str]) -> dict[str, Any]:
+    limit_text = params.get("limit", "20")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+        raise InvalidRequest("limit", "must be an integer between 1 and 1000")
+    limit = int(limit_text)
+    ids = [model["id"] for model in models]
+    after_id, before_id = params.get("after_id"), params.get("before_id")
+    if after_id is not None:
+        if after_id not in ids:
+            raise InvalidRequest("after_id", f"unknown model id {after_id!r}")
+        window = list(models[ids.index(after_id) + 1 :])
+        page, has_more = window[:limit], len(window) > limit
+    elif before_id is not None:
+        if before_id not in ids:
+            raise InvalidRequest("before_id", f"unknown model id {before_id!r}")
+        window = list(models[: ids.index(before_id)])
+        page, has_more = window[-limit:], len(window) > limit
+    else:
+        page, has_more = list(models[:limit]), len(models) > limit
+    return {
+        "data": page,
+        "has_more": has_more,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+    }
