@@ -1,0 +1,338 @@
+"""The `GenerateAssistantResponse` HTTP client.
+
+It opens one streaming reply: pick an account, get its token, POST the
+conversation, and retry (with backoff and jitter) only while nothing has been
+read from a 200 reply — connection errors, 5xx, throttling; a rejected bearer
+token is refreshed once and the call repeated once. Once `open_stream` yields,
+the caller owns the reply and nothing is retried. Leaving the context (normal
+end, an exception, a cancelled task after a client disconnect) releases or
+closes the upstream connection, so an abandoned reply never leaks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+import orjson
+from loguru import logger
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from q2api import __version__
+from q2api.amazonq.accounts import AccountPool
+from q2api.amazonq.auth import TokenManager
+from q2api.amazonq.upstream_errors import (
+    FailureKind,
+    NoAccountConfigured,
+    RefreshRejected,
+    UpstreamError,
+    UpstreamHTTPError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    parse_error_reply,
+)
+from q2api.settings import Settings
+
+TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
+REQUEST_ID_HEADER = "x-amzn-requestid"
+_FIXED_HEADERS = {
+    "Content-Type": "application/x-amz-json-1.0",
+    "X-Amz-Target": TARGET,
+    "x-amzn-codewhisperer-optout": "true",
+    "User-Agent": f"q2api/{__version__}",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class UpstreamConfig:
+    endpoint: str
+    connect_timeout: float = 10.0
+    first_byte_timeout: float = 120.0
+    read_timeout: float = 300.0  # between two reads of the body
+    max_retries: int = 3  # attempts after the first
+    backoff_initial: float = 0.5
+    backoff_max: float = 8.0  # also the longest Retry-After honoured by waiting instead of failing
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> UpstreamConfig:
+        return cls(
+            endpoint=settings.endpoint,
+            connect_timeout=settings.connect_timeout,
+            first_byte_timeout=settings.first_byte_timeout,
+            read_timeout=settings.read_timeout,
+            max_retries=settings.max_retries,
+        )
+
+
+def create_session(settings: Settings | None = None) -> aiohttp.ClientSession:
+    """The one shared client session (call inside the running loop, e.g. in the app's lifespan).
+
+    `limit=0`: no connection-pool ceiling, so the 101st concurrent stream opens
+    a connection instead of queueing into a timeout. `trust_env=True`: honour
+    HTTP(S)_PROXY / NO_PROXY. Per-request timeouts are set by the client.
+    """
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector,
+        trust_env=True,
+        timeout=aiohttp.ClientTimeout(total=None),
+        headers={"User-Agent": f"q2api/{__version__}"},
+    )
+
+
+class UpstreamStream:
+    """An open 200 reply. Read it with `chunks()`; the owner of `open_stream` closes it."""
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        account_id: str,
+        account_label: str,
+        attempts: int,
+        upstream_started_at: float,
+        read_timeout: float,
+    ) -> None:
+        self._response = response
+        self.account_id = account_id
+        self.account_label = account_label
+        self.attempts = attempts
+        self.request_id: str | None = response.headers.get(REQUEST_ID_HEADER)
+        self.upstream_started_at = upstream_started_at  # time.monotonic() when the first attempt began
+        self.headers_received_at = time.monotonic()
+        self._read_timeout = read_timeout
+        self._at_eof = False
+
+    @property
+    def time_to_headers(self) -> float:
+        """Seconds from the first attempt to the 200 headers (retries included)."""
+        return self.headers_received_at - self.upstream_started_at
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return dict(self._response.headers)
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """Raw body bytes as they arrive; raises UpstreamTimeout / UpstreamUnavailable mid-reply."""
+        return _Chunks(self)
+
+    async def _read(self) -> bytes:
+        try:
+            data = await self._response.content.readany()
+        except (aiohttp.ServerTimeoutError, asyncio.TimeoutError):
+            raise UpstreamTimeout("between_frames", self._read_timeout) from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnavailable(f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})") from None
+        if not data:
+            self._at_eof = True
+        return data
+
+    def close(self) -> None:
+        # A fully read reply can give its connection back to the pool; a
+        # half-read one must drop it, which is what tells the upstream to stop.
+        if self._at_eof:
+            self._response.release()
+        else:
+            self._response.close()
+
+
+class _Chunks:
+    """An async iterator over body reads (a class, not a generator: nothing to finalise)."""
+
+    def __init__(self, stream: UpstreamStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        data = await self._stream._read()
+        if not data:
+            raise StopAsyncIteration
+        return data
+
+
+class UpstreamClient:
+    def __init__(self, session: aiohttp.ClientSession, pool: AccountPool, config: UpstreamConfig) -> None:
+        self._session = session
+        self._pool = pool
+        self._config = config
+        self._timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=config.connect_timeout,
+            sock_connect=config.connect_timeout,
+            # Covers the wait for headers too, so the first-byte wait is the
+            # smaller of this and first_byte_timeout.
+            sock_read=config.read_timeout,
+        )
+
+    @contextlib.asynccontextmanager
+    async def open_stream(self, payload: dict) -> AsyncIterator[UpstreamStream]:
+        """Open a reply for `payload` (the converter's `{"conversationState": ...}`).
+
+        Raises before yielding: UpstreamHTTPError, UpstreamTimeout,
+        UpstreamUnavailable, RefreshRejected, RefreshUnavailable (all UpstreamError).
+        """
+        stream = await self._open(payload)
+        try:
+            yield stream
+        finally:
+            stream.close()
+
+    async def _open(self, payload: dict) -> UpstreamStream:
+        if not len(self._pool):
+            raise NoAccountConfigured()
+        started = time.monotonic()
+        attempt = _Attempt(payload)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._config.max_retries + 1),
+            retry=retry_if_exception(lambda exc: self._should_retry(exc, attempt)),
+            wait=lambda state: self._wait_before_retry(state, attempt),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        async for try_ in retrying:
+            with try_:
+                response, manager = await self._attempt_once(attempt)
+                return UpstreamStream(
+                    response,
+                    account_id=manager.account_id,
+                    account_label=manager.label,
+                    attempts=try_.retry_state.attempt_number,
+                    upstream_started_at=started,
+                    read_timeout=self._config.read_timeout,
+                )
+        raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
+
+    async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, TokenManager]:
+        manager = self._pool.pick(exclude=attempt.resting) or self._pool.pick()
+        assert manager is not None  # the pool is not empty
+        attempt.switched_account = attempt.account_failed = False
+        try:
+            token = await manager.access_token()
+            response = await self._post(attempt.body_for(manager.profile_arn), token)
+            if response.status == 401 or (response.status == 403 and await _is_bearer_rejection(response)):
+                # Expired or revoked early: refresh once (unless another request
+                # already did) and repeat the call once, outside the retry budget.
+                response.release()
+                token = await manager.refresh_after_rejection(token)
+                response = await self._post(attempt.body_for(manager.profile_arn), token)
+        except RefreshRejected:
+            attempt.rest(manager.account_id)
+            raise
+        if response.status == 200:
+            self._pool.report_success(manager.account_id)
+            return response, manager
+
+        error = await _read_error(response)
+        kind = error.kind
+        if kind.account_scoped:
+            self._pool.report_failure(manager.account_id, kind, error.retry_after)
+            attempt.rest(manager.account_id)
+        logger.info(
+            "Amazon Q refused the request",
+            status=error.status,
+            code=error.code,
+            reason=error.reason,
+            upstream_request_id=error.request_id,
+            account=manager.label,
+        )
+        raise error
+
+    async def _post(self, body: bytes, token: str) -> aiohttp.ClientResponse:
+        headers = dict(_FIXED_HEADERS)
+        headers["Authorization"] = f"Bearer {token}"
+        try:
+            async with asyncio.timeout(self._config.first_byte_timeout):
+                return await self._session.post(self._config.endpoint, data=body, headers=headers, timeout=self._timeout)
+        except aiohttp.ConnectionTimeoutError:
+            raise UpstreamTimeout("connect", self._config.connect_timeout) from None
+        except (aiohttp.ServerTimeoutError, asyncio.TimeoutError):
+            seconds = min(self._config.first_byte_timeout, self._config.read_timeout)
+            raise UpstreamTimeout("first_byte", seconds) from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnavailable(f"cannot reach Amazon Q ({type(exc).__name__}: {exc})") from None
+
+    def _should_retry(self, exc: BaseException, attempt: _Attempt) -> bool:
+        if attempt.account_failed and self._pool.has_alternative(attempt.resting):
+            # The failure was this account's own; another one can take the request now.
+            attempt.switched_account = True
+            return True
+        if isinstance(exc, UpstreamUnavailable):
+            return True
+        if isinstance(exc, UpstreamTimeout):
+            return exc.phase == "connect"  # a slow model is not fixed by asking again
+        if isinstance(exc, UpstreamHTTPError):
+            kind = exc.kind
+            if kind is FailureKind.THROTTLED and (exc.retry_after or 0) > self._config.backoff_max:
+                return False  # waiting that long here would only hide the 429 from the client
+            return kind.retryable
+        return False
+
+    def _wait_before_retry(self, state: RetryCallState, attempt: _Attempt) -> float:
+        if attempt.switched_account:
+            return 0.0
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = float(exc.retry_after) if isinstance(exc, UpstreamHTTPError) and exc.retry_after else 0.0
+        ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (state.attempt_number - 1))
+        return max(hinted, random.uniform(ceiling / 2, ceiling))  # jitter spreads synchronized retries
+
+    @staticmethod
+    def _log_retry(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        # Upstream text goes into the message, so no format kwargs (loguru would str.format it).
+        logger.bind(attempt=state.attempt_number, wait=round(state.upcoming_sleep, 2)).warning(
+            f"retrying the Amazon Q request: {exc}"
+        )
+
+
+class _Attempt:
+    """What one `open_stream` call carries across its retries."""
+
+    def __init__(self, payload: dict) -> None:
+        self._payload = payload
+        self._bodies: dict[str | None, bytes] = {}
+        self.resting: set[str] = set()  # accounts that failed on their own account: try others first
+        self.account_failed = False  # the last failure was account-scoped
+        self.switched_account = False  # ... and another account takes the next attempt at once
+
+    def body_for(self, profile_arn: str | None) -> bytes:
+        body = self._bodies.get(profile_arn)
+        if body is None:
+            document = {**self._payload, "profileArn": profile_arn} if profile_arn else self._payload
+            body = self._bodies[profile_arn] = orjson.dumps(document)
+        return body
+
+    def rest(self, account_id: str) -> None:
+        self.resting.add(account_id)
+        self.account_failed = True
+
+
+async def _is_bearer_rejection(response: aiohttp.ClientResponse) -> bool:
+    error = await _read_error(response, release=False)
+    return error.kind is FailureKind.BEARER_INVALID
+
+
+async def _read_error(response: aiohttp.ClientResponse, *, release: bool = True) -> UpstreamHTTPError:
+    try:
+        body = await response.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        body = b""
+    finally:
+        if release:
+            response.release()
+    return parse_error_reply(response.status, response.headers, body, response.headers.get(REQUEST_ID_HEADER))
+
+
+__all__ = [
+    "UpstreamClient",
+    "UpstreamConfig",
+    "UpstreamError",
+    "UpstreamStream",
+    "create_session",
+]

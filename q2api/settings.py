@@ -1,0 +1,235 @@
+"""One typed settings object, read from the environment and a `.env` file.
+
+Only the app factory and the CLI call :func:`load_settings`; everything else
+receives the values it needs as arguments. The environment wins over `.env`,
+which wins over the defaults. A bad value stops start-up with a message that
+names the variable, and secrets never appear in the object's repr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
+
+from dotenv import dotenv_values
+
+AuthMethod = Literal["idc", "social"]
+LogFormat = Literal["text", "json"]
+LoopMode = Literal["warn", "block", "off"]
+
+DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
+DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
+DEFAULT_KIRO_REFRESH_ENDPOINT = "https://prod.us-east-1.auth.desktop.kiro.dev/refreshToken"
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+
+# Fields whose values are secrets: masked in repr, never logged.
+SECRET_FIELDS = frozenset({"api_keys", "refresh_token", "client_secret", "access_token"})
+
+
+class SettingsError(ValueError):
+    """A configuration value is invalid; the message names the variable."""
+
+
+def mask_secret(value: str | None) -> str:
+    """Says whether a secret is set (and its length) without revealing any of it."""
+    if not value:
+        return "unset"
+    return f"<secret, {len(value)} chars>"
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Settings:
+    api_keys: tuple[str, ...] = ()
+    endpoint: str = DEFAULT_ENDPOINT
+    oidc_endpoint: str = DEFAULT_OIDC_ENDPOINT
+    kiro_refresh_endpoint: str = DEFAULT_KIRO_REFRESH_ENDPOINT
+    refresh_token: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    access_token: str | None = None
+    profile_arn: str | None = None
+    auth_method_setting: Literal["auto", "idc", "social"] = "auto"
+    data_dir: Path = Path("data")
+    debug_message_conversion: bool = False
+    log_level: str = "INFO"
+    log_format: LogFormat = "text"
+    max_body_bytes: int = 32 * 1024 * 1024
+    ping_interval: float = 10.0
+    connect_timeout: float = 10.0
+    first_byte_timeout: float = 120.0
+    read_timeout: float = 300.0
+    max_retries: int = 3
+    loop_threshold: int = 3
+    loop_mode: LoopMode = "warn"
+    model_map: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    default_model: str | None = None
+
+    @property
+    def auth_method(self) -> AuthMethod:
+        """`auto` resolves to IdC when the OIDC client registration is present, else Kiro social."""
+        if self.auth_method_setting != "auto":
+            return self.auth_method_setting
+        return "idc" if self.client_id and self.client_secret else "social"
+
+    @property
+    def has_env_account(self) -> bool:
+        """True when the environment configures an account (a refresh or an access token)."""
+        return bool(self.refresh_token or self.access_token)
+
+    def __repr__(self) -> str:
+        parts = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "api_keys":
+                shown = f"<{len(value)} keys>"
+            elif field.name in SECRET_FIELDS:
+                shown = mask_secret(value)
+            elif field.name == "model_map":
+                shown = repr(dict(value))
+            else:
+                shown = repr(value)
+            parts.append(f"{field.name}={shown}")
+        return f"Settings({', '.join(parts)})"
+
+    __str__ = __repr__
+
+
+# ---------------------------------------------------------------------------
+# Parsing: each helper receives the variable name so its error can name it.
+
+T = TypeVar("T")
+
+
+def _text(name: str, raw: str) -> str | None:
+    value = raw.strip()
+    return value or None
+
+
+def _url(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not value.startswith(("http://", "https://")):
+        raise SettingsError(f"{name} must be an http:// or https:// URL, got {value!r}")
+    return value
+
+
+def _bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _number(kind: Callable[[str], T], minimum: float, *, above: bool = False) -> Callable[[str, str], T]:
+    def parse(name: str, raw: str) -> T:
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            kind_name = "an integer" if kind is int else "a number"
+            raise SettingsError(f"{name} must be {kind_name}, got {raw!r}") from None
+        if value < minimum or (above and value == minimum):  # type: ignore[operator]
+            relation = "greater than" if above else "at least"
+            raise SettingsError(f"{name} must be {relation} {minimum}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _choice(*choices: str, upper: bool = False) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().upper() if upper else raw.strip().lower()
+        if value not in choices:
+            raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _csv(name: str, raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def _model_map(name: str, raw: str) -> Mapping[str, str]:
+    pairs: dict[str, str] = {}
+    for item in _csv(name, raw):
+        claude_name, sep, q_model_id = item.partition("=")
+        if not sep or not claude_name.strip() or not q_model_id.strip():
+            raise SettingsError(f"{name} entries must look like claude-name=q-model-id, got {item!r}")
+        pairs[claude_name.strip()] = q_model_id.strip()
+    return MappingProxyType(pairs)
+
+
+def _path(name: str, raw: str) -> Path:
+    if not raw.strip():
+        raise SettingsError(f"{name} must not be empty")
+    return Path(raw.strip()).expanduser()
+
+
+# field name -> (variable name, parser)
+_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "api_keys": ("Q2API_API_KEYS", _csv),
+    "endpoint": ("AMAZONQ_ENDPOINT", _url),
+    "oidc_endpoint": ("AMAZONQ_OIDC_ENDPOINT", _url),
+    "kiro_refresh_endpoint": ("AMAZONQ_KIRO_REFRESH_ENDPOINT", _url),
+    "refresh_token": ("AMAZONQ_REFRESH_TOKEN", _text),
+    "client_id": ("AMAZONQ_CLIENT_ID", _text),
+    "client_secret": ("AMAZONQ_CLIENT_SECRET", _text),
+    "access_token": ("AMAZONQ_ACCESS_TOKEN", _text),
+    "profile_arn": ("AMAZONQ_PROFILE_ARN", _text),
+    "auth_method_setting": ("AMAZONQ_AUTH_METHOD", _choice("auto", "idc", "social")),
+    "data_dir": ("Q2API_DATA_DIR", _path),
+    "debug_message_conversion": ("DEBUG_MESSAGE_CONVERSION", _bool),
+    "log_level": ("Q2API_LOG_LEVEL", _choice(*LOG_LEVELS, upper=True)),
+    "log_format": ("Q2API_LOG_FORMAT", _choice("text", "json")),
+    "max_body_bytes": ("Q2API_MAX_BODY_BYTES", _number(int, 1024)),
+    "ping_interval": ("Q2API_PING_INTERVAL", _number(float, 0, above=True)),
+    "connect_timeout": ("Q2API_CONNECT_TIMEOUT", _number(float, 0, above=True)),
+    "first_byte_timeout": ("Q2API_FIRST_BYTE_TIMEOUT", _number(float, 0, above=True)),
+    "read_timeout": ("Q2API_READ_TIMEOUT", _number(float, 0, above=True)),
+    "max_retries": ("Q2API_MAX_RETRIES", _number(int, 0)),
+    "loop_threshold": ("Q2API_LOOP_THRESHOLD", _number(int, 2)),
+    "loop_mode": ("Q2API_LOOP_MODE", _choice("warn", "block", "off")),
+    "model_map": ("Q2API_MODEL_MAP", _model_map),
+    "default_model": ("Q2API_DEFAULT_MODEL", _text),
+}
+
+ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())
+
+
+def load_settings(env: Mapping[str, str] | None = None, env_file: str | Path | None = ".env") -> Settings:
+    """Build the settings from `env` (default: `os.environ`) over `env_file` (skipped if absent or None).
+
+    Raises :class:`SettingsError` naming the first invalid variable.
+    """
+    merged: dict[str, str] = {}
+    if env_file is not None and Path(env_file).is_file():
+        merged.update({key: value for key, value in dotenv_values(env_file).items() if value is not None})
+    merged.update(os.environ if env is None else env)
+
+    values: dict[str, Any] = {}
+    for field_name, (variable, parse) in _VARIABLES.items():
+        raw = merged.get(variable)
+        if raw is None:
+            continue
+        values[field_name] = parse(variable, raw)
+    settings = Settings(**values)
+    _check_consistency(settings)
+    return settings
+
+
+def _check_consistency(settings: Settings) -> None:
+    if settings.auth_method_setting == "idc" and settings.refresh_token and not (
+        settings.client_id and settings.client_secret
+    ):
+        raise SettingsError(
+            "AMAZONQ_AUTH_METHOD=idc needs AMAZONQ_CLIENT_ID and AMAZONQ_CLIENT_SECRET "
+            "(the OIDC client registration used to refresh the token)"
+        )
+    if bool(settings.client_id) != bool(settings.client_secret):
+        missing = "AMAZONQ_CLIENT_SECRET" if settings.client_id else "AMAZONQ_CLIENT_ID"
+        raise SettingsError(f"{missing} must be set together with the other OIDC client variable")

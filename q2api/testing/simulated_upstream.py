@@ -1,0 +1,396 @@
+"""A simulated Amazon Q upstream on 127.0.0.1, for tests, benchmarks and `q2api demo`.
+
+One aiohttp server plays three services:
+
+* `POST /` (and `/generateAssistantResponse`): GenerateAssistantResponse,
+  answering each request with the next queued reply script (see
+  :mod:`q2api.testing.scripts`), or with `responder(request)`, or with an echo;
+* `POST /token`: the AWS SSO OIDC refresh grant;
+* `POST /refreshToken`: the Kiro social refresh.
+
+It records every request, knows which access tokens it has issued (with
+`check_tokens=True` others get the real 403 "bearer token invalid"), and counts
+streams, disconnects and open connections so a test can see that a client
+going away really closed the upstream connection.
+
+Async use: ``async with SimulatedUpstream() as sim: ... sim.url``.
+Threaded use (CLI demo, benchmarks): ``handle = SimulatedUpstream.run_in_thread(); handle.url; handle.stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from q2api.testing import scripts
+from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
+
+Responder = Callable[["RecordedRequest"], "Reply | None"]
+
+SIM_CLIENT_ID = "sim-client-id"
+SIM_CLIENT_SECRET = "sim-client-secret"
+SIM_REFRESH_TOKEN = "sim-refresh-0"
+SIM_PROFILE_ARN = "arn:aws:codewhisperer:us-east-1:000000000000:profile/SIMULATED"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: Any  # the parsed JSON body (None if it was not JSON)
+    raw: bytes
+    received_at: float  # time.monotonic()
+
+    @property
+    def access_token(self) -> str | None:
+        value = self.headers.get("Authorization", "")
+        return value[7:] if value.startswith("Bearer ") else None
+
+
+class SimulatedUpstream:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        check_tokens: bool = False,
+        token_lifetime: int = 3600,
+        rotate_refresh_tokens: bool = False,
+        refresh_delay: float = 0.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.check_tokens = check_tokens
+        self.token_lifetime = token_lifetime
+        self.rotate_refresh_tokens = rotate_refresh_tokens
+        self.refresh_delay = refresh_delay  # seconds each refresh call takes
+        self.responder: Responder | None = None
+        self.replies: collections.deque[Reply] = collections.deque()
+
+        # Token state. `valid_refresh_tokens` None = accept any refresh token.
+        self.valid_access_tokens: set[str] = set()
+        self.valid_refresh_tokens: set[str] | None = None
+        self.oidc_client: tuple[str, str] | None = (SIM_CLIENT_ID, SIM_CLIENT_SECRET)
+        self.kiro_profile_arn = SIM_PROFILE_ARN
+        # "invalid_grant" | "invalid_client" | "server_error" | None: how refresh calls fail.
+        self.refresh_failure: str | None = None
+
+        self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
+        self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
+        self.streams_started = 0
+        self.streams_completed = 0
+        self.disconnects = 0  # the client went away before the reply ended
+        self.aborts = 0  # the simulator dropped the connection on purpose (an Abort step)
+        self._serial = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def start(self) -> SimulatedUpstream:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/", self._generate)
+        app.router.add_post("/generateAssistantResponse", self._generate)
+        app.router.add_post("/token", self._oidc_token)
+        app.router.add_post("/refreshToken", self._kiro_refresh)
+        # handler_cancellation: a client disconnect cancels the handler at once,
+        # which is how the simulator notices it even in the middle of a pause.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> SimulatedUpstream:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @classmethod
+    def run_in_thread(cls, **options: Any) -> SimulationThread:
+        """Start a simulator on its own event loop in a daemon thread."""
+        return SimulationThread(cls(**options))
+
+    # -- addresses ------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The GenerateAssistantResponse endpoint (AMAZONQ_ENDPOINT)."""
+        return self.base_url + "/"
+
+    @property
+    def oidc_url(self) -> str:
+        """The OIDC base URL (AMAZONQ_OIDC_ENDPOINT); refreshes go to `{oidc_url}/token`."""
+        return self.base_url
+
+    @property
+    def kiro_refresh_url(self) -> str:
+        return self.base_url + "/refreshToken"
+
+    def env(self, auth_method: str = "idc") -> dict[str, str]:
+        """Environment variables pointing a gateway at this simulator with one working account."""
+        env = {
+            "AMAZONQ_ENDPOINT": self.url,
+            "AMAZONQ_OIDC_ENDPOINT": self.oidc_url,
+            "AMAZONQ_KIRO_REFRESH_ENDPOINT": self.kiro_refresh_url,
+            "AMAZONQ_REFRESH_TOKEN": SIM_REFRESH_TOKEN,
+            "AMAZONQ_AUTH_METHOD": auth_method,
+        }
+        if auth_method == "idc":
+            env["AMAZONQ_CLIENT_ID"] = SIM_CLIENT_ID
+            env["AMAZONQ_CLIENT_SECRET"] = SIM_CLIENT_SECRET
+        return env
+
+    # -- scripting ------------------------------------------------------------
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Queue replies; each GenerateAssistantResponse call takes the next one."""
+        self.replies.extend(replies)
+
+    def issue_access_token(self) -> str:
+        token = f"sim-access-{next(self._serial)}"
+        self.valid_access_tokens.add(token)
+        return token
+
+    def revoke_access_tokens(self) -> None:
+        self.valid_access_tokens.clear()
+
+    @property
+    def refresh_calls(self) -> int:
+        return len(self.refresh_requests)
+
+    @property
+    def open_connections(self) -> int:
+        """TCP connections currently open to the server (idle keep-alive ones included)."""
+        if self._runner is None or self._runner.server is None:
+            return 0
+        return len(self._runner.server.connections)
+
+    @property
+    def active_streams(self) -> int:
+        return self.streams_started - self.streams_completed - self.disconnects - self.aborts
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        """Poll `predicate` until true (returns True) or `timeout` passes (returns False)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    # -- GenerateAssistantResponse ---------------------------------------------
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        record = await _record(request)
+        self.requests.append(record)
+        if self.check_tokens and record.access_token not in self.valid_access_tokens:
+            reply: Reply = scripts.bearer_invalid()
+        else:
+            reply = self._next_reply(record)
+        if isinstance(reply, ErrorReply):
+            return web.Response(status=reply.status, body=reply.body, headers={**_request_id(), **reply.headers})
+        if isinstance(reply, Hangup):
+            self.aborts += 1
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError  # nothing to send: end the handler quietly
+        return await self._stream(request, reply)
+
+    def _next_reply(self, record: RecordedRequest) -> Reply:
+        if self.replies:
+            return self.replies.popleft()
+        if self.responder is not None:
+            chosen = self.responder(record)
+            if chosen is not None:
+                return chosen
+        return scripts.echo_reply(record.body)
+
+    async def _stream(self, request: web.Request, reply: StreamReply) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=200,
+            headers={"Content-Type": "application/vnd.amazon.eventstream", **_request_id(), **reply.headers},
+        )
+        self.streams_started += 1
+        try:
+            if reply.headers_after:
+                await asyncio.sleep(reply.headers_after)
+            await response.prepare(request)
+            loop = asyncio.get_running_loop()
+            # Pauses are kept on an absolute schedule, so 100 pauses of 20 ms
+            # take 2 s and not 2 s plus 100 scheduling delays.
+            due = loop.time()
+            for step in reply.steps:
+                if isinstance(step, Send):
+                    await response.write(step.data)
+                elif isinstance(step, Pause):
+                    due = max(due, loop.time() - step.seconds) + step.seconds
+                    await asyncio.sleep(due - loop.time())
+                elif isinstance(step, Abort):
+                    self.aborts += 1
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return response
+            await response.write_eof()
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.disconnects += 1
+            raise
+        self.streams_completed += 1
+        return response
+
+    # -- refresh endpoints ---------------------------------------------------------
+
+    async def _oidc_token(self, request: web.Request) -> web.Response:
+        record = await _record(request)
+        self.refresh_requests.append(record)
+        if self.refresh_delay:
+            await asyncio.sleep(self.refresh_delay)
+        body = record.body if isinstance(record.body, dict) else {}
+        failure = self.refresh_failure
+        if failure is None and self.oidc_client is not None:
+            if (body.get("clientId"), body.get("clientSecret")) != self.oidc_client:
+                failure = "invalid_client"
+        if failure is None and body.get("grantType") != "refresh_token":
+            return _oidc_error(400, "unsupported_grant_type", "UnsupportedGrantTypeException")
+        if failure is None and not self._refresh_token_valid(body.get("refreshToken")):
+            failure = "invalid_grant"
+        if failure == "invalid_client":
+            return _oidc_error(401, "invalid_client", "InvalidClientException", "Client authentication failed")
+        if failure == "invalid_grant":
+            return _oidc_error(400, "invalid_grant", "InvalidGrantException", "Invalid refresh token provided")
+        if failure is not None:
+            return _oidc_error(500, "server_error", "InternalServerException")
+        return _json(self._issue(body.get("refreshToken"), kiro=False))
+
+    async def _kiro_refresh(self, request: web.Request) -> web.Response:
+        record = await _record(request)
+        self.refresh_requests.append(record)
+        if self.refresh_delay:
+            await asyncio.sleep(self.refresh_delay)
+        body = record.body if isinstance(record.body, dict) else {}
+        failure = self.refresh_failure
+        if failure is None and not self._refresh_token_valid(body.get("refreshToken")):
+            failure = "invalid_grant"
+        if failure in ("invalid_grant", "invalid_client"):
+            return _json({"message": "Invalid refresh token"}, status=401)
+        if failure is not None:
+            return _json({"message": "Internal error"}, status=500)
+        return _json(self._issue(body.get("refreshToken"), kiro=True))
+
+    def _refresh_token_valid(self, token: object) -> bool:
+        if not isinstance(token, str) or not token:
+            return False
+        return self.valid_refresh_tokens is None or token in self.valid_refresh_tokens
+
+    def _issue(self, old_refresh_token: str, *, kiro: bool) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "accessToken": self.issue_access_token(),
+            "tokenType": "Bearer",
+            "expiresIn": self.token_lifetime,
+        }
+        if self.rotate_refresh_tokens:
+            new_refresh_token = f"sim-refresh-{next(self._serial)}"
+            if self.valid_refresh_tokens is not None:
+                self.valid_refresh_tokens.discard(old_refresh_token)
+                self.valid_refresh_tokens.add(new_refresh_token)
+            document["refreshToken"] = new_refresh_token
+        elif kiro:
+            document["refreshToken"] = old_refresh_token
+        if kiro:
+            document["profileArn"] = self.kiro_profile_arn
+        return document
+
+
+class SimulationThread:
+    """A simulator running on its own loop in a daemon thread."""
+
+    def __init__(self, sim: SimulatedUpstream) -> None:
+        self.sim = sim
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(sim.start())
+            except BaseException as exc:  # pragma: no cover - reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(sim.stop())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="q2api-simulated-upstream", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+
+    @property
+    def url(self) -> str:
+        return self.sim.url
+
+    def env(self, auth_method: str = "idc") -> dict[str, str]:
+        return self.sim.env(auth_method)
+
+    def enqueue(self, *replies: Reply) -> None:
+        self._loop.call_soon_threadsafe(self.sim.enqueue, *replies)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> SimulationThread:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+async def _record(request: web.Request) -> RecordedRequest:
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        body = None
+    return RecordedRequest(request.path, dict(request.headers), body, raw, time.monotonic())
+
+
+def _request_id() -> dict[str, str]:
+    return {"x-amzn-requestid": str(uuid.uuid4())}
+
+
+def _json(document: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(document), content_type="application/json", headers=headers)
+
+
+def _oidc_error(status: int, error: str, error_type: str, description: str = "") -> web.Response:
+    return _json(
+        {"error": error, "error_description": description or error},
+        status=status,
+        headers={"x-amzn-ErrorType": f"{error_type}:http://internal.amazon.com/coral/com.amazonaws.sso.oidc/"},
+    )
