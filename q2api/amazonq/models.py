@@ -1,0 +1,114 @@
+"""Claude model ids → Amazon Q model ids, and the list of models the gateway serves.
+
+Clients send Anthropic ids in many spellings: dated (`claude-sonnet-4-5-20250929`), undated
+(`claude-opus-4-8`), old style (`claude-3-7-sonnet-latest`), Bedrock style
+(`anthropic.claude-sonnet-4-5-20250929-v1:0`), with Claude Code's `[1m]` suffix asking for the
+1M-token context window, or an Amazon Q id directly (`claude-sonnet-4.5`). All of them are
+normalised to one Q id through :data:`SERVED_MODELS`, which settings extend with an alias table.
+An id the table does not know falls back to the configured default, and `known` says so (the
+converter reports it) — an unknown id sent upstream would only come back as a 400.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+LONG_CONTEXT_WINDOW = 1_000_000
+LONG_CONTEXT_SUFFIX = "[1m]"
+DEFAULT_Q_MODEL = "claude-sonnet-4.5"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    q_model_id: str
+    context_window: int
+    known: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """One entry of `GET /v1/models`: `id` is the Claude-style id clients send."""
+
+    id: str
+    display_name: str
+    q_model_id: str
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+
+
+SERVED_MODELS: tuple[ServedModel, ...] = (
+    ServedModel("claude-opus-5-5", "Claude Opus 5.5", "claude-opus-5.5"),
+    ServedModel("claude-sonnet-5-5", "Claude Sonnet 5.5", "claude-sonnet-5.5"),
+    ServedModel("claude-haiku-5-5", "Claude Haiku 5.5", "claude-haiku-5.5"),
+    ServedModel("claude-opus-4-8", "Claude Opus 4.8", "claude-opus-4.8"),
+    ServedModel("claude-opus-4-5", "Claude Opus 4.5", "claude-opus-4.5"),
+    ServedModel("claude-sonnet-4-5", "Claude Sonnet 4.5", "claude-sonnet-4.5"),
+    ServedModel("claude-haiku-4-5", "Claude Haiku 4.5", "claude-haiku-4.5"),
+    ServedModel("claude-sonnet-4", "Claude Sonnet 4", "claude-sonnet-4"),
+    ServedModel("claude-3-7-sonnet", "Claude Sonnet 3.7", "claude-3.7-sonnet"),
+)
+
+_Q_IDS = frozenset(model.q_model_id for model in SERVED_MODELS) | {"auto"}
+
+_DATE_OR_VERSION_SUFFIX = re.compile(r"(?:-\d{8})?(?:-v\d+(?::\d+)?)?(?:-latest)?$")
+# claude-opus-4-8, claude-sonnet-4, claude-haiku-4.5
+_NEW_STYLE = re.compile(r"^claude-(?P<family>opus|sonnet|haiku)-(?P<major>\d+)(?:[-.](?P<minor>\d{1,2}))?$")
+# claude-3-7-sonnet, claude-3.5-haiku
+_OLD_STYLE = re.compile(r"^claude-(?P<major>\d+)(?:[-.](?P<minor>\d{1,2}))?-(?P<family>opus|sonnet|haiku)$")
+
+
+def resolve_model(
+    requested: str,
+    *,
+    aliases: Mapping[str, str] | None = None,
+    default: str = DEFAULT_Q_MODEL,
+) -> ModelChoice:
+    """The Amazon Q model for a client's model id. `aliases` (from settings) maps Claude ids
+    (case-insensitive, with or without `[1m]`) to Q ids and wins over the built-in table."""
+    name = requested.strip().lower()
+    window = DEFAULT_CONTEXT_WINDOW
+    if name.endswith(LONG_CONTEXT_SUFFIX):
+        name = name[: -len(LONG_CONTEXT_SUFFIX)]
+        window = LONG_CONTEXT_WINDOW
+    if aliases:
+        lowered = {key.strip().lower(): value for key, value in aliases.items()}
+        for key in (requested.strip().lower(), name):
+            if key in lowered:
+                return ModelChoice(lowered[key], window, True)
+    q_id = _upstream_id(name)
+    if q_id in _Q_IDS:
+        return ModelChoice(q_id, window, True)
+    fallback = _upstream_id(default.strip().lower())
+    return ModelChoice(fallback if fallback in _Q_IDS else default, window, False)
+
+
+def _upstream_id(name: str) -> str:
+    if name in _Q_IDS:
+        return name
+    name = name.removeprefix("anthropic.").removeprefix("us.anthropic.")
+    name = _DATE_OR_VERSION_SUFFIX.sub("", name, count=1)
+    match = _NEW_STYLE.match(name)
+    if match:
+        minor = match["minor"]
+        version = f"{match['major']}.{minor}" if minor else match["major"]
+        return f"claude-{match['family']}-{version}"
+    match = _OLD_STYLE.match(name)
+    if match:
+        minor = match["minor"]
+        version = f"{match['major']}.{minor}" if minor else match["major"]
+        return f"claude-{version}-{match['family']}"
+    return name
+
+
+def served_models(aliases: Mapping[str, str] | None = None) -> tuple[ServedModel, ...]:
+    """The built-in models plus one entry per settings alias (for `GET /v1/models`)."""
+    models = list(SERVED_MODELS)
+    listed = {model.id for model in models}
+    for alias, q_id in (aliases or {}).items():
+        if alias not in listed:
+            window = LONG_CONTEXT_WINDOW if alias.lower().endswith(LONG_CONTEXT_SUFFIX) else DEFAULT_CONTEXT_WINDOW
+            models.append(ServedModel(alias, alias, q_id, window))
+            listed.add(alias)
+    return tuple(models)

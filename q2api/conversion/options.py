@@ -1,0 +1,43 @@
+"""What the converter is told (`ConversionOptions`) and what it returns (`Conversion`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from q2api.amazonq.models import DEFAULT_Q_MODEL, ModelChoice
+from q2api.amazonq.types import MAX_IMAGES_PER_MESSAGE, MAX_USER_MESSAGE_CHARS, ORIGIN_AI_EDITOR
+from q2api.findings import Finding
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionOptions:
+    conversation_id: str
+    # Extra Claude id -> Amazon Q id entries from settings; they win over the built-in table.
+    model_aliases: Mapping[str, str] = field(default_factory=dict)
+    # The Q model used when the requested id is unknown (a Q id or a Claude id).
+    default_model: str = DEFAULT_Q_MODEL
+    origin: str = ORIGIN_AI_EDITOR
+    # `max_thinking_length` sent when thinking is on but the client gave no budget (adaptive).
+    default_thinking_budget: int = 20_000
+    # A single text block longer than this can never fit one Amazon Q message.
+    max_message_chars: int = MAX_USER_MESSAGE_CHARS
+    max_images_per_message: int = MAX_IMAGES_PER_MESSAGE
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    payload: dict[str, Any]  # {"conversationState": {...}}; the upstream client adds profileArn
+    model: ModelChoice
+    # Amazon Q tool name -> original Claude tool name, for every name that was changed.
+    tool_names: Mapping[str, str]
+    report: tuple[Finding, ...]
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self.payload["conversationState"].get("history", [])
+
+    @property
+    def current_message(self) -> dict[str, Any]:
+        return self.payload["conversationState"]["currentMessage"]["userInputMessage"]

@@ -1,0 +1,135 @@
+"""Tool results: their content as Amazon Q text blocks, merged duplicates, orphans as labelled
+text, and the answered list of a user turn ordered as the tool uses it answers.
+
+Amazon Q requires every tool use of an assistant turn to be answered by the very next user
+turn, and every toolResult there to answer one of them (PROTOCOL.md A3.1). A result lost on
+the way is the classic cause of infinite tool loops: the model never sees the output and
+calls the tool again. So nothing is dropped: unmatched results travel as text, unanswered
+tool uses get the Amazon Q CLI's own "cancelled" error result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from q2api.anthropic.types import (
+    DocumentBlock,
+    ImageBlock,
+    SearchResultBlock,
+    TextBlock,
+    ToolReferenceBlock,
+    ToolResultBlock,
+)
+from q2api.conversion.images import q_image
+from q2api.conversion.text import (
+    CANCELLED_TOOL_RESULT,
+    EMPTY_TOOL_RESULT,
+    PromptTooLong,
+    checked_text,
+    document_text,
+    search_result_text,
+)
+from q2api.findings import Finding, FindingKind
+
+TextContent = list[dict[str, Any]]  # [{"text": ...}, ...]
+
+
+@dataclass(slots=True)
+class ToolResultDraft:
+    q_id: str
+    client_id: str
+    message_index: int
+    content: TextContent
+    is_error: bool
+
+
+def tool_result_content(
+    block: ToolResultBlock, message_index: int, position: int, limit: int, report: list[Finding]
+) -> tuple[TextContent, list[dict[str, Any]]]:
+    """The result's content as text blocks, and its images (Q tool results cannot hold
+    images: they move to the message's `images`, and a text marker says so).
+    `position` is the block's index in message `message_index` (paths are built on demand)."""
+    content = block.content
+    if content is None:
+        return [], []
+    if isinstance(content, str):
+        if not content:
+            return [], []
+        if len(content) > limit:
+            raise PromptTooLong(f"messages.{message_index}.content.{position}.content", len(content), limit)
+        return [{"text": content}], []
+    texts: TextContent = []
+    images: list[dict[str, Any]] = []
+    for part_position, part in enumerate(content):
+        if isinstance(part, TextBlock):
+            text = part.text
+            if text:
+                if len(text) > limit:
+                    path = f"messages.{message_index}.content.{position}.content.{part_position}.text"
+                    raise PromptTooLong(path, len(text), limit)
+                texts.append({"text": text})
+            continue
+        part_path = f"messages.{message_index}.content.{position}.content.{part_position}"
+        if isinstance(part, ImageBlock):
+            images.append(q_image(part, part_path))
+        elif isinstance(part, DocumentBlock):
+            text, document_images = document_text(part, part_path, message_index, report)
+            texts.append({"text": checked_text(text, part_path, limit)})
+            images.extend(q_image(image, f"{part_path}.source.content") for image in document_images)
+        elif isinstance(part, SearchResultBlock):
+            texts.append({"text": checked_text(search_result_text(part), part_path, limit)})
+        elif isinstance(part, ToolReferenceBlock):
+            texts.append({"text": f"[Tool reference: {part.tool_name}]"})
+    if images:
+        texts.append({"text": f"[{len(images)} image(s) from this tool result are attached to this message]"})
+    return texts, images
+
+
+def orphan_result_text(client_id: str, content: TextContent, is_error: bool) -> str:
+    status = "error" if is_error else "success"
+    body = "\n".join(part["text"] for part in content) or EMPTY_TOOL_RESULT
+    label = f"[Result of an earlier tool call {client_id} ({status}); its tool call is no longer in the conversation]"
+    return f"{label}\n{body}"
+
+
+def answered_results(
+    expected: dict[str, tuple[str, int]],
+    received: dict[str, ToolResultDraft],
+    report: list[Finding],
+) -> list[dict[str, Any]]:
+    """One toolResult per expected tool use, in tool-use order."""
+    if not expected:
+        return []
+    received_order = list(received)
+    if received_order != [q_id for q_id in expected if q_id in received]:
+        first = received[received_order[0]]
+        report.append(
+            Finding(
+                FindingKind.TOOL_RESULTS_REORDERED,
+                first.message_index,
+                detail="ordered as the tool uses they answer",
+            )
+        )
+    results = []
+    for q_id, (client_id, tool_use_index) in expected.items():
+        draft = received.get(q_id)
+        if draft is None:
+            report.append(
+                Finding(
+                    FindingKind.CANCELLED_TOOL_RESULT,
+                    tool_use_index,
+                    client_id,
+                    f"no tool_result came back; answered with {CANCELLED_TOOL_RESULT!r}",
+                )
+            )
+            results.append({"toolUseId": q_id, "content": [{"text": CANCELLED_TOOL_RESULT}], "status": "error"})
+            continue
+        content = draft.content
+        if not content:
+            report.append(
+                Finding(FindingKind.EMPTY_TOOL_RESULT, draft.message_index, client_id, "placeholder text sent")
+            )
+            content = [{"text": EMPTY_TOOL_RESULT}]
+        results.append({"toolUseId": q_id, "content": content, "status": "error" if draft.is_error else "success"})
+    return results

@@ -1,0 +1,100 @@
+"""Claude `tools` → the Amazon Q `tools` of the current message.
+
+Amazon Q rules (PROTOCOL.md A2, A3.1): names of 1..64 `[a-zA-Z0-9_-]` characters, descriptions
+of 1..10,240 characters, a JSON-schema document without nulls, and every tool name used in
+history present in the list. Anthropic server tools (`web_search_20250305`, …) cannot run on
+Amazon Q and are dropped with a report; `tool_choice: none` sends no real tool at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from q2api.amazonq.types import MAX_TOOL_DESCRIPTION_LENGTH
+from q2api.anthropic.errors import InvalidRequest
+from q2api.anthropic.types import Tool, ToolChoice
+from q2api.conversion.identifiers import Identifiers
+from q2api.conversion.json_clean import cleaned_schema
+from q2api.conversion.system_context import full_tool_description
+from q2api.findings import Finding, FindingKind
+
+_TRUNCATION_NOTE = "\n… [truncated: the full description is in the conversation context]"
+_EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def placeholder_description(name: str) -> str:
+    return f"The {name} tool."
+
+
+def tool_specs(
+    tools: list[Tool] | None,
+    tool_choice: ToolChoice | None,
+    history_tool_names: Mapping[str, str],
+    ids: Identifiers,
+    report: list[Finding],
+    context_sections: list[str],
+) -> list[dict[str, Any]]:
+    """The tool list; full texts of truncated descriptions are appended to `context_sections`."""
+    specs: list[dict[str, Any]] = []
+    offered: set[str] = set()
+    if tool_choice is not None and tool_choice.type == "none":
+        if tools:
+            report.append(Finding(FindingKind.TOOL_CHOICE_NONE, detail=f"{len(tools)} tool(s) not offered upstream"))
+        tools = None
+    for index, tool in enumerate(tools or ()):
+        if tool.is_server_tool:
+            report.append(
+                Finding(
+                    FindingKind.SERVER_TOOL_DROPPED,
+                    detail=f"tools.{index}: {tool.name} ({tool.type}) runs only on Anthropic's servers",
+                )
+            )
+            continue
+        if tool.input_schema is None:
+            raise InvalidRequest(f"tools.{index}.input_schema", "Field required (custom tools need an input_schema)")
+        name = ids.tool_name(tool.name)
+        if name in offered:
+            report.append(
+                Finding(FindingKind.DUPLICATE_TOOL_DROPPED, detail=f"tools.{index}: {tool.name} is listed twice")
+            )
+            continue
+        offered.add(name)
+        schema, cleaned = cleaned_schema(tool.input_schema)
+        if cleaned:
+            report.append(Finding(FindingKind.TOOL_SCHEMA_CLEANED, detail=f"tools.{index}: null values removed"))
+        specs.append(_spec(name, _description(tool, index, report, context_sections), schema))
+    for name, client_name in history_tool_names.items():
+        if name not in offered:
+            report.append(
+                Finding(
+                    FindingKind.HISTORY_TOOL_PLACEHOLDER,
+                    detail=f"{client_name} is used in history but not offered; a placeholder spec was added",
+                )
+            )
+            description = (
+                f"The {client_name} tool, used earlier in this conversation; it is not offered in this request."
+            )
+            specs.append(_spec(name, description, _EMPTY_SCHEMA))
+    return specs
+
+
+def _spec(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"toolSpecification": {"name": name, "description": description, "inputSchema": {"json": schema}}}
+
+
+def _description(tool: Tool, index: int, report: list[Finding], context_sections: list[str]) -> str:
+    description = tool.description or ""
+    if not description.strip():
+        report.append(Finding(FindingKind.TOOL_DESCRIPTION_PLACEHOLDER, detail=f"tools.{index}: {tool.name}"))
+        return placeholder_description(tool.name)
+    if len(description) <= MAX_TOOL_DESCRIPTION_LENGTH:
+        return description
+    report.append(
+        Finding(
+            FindingKind.TOOL_DESCRIPTION_TRUNCATED,
+            detail=f"tools.{index}: {tool.name} ({len(description)} chars); the full text is in the context",
+        )
+    )
+    context_sections.append(full_tool_description(tool.name, description))
+    return description[: MAX_TOOL_DESCRIPTION_LENGTH - len(_TRUNCATION_NOTE)] + _TRUNCATION_NOTE

@@ -1,0 +1,321 @@
+"""Claude messages → strictly alternating user / assistant turns.
+
+Consecutive turns of one role merge into one (Anthropic itself combines them; Amazon Q rejects
+them): every text block is kept in order, **every** tool_result is kept, tool uses are
+concatenated. `role: "system"` turns become labelled context inside the user turn they sit in
+(see `system_context`). Each user turn remembers the tool uses of the assistant turn before it,
+so tool results are matched at the moment they are read: a result whose tool use is not there
+(compacted away, or out of order) becomes labelled text instead of an invalid toolResult.
+
+The framing rules (first turn user, last turn user) are applied afterwards by `frame_turns`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from q2api.anthropic.errors import InvalidRequest
+from q2api.anthropic.types import (
+    SERVER_TOOL_RESULT_BLOCKS,
+    ContainerUploadBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    SearchResultBlock,
+    ServerToolUseBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from q2api.conversion.identifiers import Identifiers
+from q2api.conversion.images import q_image
+from q2api.conversion.json_clean import cleaned_tool_input
+from q2api.conversion.system_context import system_turn_text
+from q2api.conversion.text import (
+    CONVERSATION_START,
+    PREFILL_CONTINUATION,
+    PromptTooLong,
+    checked_text,
+    document_text,
+    search_result_text,
+)
+from q2api.conversion.thinking import thinking_as_text
+from q2api.conversion.tool_results import ToolResultDraft, orphan_result_text, tool_result_content
+from q2api.findings import Finding, FindingKind
+
+_SERVER_BLOCKS = (ServerToolUseBlock, ContainerUploadBlock, *SERVER_TOOL_RESULT_BLOCKS)
+
+# A tool use as the next user turn must answer it: Q id -> (client id, message index).
+ExpectedResults = dict[str, tuple[str, int]]
+
+
+@dataclass(slots=True)
+class UserTurn:
+    message_indices: list[int]
+    expected: ExpectedResults
+    texts: list[str] = field(default_factory=list)
+    results: dict[str, ToolResultDraft] = field(default_factory=dict)
+    images: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    placeholder: str | None = None  # the content of a turn the converter had to add
+
+
+@dataclass(slots=True)
+class AssistantTurn:
+    message_indices: list[int]
+    texts: list[str] = field(default_factory=list)
+    tool_uses: list[dict[str, Any]] = field(default_factory=list)
+    tool_use_origins: ExpectedResults = field(default_factory=dict)
+
+
+Turn = UserTurn | AssistantTurn
+
+
+@dataclass(slots=True)
+class TurnBuilder:
+    ids: Identifiers
+    text_limit: int
+    report: list[Finding]
+    turns: list[Turn] = field(default_factory=list)
+    # Q tool name -> client tool name, for every tool used in history (in order of first use).
+    history_tool_names: dict[str, str] = field(default_factory=dict)
+
+    def add(self, index: int, message: Message) -> None:
+        if message.role == "assistant":
+            self._add_assistant(index, message)
+        elif message.role == "user":
+            self._add_user(index, message)
+        else:
+            self._add_system(index, message)
+
+    # ------------------------------------------------------------ turns
+
+    def _user_turn(self, index: int) -> UserTurn:
+        last = self.turns[-1] if self.turns else None
+        if isinstance(last, UserTurn):
+            last.message_indices.append(index)
+            return last
+        expected = last.tool_use_origins if isinstance(last, AssistantTurn) else {}
+        turn = UserTurn([index], expected)
+        self.turns.append(turn)
+        return turn
+
+    def _assistant_turn(self, index: int) -> AssistantTurn:
+        last = self.turns[-1] if self.turns else None
+        if isinstance(last, AssistantTurn):
+            last.message_indices.append(index)
+            self.report.append(
+                Finding(
+                    FindingKind.MERGED_ASSISTANT_TURN,
+                    index,
+                    detail=f"merged into the assistant turn of message {last.message_indices[0]}",
+                )
+            )
+            return last
+        turn = AssistantTurn([index])
+        self.turns.append(turn)
+        return turn
+
+    # ------------------------------------------------------------ roles
+
+    def _add_system(self, index: int, message: Message) -> None:
+        content = message.content
+        if isinstance(content, str):
+            text = checked_text(content, f"messages.{index}.content", self.text_limit)
+        else:
+            parts = []
+            for position, block in enumerate(content or ()):
+                path = f"messages.{index}.content.{position}"
+                if not isinstance(block, TextBlock):
+                    raise InvalidRequest(f"{path}.type", "system messages may only hold text blocks")
+                parts.append(checked_text(block.text, f"{path}.text", self.text_limit))
+            text = "\n\n".join(part for part in parts if part)
+        if not text.strip():
+            self.report.append(Finding(FindingKind.EMPTY_SYSTEM_TURN_DROPPED, index))
+            return
+        turn = self._user_turn(index)
+        turn.texts.append(system_turn_text(text))
+        self.report.append(
+            Finding(
+                FindingKind.SYSTEM_TURN_AS_CONTEXT,
+                index,
+                detail=f"labelled context in the user turn of message {turn.message_indices[0]}",
+            )
+        )
+
+    def _add_user(self, index: int, message: Message) -> None:
+        turn = self._user_turn(index)
+        if len(turn.message_indices) > 1:
+            self.report.append(
+                Finding(
+                    FindingKind.MERGED_USER_TURN,
+                    index,
+                    detail=f"merged into the user turn of message {turn.message_indices[0]}",
+                )
+            )
+        content = message.content
+        if isinstance(content, str):
+            if content:
+                turn.texts.append(checked_text(content, f"messages.{index}.content", self.text_limit))
+            return
+        limit = self.text_limit
+        for position, block in enumerate(content or ()):
+            # Paths are built only where they are used: this loop runs for every block of every request.
+            if isinstance(block, TextBlock):
+                text = block.text
+                if text:
+                    if len(text) > limit:
+                        raise PromptTooLong(f"messages.{index}.content.{position}.text", len(text), limit)
+                    turn.texts.append(text)
+                continue
+            if isinstance(block, ToolResultBlock):
+                self._add_tool_result(turn, index, position, block)
+                continue
+            path = f"messages.{index}.content.{position}"
+            if isinstance(block, ImageBlock):
+                turn.images.append((index, q_image(block, path)))
+            elif isinstance(block, DocumentBlock):
+                text, images = document_text(block, path, index, self.report)
+                turn.texts.append(checked_text(text, path, self.text_limit))
+                turn.images.extend((index, q_image(image, f"{path}.source.content")) for image in images)
+            elif isinstance(block, SearchResultBlock):
+                turn.texts.append(checked_text(search_result_text(block), path, self.text_limit))
+            elif isinstance(block, _SERVER_BLOCKS):
+                self._drop_server_block(index, block, path)
+            else:
+                raise InvalidRequest(f"{path}.type", f"{_tag(block)!r} blocks are not allowed in user messages")
+
+    def _add_tool_result(self, turn: UserTurn, index: int, position: int, block: ToolResultBlock) -> None:
+        q_id = self.ids.tool_use_id(block.tool_use_id, index)
+        content, images = tool_result_content(block, index, position, self.text_limit, self.report)
+        turn.images.extend((index, image) for image in images)
+        is_error = bool(block.is_error)
+        if q_id not in turn.expected:
+            turn.texts.append(orphan_result_text(block.tool_use_id, content, is_error))
+            self.report.append(
+                Finding(
+                    FindingKind.ORPHAN_TOOL_RESULT,
+                    index,
+                    block.tool_use_id,
+                    "its tool_use is not in the preceding assistant turn; sent as labelled text",
+                )
+            )
+            return
+        draft = turn.results.get(q_id)
+        if draft is None:
+            turn.results[q_id] = ToolResultDraft(q_id, block.tool_use_id, index, content, is_error)
+            return
+        draft.content.extend(content)
+        draft.is_error = draft.is_error or is_error
+        self.report.append(
+            Finding(
+                FindingKind.DUPLICATE_TOOL_RESULT_MERGED,
+                index,
+                block.tool_use_id,
+                "contents merged, error status wins",
+            )
+        )
+
+    def _add_assistant(self, index: int, message: Message) -> None:
+        turn = self._assistant_turn(index)
+        content = message.content
+        if isinstance(content, str):
+            if content:
+                turn.texts.append(checked_text(content, f"messages.{index}.content", self.text_limit))
+            return
+        limit = self.text_limit
+        for position, block in enumerate(content or ()):
+            if isinstance(block, TextBlock):
+                text = block.text
+                if text:
+                    if len(text) > limit:
+                        raise PromptTooLong(f"messages.{index}.content.{position}.text", len(text), limit)
+                    turn.texts.append(text)
+                continue
+            if isinstance(block, ToolUseBlock):
+                self._add_tool_use(turn, index, block)
+                continue
+            path = f"messages.{index}.content.{position}"
+            if isinstance(block, ThinkingBlock):
+                if block.thinking:
+                    thinking = checked_text(block.thinking, f"{path}.thinking", self.text_limit)
+                    turn.texts.append(thinking_as_text(thinking))
+                    self.report.append(Finding(FindingKind.THINKING_AS_TEXT, index, detail=path))
+            elif isinstance(block, RedactedThinkingBlock):
+                self.report.append(
+                    Finding(
+                        FindingKind.REDACTED_THINKING_DROPPED,
+                        index,
+                        detail=f"{path}: encrypted reasoning has no Amazon Q form",
+                    )
+                )
+            elif isinstance(block, _SERVER_BLOCKS):
+                self._drop_server_block(index, block, path)
+            else:
+                raise InvalidRequest(f"{path}.type", f"{_tag(block)!r} blocks are not allowed in assistant messages")
+
+    def _add_tool_use(self, turn: AssistantTurn, index: int, block: ToolUseBlock) -> None:
+        q_id = self.ids.tool_use_id(block.id, index)
+        if q_id in turn.tool_use_origins:
+            self.report.append(
+                Finding(
+                    FindingKind.DUPLICATE_TOOL_USE_DROPPED,
+                    index,
+                    block.id,
+                    "the same tool_use id twice in one assistant turn",
+                )
+            )
+            return
+        name = self.ids.tool_name(block.name)
+        self.history_tool_names.setdefault(name, block.name)
+        tool_input, repaired = cleaned_tool_input(block.input)
+        if repaired:
+            self.report.append(
+                Finding(FindingKind.TOOL_INPUT_REPAIRED, index, block.id, "null values and empty-string keys removed")
+            )
+        turn.tool_uses.append({"toolUseId": q_id, "name": name, "input": tool_input})
+        turn.tool_use_origins[q_id] = (block.id, index)
+
+    def _drop_server_block(self, index: int, block: Any, path: str) -> None:
+        self.report.append(
+            Finding(
+                FindingKind.SERVER_BLOCK_DROPPED,
+                index,
+                getattr(block, "tool_use_id", None) or getattr(block, "id", None),
+                f"{path}: {_tag(block)} is an Anthropic server-side artefact with no Amazon Q form",
+            )
+        )
+
+
+def _tag(block: Any) -> str:
+    return str(block.__struct_config__.tag)
+
+
+def frame_turns(turns: list[Turn], report: list[Finding]) -> list[Turn]:
+    """First turn user, last turn user (it becomes `currentMessage`): a conversation that opens
+    with an assistant turn gets a neutral opening user turn; a final assistant turn (prefill)
+    stays in history and a synthetic user turn asks the model to continue it."""
+    if not turns:
+        raise InvalidRequest("messages", "the request holds no user or assistant content")
+    if isinstance(turns[0], AssistantTurn):
+        report.append(
+            Finding(
+                FindingKind.LEADING_ASSISTANT_TURN,
+                turns[0].message_indices[0],
+                detail="a user turn was added before it",
+            )
+        )
+        turns.insert(0, UserTurn([], {}, placeholder=CONVERSATION_START))
+    last = turns[-1]
+    if isinstance(last, AssistantTurn):
+        report.append(
+            Finding(
+                FindingKind.PREFILL,
+                last.message_indices[-1],
+                detail="the final assistant turn stays in history; the current message asks the model to continue it",
+            )
+        )
+        turns.append(UserTurn([], last.tool_use_origins, placeholder=PREFILL_CONTINUATION))
+    return turns
