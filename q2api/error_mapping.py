@@ -16,6 +16,7 @@ both protocols. It is pure: it classifies text and codes, it does no I/O.
 
 from __future__ import annotations
 
+from q2api.amazonq import upstream_errors as upstream
 from q2api.anthropic.errors import AnthropicError
 
 # Texts and reasons Amazon Q uses for its failures (PROTOCOL.md A5).
@@ -113,3 +114,32 @@ def map_upstream_error(
     if code == "InternalServerException" and status is None:
         return AnthropicError(529, f"Amazon Q failed mid-reply: {detail}", error_type="overloaded_error")
     return AnthropicError(500, f"Amazon Q failed: {detail}", error_type="api_error")
+
+
+def map_upstream_exception(exc: BaseException, *, input_tokens: int = 0, context_window: int = 200_000) -> AnthropicError:
+    """Map a failure raised while opening or reading an Amazon Q reply (q2api.amazonq.upstream_errors).
+
+    Anything that is not an upstream failure is a gateway bug: a plain 500
+    whose message does not echo internals.
+    """
+    if isinstance(exc, upstream.UpstreamHTTPError):
+        return map_upstream_error(
+            status=exc.status,
+            code=exc.code,
+            message=exc.message,
+            reason=exc.reason,
+            input_tokens=input_tokens,
+            context_window=context_window,
+            retry_after=exc.retry_after,
+        )
+    if isinstance(exc, upstream.UpstreamTimeout):
+        return AnthropicError(504, str(exc), error_type="timeout_error")
+    if isinstance(exc, upstream.RefreshRejected):  # includes NoAccountConfigured
+        return AnthropicError(401, str(exc), error_type="authentication_error")
+    if isinstance(exc, upstream.RefreshUnavailable):
+        return AnthropicError(
+            503, f"The Amazon Q token service is unavailable; try again shortly ({exc})", error_type="api_error"
+        )
+    if isinstance(exc, upstream.UpstreamUnavailable):
+        return AnthropicError(502, f"Amazon Q could not be reached: {exc}", error_type="api_error")
+    return AnthropicError(500, "internal gateway error; see the gateway log for details", error_type="api_error")

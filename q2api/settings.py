@@ -59,6 +59,9 @@ class Settings:
     log_format: LogFormat = "text"
     max_body_bytes: int = 32 * 1024 * 1024
     ping_interval: float = 10.0
+    # How long a streaming reply is held back waiting for its first content, so that an upstream
+    # failure arriving first is still a real HTTP status (which the SDKs retry).
+    stream_hold_seconds: float = 5.0
     connect_timeout: float = 10.0
     first_byte_timeout: float = 120.0
     read_timeout: float = 300.0
@@ -188,6 +191,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "log_format": ("Q2API_LOG_FORMAT", _choice("text", "json")),
     "max_body_bytes": ("Q2API_MAX_BODY_BYTES", _number(int, 1024)),
     "ping_interval": ("Q2API_PING_INTERVAL", _number(float, 0, above=True)),
+    "stream_hold_seconds": ("Q2API_STREAM_HOLD_SECONDS", _number(float, 0)),
     "connect_timeout": ("Q2API_CONNECT_TIMEOUT", _number(float, 0, above=True)),
     "first_byte_timeout": ("Q2API_FIRST_BYTE_TIMEOUT", _number(float, 0, above=True)),
     "read_timeout": ("Q2API_READ_TIMEOUT", _number(float, 0, above=True)),

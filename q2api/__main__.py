@@ -1,0 +1,5 @@
+import sys
+
+from q2api.cli import main
+
+sys.exit(main())

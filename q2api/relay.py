@@ -1,0 +1,285 @@
+"""`POST /v1/messages`: one Claude request relayed through Amazon Q, streamed or aggregated.
+
+The order of work is the order of failure modes:
+
+1. parse and validate (400 naming the field), loop guard, conversion, output
+   validation — all pure, all before any upstream traffic;
+2. open the upstream reply; failures here (HTTP errors after retries,
+   timeouts, dead tokens) are real HTTP statuses;
+3. hold the client's response until the first content event (or a short
+   hold time) so that an exception frame that arrives before any content is
+   still a real HTTP status, which the SDKs retry — an in-stream `error`
+   event is never retried;
+4. stream: one SSE chunk per upstream read, pings while the upstream is
+   silent, and a closed block + `error` event if the reply breaks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from loguru import logger
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from q2api import debug, guards
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.message_aggregator import MessageAggregator
+from q2api.anthropic.sse import encode_sse, ping_bytes
+from q2api.anthropic.token_count import estimate_request_tokens
+from q2api.anthropic.types import MessagesRequest, parse_messages_request
+from q2api.claude_converter import Conversion, ConversionOptions, convert_request, session_conversation_id
+from q2api.edge import REQUEST_ID_HEADER, error_response, json_response
+from q2api.error_mapping import map_upstream_exception
+from q2api.reply_pump import ReplyPump
+from q2api.translator import StreamTranslator
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What one request did, for its single INFO log line."""
+
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    model: str = "-"
+    upstream_model: str = "-"
+    stream: bool = False
+    request_bytes: int = 0
+    input_tokens: int = 0
+    status: int = 200
+    upstream_request_id: str = "-"
+    upstream_seconds: float | None = None
+    first_content_seconds: float | None = None
+    response_bytes: int = 0
+    stop_reason: str | None = None
+    output_tokens: int = 0
+    error: str | None = None
+
+    def log(self) -> None:
+        def ms(seconds: float | None) -> str:
+            return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+        logger.bind(
+            request_id=self.request_id,
+            model=self.model,
+            upstream_model=self.upstream_model,
+            stream=self.stream,
+            request_bytes=self.request_bytes,
+            input_tokens=self.input_tokens,
+            status=self.status,
+            upstream_request_id=self.upstream_request_id,
+            upstream_ms=ms(self.upstream_seconds),
+            ttft_ms=ms(self.first_content_seconds),
+            total_ms=ms(time.perf_counter() - self.started),
+            response_bytes=self.response_bytes,
+            stop_reason=self.stop_reason or "-",
+            output_tokens=self.output_tokens,
+        ).info("POST /v1/messages" + (f" error={self.error}" if self.error else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    request: MessagesRequest
+    conversion: Conversion
+    input_tokens: int
+
+
+class DisconnectAwareStreamingResponse(StreamingResponse):
+    """Streams while listening for the client's disconnect, whatever ASGI version the server speaks.
+
+    Starlette only listens for `http.disconnect` on ASGI < 2.4; on newer servers a
+    gone client is noticed at the next write, which can be a ping interval
+    later. Cancelling the body at once is what closes the upstream request
+    promptly, so listen always.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def stream_then_stop() -> None:
+                await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            group.start_soon(stream_then_stop)
+            await self.listen_for_disconnect(receive)
+            group.cancel_scope.cancel()
+
+
+class MessagesRelay:
+    def __init__(self, *, upstream: Any, settings: Any, model_aliases: dict[str, str]) -> None:
+        self._upstream = upstream
+        self._settings = settings
+        self._model_aliases = model_aliases
+
+    # ------------------------------------------------------------ pure preparation
+
+    def prepare(self, body: bytes, exchange: Exchange) -> Prepared:
+        request = parse_messages_request(body)
+        exchange.model = request.model
+        exchange.stream = bool(request.stream)
+        log = logger.bind(request_id=exchange.request_id)
+        loop_findings = guards.check_loops(
+            request,
+            threshold=self._settings.loop_threshold,
+            mode=self._settings.loop_mode,
+        )
+        for finding in loop_findings:
+            log.warning(f"tool loop suspected: {finding.line()}")
+        conversion = convert_request(
+            request,
+            ConversionOptions(
+                # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
+                conversation_id=session_conversation_id(request) or exchange.request_id,
+                model_aliases=self._model_aliases,
+                default_model=self._settings.default_model,
+            ),
+        )
+        exchange.upstream_model = conversion.model.q_model_id
+        invalid = guards.validate_conversation(conversion.payload)
+        for finding in invalid:
+            # The converter promises valid output; a finding here is our bug, not the client's.
+            log.error(f"converter produced invalid output: {finding.line()}")
+        input_tokens = estimate_request_tokens(request)
+        exchange.input_tokens = input_tokens
+        if self._settings.debug_message_conversion:
+            summary = debug.conversion_summary(len(request.messages), conversion, (*loop_findings, *invalid))
+            log.info("\n" + summary)
+        return Prepared(request, conversion, input_tokens)
+
+    # ------------------------------------------------------------ the endpoint
+
+    async def handle(self, request: Request, body: bytes, request_id: str) -> Response:
+        exchange = Exchange(request_id=request_id, request_bytes=len(body))
+        try:
+            prepared = self.prepare(body, exchange)
+        except AnthropicError as error:
+            return self._finish_with_error(exchange, error)
+
+        translator = StreamTranslator(
+            model=prepared.request.model,
+            input_tokens=prepared.input_tokens,
+            tool_names=prepared.conversion.tool_names,
+            stop_sequences=tuple(prepared.request.stop_sequences or ()),
+            max_tokens=prepared.request.max_tokens,
+            context_window=prepared.conversion.model.context_window,
+            thinking_tags=prepared.request.thinking is not None and prepared.request.thinking.enabled,
+        )
+        opened = self._upstream.open_stream(prepared.conversion.payload)
+        try:
+            stream = await opened.__aenter__()
+        except Exception as exc:  # UpstreamError subclasses, mapped; anything else is a 500
+            return self._finish_with_error(exchange, self._map(exc, prepared))
+        exchange.upstream_seconds = stream.time_to_headers
+        exchange.upstream_request_id = stream.request_id or "-"
+        pump = ReplyPump(stream.chunks(), translator)
+
+        if not prepared.request.stream:
+            try:
+                return await self._aggregate(exchange, translator, pump)
+            finally:
+                pump.cancel()
+                await opened.__aexit__(None, None, None)
+        try:
+            return await self._stream(exchange, translator, pump, opened)
+        except BaseException:
+            # The streaming body owns the upstream reply once it exists; until then, we do.
+            pump.cancel()
+            await opened.__aexit__(None, None, None)
+            raise
+
+    async def _aggregate(self, exchange: Exchange, translator: StreamTranslator, pump: ReplyPump) -> Response:
+        aggregator = MessageAggregator()
+        aggregator.add_all(translator.start())
+        while not pump.finished:
+            aggregator.add_all(await pump.read() or ())
+        self._record_outcome(exchange, translator)
+        if translator.failure is not None:
+            return self._finish_with_error(exchange, translator.failure)
+        message = aggregator.message()
+        response = json_response(message, headers={REQUEST_ID_HEADER: exchange.request_id})
+        exchange.response_bytes = len(response.body)
+        exchange.first_content_seconds = time.perf_counter() - exchange.started
+        exchange.log()
+        return response
+
+    async def _stream(self, exchange: Exchange, translator: StreamTranslator, pump: ReplyPump, opened: Any) -> Response:
+        held = translator.start()
+        hold_until = time.perf_counter() + self._settings.stream_hold_seconds
+        while not pump.finished and not translator.has_content:
+            remaining = hold_until - time.perf_counter()
+            if remaining <= 0:
+                break
+            batch = await pump.read(timeout=remaining)
+            if batch:
+                held.extend(batch)
+        if translator.failure is not None and not translator.has_content:
+            # Nothing reached the client yet: a real status lets the SDKs retry.
+            pump.cancel()
+            await opened.__aexit__(None, None, None)
+            self._record_outcome(exchange, translator)
+            return self._finish_with_error(exchange, translator.failure)
+
+        ping_interval = self._settings.ping_interval
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                chunk = encode_sse(held)
+                exchange.response_bytes += len(chunk)
+                if translator.has_content:
+                    exchange.first_content_seconds = time.perf_counter() - exchange.started
+                yield chunk
+                while not pump.finished:
+                    batch = await pump.read(timeout=ping_interval)
+                    if batch is None:
+                        yield ping_bytes()
+                        continue
+                    if not batch:
+                        continue
+                    if exchange.first_content_seconds is None and translator.has_content:
+                        exchange.first_content_seconds = time.perf_counter() - exchange.started
+                    chunk = encode_sse(batch)
+                    exchange.response_bytes += len(chunk)
+                    yield chunk
+            finally:
+                pump.cancel()
+                await opened.__aexit__(None, None, None)
+                self._record_outcome(exchange, translator)
+                if translator.failure is not None:
+                    exchange.error = translator.failure.error_type
+                elif not pump.finished:
+                    exchange.error = "client_disconnected"
+                exchange.log()
+
+        return DisconnectAwareStreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={REQUEST_ID_HEADER: exchange.request_id, "cache-control": "no-cache"},
+        )
+
+    # ------------------------------------------------------------ helpers
+
+    def _map(self, exc: Exception, prepared: Prepared) -> AnthropicError:
+        return map_upstream_exception(
+            exc,
+            input_tokens=prepared.input_tokens,
+            context_window=prepared.conversion.model.context_window,
+        )
+
+    @staticmethod
+    def _record_outcome(exchange: Exchange, translator: StreamTranslator) -> None:
+        exchange.stop_reason = translator.stop_reason
+        exchange.output_tokens = translator.usage.get("output_tokens", 0)
+        for finding in translator.findings:
+            logger.bind(request_id=exchange.request_id).warning(f"reply finding: {finding}")
+
+    @staticmethod
+    def _finish_with_error(exchange: Exchange, error: AnthropicError) -> Response:
+        exchange.status = error.status
+        exchange.error = error.error_type
+        exchange.log()
+        return error_response(error, exchange.request_id)

@@ -1,0 +1,88 @@
+"""Upstream bytes → decoded frames → Claude events, one batch per upstream read.
+
+The pump owns the only place where I/O failures of the reply (timeouts, a
+dropped connection, a corrupt frame, a body cut mid-frame) become translator
+failures, so every such fault ends as a closed block plus an `error` event and
+never as a normal-looking end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+
+from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
+from q2api.amazonq.upstream_errors import UpstreamError
+from q2api.anthropic.errors import AnthropicError
+from q2api.error_mapping import map_upstream_exception
+from q2api.translator import StreamTranslator
+
+Events = list[dict]
+
+
+class ReplyPump:
+    def __init__(self, chunks: AsyncIterator[bytes], translator: StreamTranslator) -> None:
+        self._chunks = chunks
+        self._translator = translator
+        self._decoder = EventStreamDecoder()
+        self._pending: asyncio.Future[Events] | None = None
+        self.finished = False
+        self.upstream_bytes = 0
+
+    async def read(self, timeout: float | None = None) -> Events | None:
+        """The next batch of events, or None if `timeout` passed first.
+
+        A read that times out is not lost: the same pending read is awaited
+        again by the next call, so keep-alive pings never cancel an upstream read.
+        """
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._next_batch())
+        done, _ = await asyncio.wait((self._pending,), timeout=timeout)
+        if not done:
+            return None
+        batch, self._pending = self._pending.result(), None
+        return batch
+
+    def cancel(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+    async def _next_batch(self) -> Events:
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return self._end_of_body()
+        except UpstreamError as exc:  # a between-frames timeout or a dropped connection
+            return self._fail(map_upstream_exception(exc, context_window=self._translator.context_window))
+        except aiohttp.ClientError as exc:
+            return self._fail(AnthropicError(502, f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})"))
+
+        self.upstream_bytes += len(chunk)
+        try:
+            frames = self._decoder.feed(chunk)
+        except EventStreamError as exc:
+            # Deliver the whole frames that preceded the fault, then end with an error.
+            events = self._translator.feed_all(exc.frames)
+            if self._translator.finished:
+                self.finished = True
+                return events
+            return events + self._fail(AnthropicError(502, f"Amazon Q sent a corrupt event stream: {exc}"))
+        events = self._translator.feed_all(frames)
+        if self._translator.finished:
+            self.finished = True
+        return events
+
+    def _end_of_body(self) -> Events:
+        try:
+            self._decoder.close()
+        except EventStreamError as exc:
+            return self._fail(AnthropicError(502, f"Amazon Q's reply was cut off mid-frame: {exc}"))
+        self.finished = True
+        return self._translator.finish()
+
+    def _fail(self, error: AnthropicError) -> Events:
+        self.finished = True
+        return self._translator.fail(error)
