@@ -24,7 +24,7 @@ from q2api.anthropic.types import parse_messages_request
 any_text = st.text(st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF), max_size=300)
 short_text = st.text(max_size=token_count._EXACT_UP_TO // 8)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
     lambda children: st.lists(children, max_size=4)
     | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=20,
