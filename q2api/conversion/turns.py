@@ -12,6 +12,7 @@ The framing rules (first turn user, last turn user) are applied afterwards by `f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,20 +156,10 @@ class TurnBuilder:
                     detail=f"merged into the user turn of message {turn.message_indices[0]}",
                 )
             )
-        content = message.content
-        if isinstance(content, str):
-            if content:
-                turn.texts.append(checked_text(content, f"messages.{index}.content", self.text_limit))
-            return
-        limit = self.text_limit
-        for position, block in enumerate(content or ()):
+        for position, block in enumerate(self._blocks_after_plain_text(turn, index, message.content)):
             # Paths are built only where they are used: this loop runs for every block of every request.
             if isinstance(block, TextBlock):
-                text = block.text
-                if text:
-                    if len(text) > limit:
-                        raise PromptTooLong(f"messages.{index}.content.{position}.text", len(text), limit)
-                    turn.texts.append(text)
+                self._add_block_text(turn, index, position, block.text)
                 continue
             if isinstance(block, ToolResultBlock):
                 self._add_tool_result(turn, index, position, block)
@@ -186,6 +177,20 @@ class TurnBuilder:
                 self._drop_server_block(index, block, path)
             else:
                 raise InvalidRequest(f"{path}.type", f"{_tag(block)!r} blocks are not allowed in user messages")
+
+    def _blocks_after_plain_text(self, turn: UserTurn | AssistantTurn, index: int, content: object) -> Sequence[Any]:
+        """String content goes straight into the turn's texts (no blocks left); block content is returned."""
+        if isinstance(content, str):
+            if content:
+                turn.texts.append(checked_text(content, f"messages.{index}.content", self.text_limit))
+            return ()
+        return content or ()  # type: ignore[return-value]
+
+    def _add_block_text(self, turn: UserTurn | AssistantTurn, index: int, position: int, text: str) -> None:
+        if text:
+            if len(text) > self.text_limit:
+                raise PromptTooLong(f"messages.{index}.content.{position}.text", len(text), self.text_limit)
+            turn.texts.append(text)
 
     def _add_tool_result(self, turn: UserTurn, index: int, position: int, block: ToolResultBlock) -> None:
         q_id = self.ids.tool_use_id(block.tool_use_id, index)
@@ -220,19 +225,9 @@ class TurnBuilder:
 
     def _add_assistant(self, index: int, message: Message) -> None:
         turn = self._assistant_turn(index)
-        content = message.content
-        if isinstance(content, str):
-            if content:
-                turn.texts.append(checked_text(content, f"messages.{index}.content", self.text_limit))
-            return
-        limit = self.text_limit
-        for position, block in enumerate(content or ()):
+        for position, block in enumerate(self._blocks_after_plain_text(turn, index, message.content)):
             if isinstance(block, TextBlock):
-                text = block.text
-                if text:
-                    if len(text) > limit:
-                        raise PromptTooLong(f"messages.{index}.content.{position}.text", len(text), limit)
-                    turn.texts.append(text)
+                self._add_block_text(turn, index, position, block.text)
                 continue
             if isinstance(block, ToolUseBlock):
                 self._add_tool_use(turn, index, block)
