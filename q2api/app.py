@@ -13,6 +13,7 @@ from typing import Any
 from loguru import logger
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -25,7 +26,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page, model_info
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
-from q2api.edge import ClientKeys, error_response, json_response, new_request_id, read_body
+from q2api.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body, request_id_of
 from q2api.relay import MessagesRelay
 from q2api.settings import Settings, load_settings
 
@@ -51,14 +52,18 @@ def create_app(settings: Settings) -> Starlette:
             await session.close()
 
     def authenticated(request: Request) -> str:
-        request_id = new_request_id()
-        request.state.request_id = request_id
+        request_id = request_id_of(request)
         client_keys.check(request)
         return request_id
 
     async def messages(request: Request) -> Response:
-        request_id = authenticated(request)
-        body = await read_body(request, settings.max_body_bytes)
+        request_id = request_id_of(request)
+        try:
+            client_keys.check(request)
+            body = await read_body(request, settings.max_body_bytes)
+        except AnthropicError as error:
+            # Refused at the edge, but still one log line, like every other request.
+            return state["relay"].refuse(request_id, error)
         return await state["relay"].handle(request, body, request_id)
 
     async def count_tokens(request: Request) -> Response:
@@ -89,7 +94,10 @@ def create_app(settings: Settings) -> Starlette:
         if exc.status_code == 404:
             error = AnthropicError(404, f"no such endpoint: {request.method} {request.url.path}")
         elif exc.status_code == 405:
-            error = AnthropicError(405, f"method {request.method} is not allowed on {request.url.path}")
+            # Keep Starlette's `Allow` header: it tells the client which method would work.
+            error = AnthropicError(
+                405, f"method {request.method} is not allowed on {request.url.path}", headers=dict(exc.headers or {})
+            )
         else:
             error = AnthropicError(exc.status_code, str(exc.detail))
         return error_response(error, getattr(request.state, "request_id", None))
@@ -107,6 +115,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
         ],
+        middleware=[Middleware(RequestIdMiddleware)],
         exception_handlers={
             AnthropicError: anthropic_error,
             HTTPException: http_error,
@@ -117,5 +126,8 @@ def create_app(settings: Settings) -> Starlette:
 
 
 def app_from_environment() -> Starlette:
-    """The factory `q2api serve` hands to uvicorn (one call per worker process)."""
+    """The app built from the environment, as a uvicorn factory.
+
+    `q2api serve` uses `q2api.cli.logged_app_from_environment`, which also sets up logging.
+    """
     return create_app(load_settings())

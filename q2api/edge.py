@@ -10,16 +10,57 @@ import hmac
 import secrets
 
 import orjson
+from loguru import logger
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from q2api.anthropic.errors import AnthropicError
 
 REQUEST_ID_HEADER = "request-id"
+_REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
 
 
 def new_request_id() -> str:
     return "req_" + secrets.token_hex(12)
+
+
+def request_id_of(request: Request) -> str:
+    """The id RequestIdMiddleware gave this request (a fresh one if the middleware is absent)."""
+    request_id = getattr(request.state, "request_id", None)
+    if not request_id:
+        request_id = request.state.request_id = new_request_id()
+    return request_id
+
+
+class RequestIdMiddleware:
+    """Gives every HTTP request an id, and every response (404s and 405s included) its `request-id` header.
+
+    The id is also put in the log context for the whole exchange, so lines
+    logged deep inside (an upstream refusal with Amazon Q's own request id, a
+    retry, a token refresh) can be tied to the client's request.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = new_request_id()
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == _REQUEST_ID_HEADER_BYTES for name, _ in headers):
+                    headers.append((_REQUEST_ID_HEADER_BYTES, request_id.encode()))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        with logger.contextualize(request_id=request_id):
+            await self.app(scope, receive, send_with_id)
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -52,7 +93,8 @@ class ClientKeys:
         """
         if not self._keys:
             return
-        presented = request.headers.get("x-api-key")
+        # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
+        presented = request.headers.get("x-api-key") or None
         if presented is None:
             authorization = request.headers.get("authorization", "")
             scheme, _, token = authorization.partition(" ")

@@ -12,14 +12,18 @@ The order of work is the order of failure modes:
    event is never retried;
 4. stream: one SSE chunk per upstream read, pings while the upstream is
    silent, and a closed block + `error` event if the reply breaks.
+
+A client that leaves at any step after parsing cancels the work, and
+cancelling is what closes the upstream request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from loguru import logger
@@ -28,6 +32,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from q2api import debug, guards
+from q2api.amazonq.models import DEFAULT_Q_MODEL
+from q2api.amazonq.upstream_errors import UpstreamError
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.sse import encode_sse, ping_bytes
@@ -38,6 +44,10 @@ from q2api.edge import REQUEST_ID_HEADER, error_response, json_response
 from q2api.error_mapping import map_upstream_exception
 from q2api.reply_pump import ReplyPump
 from q2api.translator import StreamTranslator
+
+T = TypeVar("T")
+# nginx's "client closed request": only ever logged, since nobody is left to receive it.
+CLIENT_CLOSED_REQUEST = 499
 
 
 @dataclass(slots=True)
@@ -110,6 +120,36 @@ class DisconnectAwareStreamingResponse(StreamingResponse):
             group.cancel_scope.cancel()
 
 
+async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T | None:
+    """`work`'s result, or None if the client disconnects first (then `work` is cancelled).
+
+    Starlette does not cancel a handler whose client left, and the request body
+    has been read, so the next ASGI message can only be `http.disconnect`.
+    Servers repeat that message to later `receive()` calls, so a streaming
+    response returned afterwards still hears it.
+    """
+    working = asyncio.ensure_future(work)
+    watching = asyncio.ensure_future(_client_disconnect(receive))
+    try:
+        await asyncio.wait((working, watching), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        working.cancel()
+        raise
+    finally:
+        watching.cancel()
+    if working.done():
+        return working.result()
+    working.cancel()
+    # Let its clean-up (closing the upstream reply) run, without swallowing a cancellation of our own.
+    await asyncio.wait((working,))
+    return None
+
+
+async def _client_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 class MessagesRelay:
     def __init__(self, *, upstream: Any, settings: Any, model_aliases: dict[str, str]) -> None:
         self._upstream = upstream
@@ -136,7 +176,7 @@ class MessagesRelay:
                 # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
                 conversation_id=session_conversation_id(request) or exchange.request_id,
                 model_aliases=self._model_aliases,
-                default_model=self._settings.default_model,
+                default_model=self._settings.default_model or DEFAULT_Q_MODEL,
             ),
         )
         exchange.upstream_model = conversion.model.q_model_id
@@ -159,7 +199,18 @@ class MessagesRelay:
             prepared = self.prepare(body, exchange)
         except AnthropicError as error:
             return self._finish_with_error(exchange, error)
+        # Opening the reply (retries included), the hold and a whole non-streaming
+        # answer can each take minutes; a client that leaves meanwhile cancels them,
+        # and cancelling is what closes the upstream request.
+        response = await unless_client_leaves(request.receive, self._relay(exchange, prepared))
+        if response is None:
+            exchange.status = CLIENT_CLOSED_REQUEST
+            exchange.error = "client_disconnected"
+            exchange.log()
+            return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
+        return response
 
+    async def _relay(self, exchange: Exchange, prepared: Prepared) -> Response:
         translator = StreamTranslator(
             model=prepared.request.model,
             input_tokens=prepared.input_tokens,
@@ -173,6 +224,7 @@ class MessagesRelay:
         try:
             stream = await opened.__aenter__()
         except Exception as exc:  # UpstreamError subclasses, mapped; anything else is a 500
+            exchange.upstream_request_id = getattr(exc, "request_id", None) or "-"
             return self._finish_with_error(exchange, self._map(exc, prepared))
         exchange.upstream_seconds = stream.time_to_headers
         exchange.upstream_request_id = stream.request_id or "-"
@@ -198,8 +250,8 @@ class MessagesRelay:
         while not pump.finished:
             aggregator.add_all(await pump.read() or ())
         self._record_outcome(exchange, translator)
-        if translator.failure is not None:
-            return self._finish_with_error(exchange, translator.failure)
+        if pump.failure is not None:
+            return self._finish_with_error(exchange, pump.failure)
         message = aggregator.message()
         response = json_response(message, headers={REQUEST_ID_HEADER: exchange.request_id})
         exchange.response_bytes = len(response.body)
@@ -217,12 +269,12 @@ class MessagesRelay:
             batch = await pump.read(timeout=remaining)
             if batch:
                 held.extend(batch)
-        if translator.failure is not None and not translator.has_content:
+        if pump.failure is not None and not translator.has_content:
             # Nothing reached the client yet: a real status lets the SDKs retry.
             pump.cancel()
             await opened.__aexit__(None, None, None)
             self._record_outcome(exchange, translator)
-            return self._finish_with_error(exchange, translator.failure)
+            return self._finish_with_error(exchange, pump.failure)
 
         ping_interval = self._settings.ping_interval
 
@@ -249,8 +301,8 @@ class MessagesRelay:
                 pump.cancel()
                 await opened.__aexit__(None, None, None)
                 self._record_outcome(exchange, translator)
-                if translator.failure is not None:
-                    exchange.error = translator.failure.error_type
+                if pump.failure is not None:
+                    exchange.error = pump.failure.error_type
                 elif not pump.finished:
                     exchange.error = "client_disconnected"
                 exchange.log()
@@ -264,6 +316,8 @@ class MessagesRelay:
     # ------------------------------------------------------------ helpers
 
     def _map(self, exc: Exception, prepared: Prepared) -> AnthropicError:
+        if not isinstance(exc, UpstreamError):
+            logger.opt(exception=exc).error("opening the Amazon Q reply failed unexpectedly")
         return map_upstream_exception(
             exc,
             input_tokens=prepared.input_tokens,
@@ -273,9 +327,16 @@ class MessagesRelay:
     @staticmethod
     def _record_outcome(exchange: Exchange, translator: StreamTranslator) -> None:
         exchange.stop_reason = translator.stop_reason
-        exchange.output_tokens = translator.usage.get("output_tokens", 0)
+        try:
+            exchange.output_tokens = translator.usage.get("output_tokens", 0)
+        except Exception:  # a translator fault, already reported by the pump; the log line must still be written
+            exchange.output_tokens = 0
         for finding in translator.findings:
             logger.bind(request_id=exchange.request_id).warning(f"reply finding: {finding}")
+
+    def refuse(self, request_id: str, error: AnthropicError) -> Response:
+        """Answer a request refused before its body was parsed (bad client key, body too large)."""
+        return self._finish_with_error(Exchange(request_id=request_id), error)
 
     @staticmethod
     def _finish_with_error(exchange: Exchange, error: AnthropicError) -> Response:

@@ -3,7 +3,8 @@
 The pump owns the only place where I/O failures of the reply (timeouts, a
 dropped connection, a corrupt frame, a body cut mid-frame) become translator
 failures, so every such fault ends as a closed block plus an `error` event and
-never as a normal-looking end.
+never as a normal-looking end. A fault of our own while decoding or translating
+ends the same way (an `error` event, never a torn HTTP body the SDKs cannot parse).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
+from loguru import logger
 
 from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
 from q2api.amazonq.upstream_errors import UpstreamError
@@ -30,6 +32,12 @@ class ReplyPump:
         self._pending: asyncio.Future[Events] | None = None
         self.finished = False
         self.upstream_bytes = 0
+        self._internal_failure: AnthropicError | None = None
+
+    @property
+    def failure(self) -> AnthropicError | None:
+        """Why the reply failed (the translator's verdict, or a fault of our own), or None."""
+        return self._internal_failure or self._translator.failure
 
     async def read(self, timeout: float | None = None) -> Events | None:
         """The next batch of events, or None if `timeout` passed first.
@@ -51,6 +59,13 @@ class ReplyPump:
             self._pending = None
 
     async def _next_batch(self) -> Events:
+        try:
+            return await self._translate_next_read()
+        except Exception as exc:  # a bug in decoding or translation, not a fault of the reply
+            logger.opt(exception=exc).error("translating Amazon Q's reply failed")
+            return self._fail_internally()
+
+    async def _translate_next_read(self) -> Events:
         try:
             chunk = await self._chunks.__anext__()
         except StopAsyncIteration:
@@ -86,3 +101,10 @@ class ReplyPump:
     def _fail(self, error: AnthropicError) -> Events:
         self.finished = True
         return self._translator.fail(error)
+
+    def _fail_internally(self) -> Events:
+        # The translator's state is suspect, so the error event is built here, not by it.
+        self.finished = True
+        error = AnthropicError(500, "internal gateway error while relaying Amazon Q's reply; see the gateway log")
+        self._internal_failure = error
+        return [{"type": "error", "error": {"type": error.error_type, "message": error.message}}]

@@ -10,6 +10,7 @@ them and are 0 otherwise (always present, so clients can rely on the keys).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -52,7 +53,8 @@ class ReplyUsage:
 
     def note_context_usage(self, payload: dict[str, Any]) -> None:
         percentage = payload.get("contextUsagePercentage")
-        if type(percentage) in (int, float) and percentage >= 0:
+        # Anything but a finite share of the window is noise (and 1e308 would overflow the arithmetic).
+        if type(percentage) in (int, float) and math.isfinite(percentage) and 0 <= percentage <= 100:
             self._context_percentage = float(percentage)
 
     @property

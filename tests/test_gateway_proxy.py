@@ -74,7 +74,7 @@ async def test_upstream_and_refresh_calls_go_through_http_proxy(tmp_path, monkey
             monkeypatch.delenv("no_proxy", raising=False)
             async with client:
                 message = await client.messages.create(
-                    model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+                    model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
                 )
     assert message.content[0].text == "through the proxy"
     assert proxy.forwarded == ["POST /token", "POST /"]  # the OIDC refresh, then GenerateAssistantResponse

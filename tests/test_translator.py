@@ -147,6 +147,13 @@ def test_whitespace_before_text_is_kept_but_before_thinking_is_dropped():
 # ---------------------------------------------------------------------- usage
 
 
+@pytest.mark.parametrize("percentage", [1e308, -3, 250, "12"])
+def test_an_impossible_context_percentage_falls_back_to_the_estimate(percentage):
+    translator = make_translator(input_tokens=500, context_window=200_000)
+    run(translator, text_event("x"), encode_event("contextUsageEvent", {"contextUsagePercentage": percentage}))
+    assert translator.usage["input_tokens"] == 500
+
+
 def test_usage_prefers_metadata_then_context_percentage_then_estimate():
     estimate_only = make_translator(input_tokens=500)
     run(estimate_only, text_event("hello there"))

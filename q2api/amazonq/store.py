@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import fcntl
 import hashlib
 import os
 import sqlite3
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 DB_FILENAME = "q2api.sqlite3"
+INIT_LOCK_FILENAME = "store-init.lock"
 ENV_ACCOUNT_ID = "env"
 _BUSY_TIMEOUT_MS = 10_000
 
@@ -140,10 +142,14 @@ class AccountStore:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_FILENAME
         _create_private_dir(self.data_dir)
-        _create_private_file(self.path)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(_SCHEMA)
+        # `--workers` processes start together, and SQLite answers a second
+        # simultaneous switch to WAL with "database is locked" at once (the busy
+        # timeout does not cover it): set the file up one process at a time.
+        with _exclusive_file_lock(self.data_dir / INIT_LOCK_FILENAME):
+            _create_private_file(self.path)
+            with self._connect() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
 
     # -- reading ------------------------------------------------------------
 
@@ -352,9 +358,27 @@ def _mask(value: str | None) -> str | None:
 
 
 def _create_private_dir(path: Path) -> None:
-    if not path.exists():
+    try:
         path.mkdir(mode=0o700, parents=True)
-        os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
+    except FileExistsError:
+        # Already there: the operator's own directory, or another `--workers`
+        # process won the race to create it (mkdir's mode can only be stricter).
+        return
+    os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
+
+
+@contextmanager
+def _exclusive_file_lock(path: Path) -> Iterator[None]:
+    """A blocking fcntl lock (start-up only, where waiting a moment for another worker is right)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _create_private_file(path: Path) -> None:
