@@ -5,18 +5,47 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+# Exit status of a command that refused to start because of its configuration.
+EXIT_BAD_SETTINGS = 2
+# The factory each uvicorn worker process imports and calls (see `logged_app_from_environment`).
+SERVE_APP_FACTORY = "q2api.cli:logged_app_from_environment"
+
+
+def logged_app_from_environment() -> Starlette:
+    """`q2api.app.app_from_environment`, with q2api's logging configured first.
+
+    uvicorn starts `--workers N` as fresh processes that know nothing of the
+    parent's logging set-up; each of them calls this factory, so each one logs
+    in the configured format too.
+    """
+    from q2api.app import create_app
+    from q2api.log_setup import configure_logging
+    from q2api.settings import load_settings
+
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)
+    return create_app(settings)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from q2api.log_setup import configure_logging
-    from q2api.settings import load_settings
+    from q2api.settings import SettingsError, load_settings
 
-    settings = load_settings()  # fail fast, before uvicorn starts, on a bad setting
+    try:
+        settings = load_settings()  # fail fast, before uvicorn starts, on a bad setting
+    except SettingsError as exc:
+        print(f"q2api: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     configure_logging(settings.log_level, settings.log_format)
     uvicorn.run(
-        "q2api.app:app_from_environment",
+        SERVE_APP_FACTORY,
         factory=True,
         host=args.host,
         port=args.port,
@@ -40,29 +69,75 @@ def _accounts(args: argparse.Namespace) -> int:
     return run_accounts_command(args)
 
 
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {raw!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="q2api", description="Claude Messages API gateway for Amazon Q / Kiro")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the gateway")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1, help="worker processes sharing one data dir")
+    serve = commands.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Run the gateway. Settings come from the environment and ./.env (the environment wins).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="port to listen on (default: 8000)")
+    serve.add_argument(
+        "--workers", type=_positive_int, default=1, help="worker processes sharing one data dir (default: 1)"
+    )
     serve.set_defaults(run=_serve)
 
-    demo = commands.add_parser("demo", help="run one request end to end against a simulated Amazon Q")
+    demo = commands.add_parser(
+        "demo",
+        help="run one request end to end against a SIMULATED Amazon Q (no account, loopback only)",
+    )
     demo.set_defaults(run=_demo)
 
-    accounts = commands.add_parser("accounts", help="manage the Amazon Q accounts in the store")
+    accounts = commands.add_parser(
+        "accounts",
+        help="manage the Amazon Q accounts in the store",
+        description="Manage the accounts kept in the store under Q2API_DATA_DIR.",
+    )
     account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
     account_commands.add_parser("list", help="list accounts (secrets are never printed)")
-    add = account_commands.add_parser("add", help="add an account")
-    add.add_argument("--label", required=True)
-    add.add_argument("--auth-method", choices=["idc", "social"], default=None)
+    add = account_commands.add_parser(
+        "add",
+        help="add an account (or replace the credentials of the account with this label)",
+        description=(
+            "Add an account. Give the secrets through Q2API_NEW_REFRESH_TOKEN and Q2API_NEW_CLIENT_SECRET "
+            "(command-line arguments are visible to other users of the machine); on a terminal, "
+            "missing secrets are asked for. An existing account with the same label gets the new credentials."
+        ),
+    )
+    add.add_argument("--label", required=True, help="a name for the account, shown in logs and listings")
+    add.add_argument(
+        "--auth-method",
+        choices=["idc", "social"],
+        default=None,
+        help="idc (Builder ID / IAM Identity Center) or social (Kiro); default: idc when a client id is given",
+    )
     add.add_argument("--refresh-token", help="prefer the Q2API_NEW_REFRESH_TOKEN env var: argv is visible to other users")
-    add.add_argument("--client-id")
+    add.add_argument("--client-id", help="OIDC client id (idc accounts)")
     add.add_argument("--client-secret", help="prefer the Q2API_NEW_CLIENT_SECRET env var")
-    add.add_argument("--profile-arn")
+    add.add_argument("--profile-arn", help="optional profileArn sent upstream")
     remove = account_commands.add_parser("remove", help="remove an account")
     remove.add_argument("account", help="account id or label")
     accounts.set_defaults(run=_accounts)
