@@ -187,6 +187,23 @@ def test_a_missing_or_wrong_client_key_is_401(base_url, headers) -> None:
             assert "not-the-key" not in message  # a presented key is never echoed back
 
 
+def test_requests_refused_at_the_edge_still_get_their_log_line(base_url) -> None:
+    with capture_logs() as logs, httpx2.Client(base_url=base_url) as http:
+        refused_key = http.post("/v1/messages", content=orjson.dumps(request_body()), headers={"x-api-key": "presented-key-7f3a"})
+        too_large = http.post(
+            "/v1/messages", content=b"x" * (BODY_LIMIT + 1), headers={"x-api-key": CLIENT_KEY}
+        )
+    for response, status in ((refused_key, 401), (too_large, 413)):
+        assert response.status_code == status
+        lines = [
+            record
+            for record in logs.for_request(response.headers["request-id"])
+            if record.message.startswith("POST /v1/messages")
+        ]
+        assert len(lines) == 1 and lines[0].extra["status"] == status
+    assert "presented-key-7f3a" not in logs.text  # the presented key is never logged
+
+
 @pytest.mark.parametrize(
     "headers",
     [{"x-api-key": CLIENT_KEY}, {"authorization": f"Bearer {CLIENT_KEY}"},
