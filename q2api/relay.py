@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+import orjson
 from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -145,6 +146,10 @@ async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -
     return None
 
 
+def _json_text(document: Any) -> str:
+    return orjson.dumps(document).decode()
+
+
 async def _client_disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -189,6 +194,13 @@ class MessagesRelay:
         if self._settings.debug_message_conversion:
             summary = debug.conversion_summary(len(request.messages), conversion, (*loop_findings, *invalid))
             log.info("\n" + summary)
+            # Reproducers for bug reports, built only when a sink takes DEBUG lines (Q2API_LOG_LEVEL=DEBUG).
+            log.opt(lazy=True).debug(
+                "Claude request (redacted): {}", lambda: _json_text(debug.redacted_claude_request(orjson.loads(body)))
+            )
+            log.opt(lazy=True).debug(
+                "Amazon Q request (redacted): {}", lambda: _json_text(debug.redacted_payload(conversion.payload))
+            )
         return Prepared(request, conversion, input_tokens)
 
     # ------------------------------------------------------------ the endpoint

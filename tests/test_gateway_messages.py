@@ -6,6 +6,7 @@ Amazon Q received (the simulator records every GenerateAssistantResponse body).
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
@@ -294,4 +295,35 @@ async def test_debug_message_conversion_logs_the_summary(tmp_path):
     assert "Input: 3 Claude messages" in logs.text
     assert "Output: 2 history messages + 1 current message" in logs.text
     assert "  History[0]: USER (toolResults: False)\n  History[1]: ASSISTANT (toolUses: False)" in logs.text
+    assert CLIENT_KEY not in logs.text
+
+
+async def test_debug_level_logs_redacted_reproducers_without_image_bytes(tmp_path):
+    image = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8).decode()
+    async with open_gateway(tmp_path, DEBUG_MESSAGE_CONVERSION="true") as gw:
+        gw.sim.enqueue(scripts.text_reply("ok"))
+        with capture_logs() as logs:
+            await gw.client.messages.create(
+                model=MODEL,
+                max_tokens=50,
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": image}},
+                            {"type": "text", "text": "what is in this picture?"},
+                        ],
+                    }
+                ],
+            )
+    dumps = {
+        line.message.split(":", 1)[0]: line.message
+        for line in logs.lines
+        if line.level == "DEBUG" and "(redacted)" in line.message
+    }
+    assert set(dumps) == {"Claude request (redacted)", "Amazon Q request (redacted)"}
+    for dump in dumps.values():
+        assert "what is in this picture?" in dump  # the text a reproducer needs is kept
+        assert f"<{len(image)} base64 characters>" in dump
+        assert image[:40] not in dump
     assert CLIENT_KEY not in logs.text
