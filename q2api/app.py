@@ -33,7 +33,9 @@ from q2api.settings import Settings, load_settings
 
 def create_app(settings: Settings) -> Starlette:
     client_keys = ClientKeys(list(settings.api_keys))
-    catalog = [model_info(model.id, model.display_name, model.context_window) for model in served_models(settings.model_map)]
+    catalog = [
+        model_info(model.id, model.display_name, model.context_window) for model in served_models(settings.model_map)
+    ]
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager

@@ -46,7 +46,9 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
             # diagnose=False: tracebacks never print local variables, which could hold tokens.
             diagnose=False,
         )
-    logging.basicConfig(handlers=[_InterceptHandler()], level=0, force=True)
+    # The stdlib root logger at the configured level, not 0: uvicorn checks whether TRACE is
+    # enabled and, if so, wraps the app in a middleware that logs every ASGI message.
+    logging.basicConfig(handlers=[_InterceptHandler()], level=logger.level(level.upper()).no, force=True)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "aiohttp"):
         logging.getLogger(name).handlers = [_InterceptHandler()]
         logging.getLogger(name).propagate = False

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -106,19 +106,27 @@ class DisconnectAwareStreamingResponse(StreamingResponse):
     Starlette only listens for `http.disconnect` on ASGI < 2.4; on newer servers a
     gone client is noticed at the next write, which can be a ping interval
     later. Cancelling the body at once is what closes the upstream request
-    promptly, so listen always.
+    promptly, so listen always. `on_finish` runs when the response ends in any
+    way, even when the body never started (its own clean-up then never runs).
     """
 
+    def __init__(self, content: AsyncIterator[bytes], *, on_finish: Callable[[], None], **options: Any) -> None:
+        super().__init__(content, **options)
+        self._on_finish = on_finish
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as group:
+        try:
+            async with anyio.create_task_group() as group:
 
-            async def stream_then_stop() -> None:
-                await self.stream_response(send)
+                async def stream_then_stop() -> None:
+                    await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stream_then_stop)
+                await self.listen_for_disconnect(receive)
                 group.cancel_scope.cancel()
-
-            group.start_soon(stream_then_stop)
-            await self.listen_for_disconnect(receive)
-            group.cancel_scope.cancel()
+        finally:
+            self._on_finish()
 
 
 async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T | None:
@@ -246,14 +254,12 @@ class MessagesRelay:
             try:
                 return await self._aggregate(exchange, translator, pump)
             finally:
-                pump.cancel()
-                await opened.__aexit__(None, None, None)
+                opened.close()
         try:
             return await self._stream(exchange, translator, pump, opened)
         except BaseException:
-            # The streaming body owns the upstream reply once it exists; until then, we do.
-            pump.cancel()
-            await opened.__aexit__(None, None, None)
+            # The streaming response owns the upstream reply once it exists; until then, we do.
+            opened.close()
             raise
 
     async def _aggregate(self, exchange: Exchange, translator: StreamTranslator, pump: ReplyPump) -> Response:
@@ -283,12 +289,27 @@ class MessagesRelay:
                 held.extend(batch)
         if pump.failure is not None and not translator.has_content:
             # Nothing reached the client yet: a real status lets the SDKs retry.
-            pump.cancel()
-            await opened.__aexit__(None, None, None)
+            opened.close()
             self._record_outcome(exchange, translator)
             return self._finish_with_error(exchange, pump.failure)
 
         ping_interval = self._settings.ping_interval
+        finished = False
+
+        def finish() -> None:
+            # Runs once, from the body's clean-up or, if the client left before the
+            # body even started, from the response's.
+            nonlocal finished
+            if finished:
+                return
+            finished = True
+            opened.close()
+            self._record_outcome(exchange, translator)
+            if pump.failure is not None:
+                exchange.error = pump.failure.error_type
+            elif not pump.finished:
+                exchange.error = "client_disconnected"
+            exchange.log()
 
         async def body() -> AsyncIterator[bytes]:
             try:
@@ -310,17 +331,11 @@ class MessagesRelay:
                     exchange.response_bytes += len(chunk)
                     yield chunk
             finally:
-                pump.cancel()
-                await opened.__aexit__(None, None, None)
-                self._record_outcome(exchange, translator)
-                if pump.failure is not None:
-                    exchange.error = pump.failure.error_type
-                elif not pump.finished:
-                    exchange.error = "client_disconnected"
-                exchange.log()
+                finish()
 
         return DisconnectAwareStreamingResponse(
             body(),
+            on_finish=finish,
             media_type="text/event-stream",
             headers={REQUEST_ID_HEADER: exchange.request_id, "cache-control": "no-cache"},
         )

@@ -29,7 +29,6 @@ class ReplyPump:
         self._chunks = chunks
         self._translator = translator
         self._decoder = EventStreamDecoder()
-        self._pending: asyncio.Future[Events] | None = None
         self.finished = False
         self.upstream_bytes = 0
         self._internal_failure: AnthropicError | None = None
@@ -42,21 +41,16 @@ class ReplyPump:
     async def read(self, timeout: float | None = None) -> Events | None:
         """The next batch of events, or None if `timeout` passed first.
 
-        A read that times out is not lost: the same pending read is awaited
-        again by the next call, so keep-alive pings never cancel an upstream read.
+        A read that times out loses nothing: the only await inside is aiohttp's
+        wait for body bytes, which leaves any data in its buffer when cancelled,
+        and decoding and translating never await. (A task plus `asyncio.wait`
+        per read would also be safe, at twice the cost on the hot path.)
         """
-        if self._pending is None:
-            self._pending = asyncio.ensure_future(self._next_batch())
-        done, _ = await asyncio.wait((self._pending,), timeout=timeout)
-        if not done:
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._next_batch()
+        except TimeoutError:
             return None
-        batch, self._pending = self._pending.result(), None
-        return batch
-
-    def cancel(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
 
     async def _next_batch(self) -> Events:
         try:

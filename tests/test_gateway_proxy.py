@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import aiohttp
 import anthropic
+import httpx2
 from aiohttp import web
 
 from q2api.settings import load_settings
@@ -62,20 +63,29 @@ class ForwardProxy:
 
 async def test_upstream_and_refresh_calls_go_through_http_proxy(tmp_path, monkeypatch):
     async with SimulatedUpstream() as sim, ForwardProxy() as proxy:
-        settings = load_settings({**sim.env(), "Q2API_DATA_DIR": str(tmp_path)}, env_file=None)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
         sim.enqueue(scripts.text_reply("through the proxy", chunks=3))
-        async with running_gateway(settings) as base_url:
-            # The test's client reads the proxy variables when it is built, before they exist,
-            # so it connects directly and every proxied call is the gateway's. aiohttp
-            # (trust_env) reads them for each request it makes.
-            client = anthropic.AsyncAnthropic(base_url=base_url, api_key="unused", max_retries=0)
-            monkeypatch.setenv("HTTP_PROXY", proxy.url)
-            monkeypatch.delenv("NO_PROXY", raising=False)
-            monkeypatch.delenv("no_proxy", raising=False)
-            async with client:
-                message = await client.messages.create(
-                    model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-                )
-    assert message.content[0].text == "through the proxy"
-    assert proxy.forwarded == ["POST /token", "POST /"]  # the OIDC refresh, then GenerateAssistantResponse
-    assert len(sim.requests) == 1
+        message = await _ask_through_gateway(sim, tmp_path / "proxied")
+        assert message.content[0].text == "through the proxy"
+        assert proxy.forwarded == ["POST /token", "POST /"]  # the OIDC refresh, then GenerateAssistantResponse
+
+        # NO_PROXY exempts the upstream's host.
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        sim.enqueue(scripts.text_reply("direct", chunks=1))
+        message = await _ask_through_gateway(sim, tmp_path / "direct")
+        assert message.content[0].text == "direct"
+        assert len(proxy.forwarded) == 2
+    assert len(sim.requests) == 2
+
+
+async def _ask_through_gateway(sim, data_dir):
+    settings = load_settings({**sim.env(), "Q2API_DATA_DIR": str(data_dir)}, env_file=None)
+    async with running_gateway(settings) as base_url:
+        # The test's own client connects directly (no trust_env), so every proxied call is the gateway's.
+        direct = httpx2.AsyncClient(trust_env=False)
+        async with anthropic.AsyncAnthropic(base_url=base_url, api_key="unused", max_retries=0, http_client=direct) as client:
+            return await client.messages.create(
+                model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            )

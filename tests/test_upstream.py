@@ -280,11 +280,13 @@ async def test_fully_read_reply_keeps_the_connection_for_reuse(tmp_path: Path, s
     assert sim.open_connections == 1  # one keep-alive connection served all three
 
 
-def test_session_trusts_the_environment_and_has_no_pool_limit() -> None:
+def test_session_has_no_pool_limit_and_leaves_proxies_to_the_callers() -> None:
     async def check() -> None:
         session = create_session(load_settings({}, env_file=None))
         try:
-            assert session.trust_env is True
+            # trust_env would look up ~/.netrc in a thread on every request; proxies are
+            # resolved once per URL instead (q2api.amazonq.proxy, tested below).
+            assert session.trust_env is False
             assert session.connector.limit == 0
         finally:
             await session.close()

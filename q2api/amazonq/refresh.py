@@ -16,6 +16,7 @@ import time
 import aiohttp
 import orjson
 
+from q2api.amazonq.proxy import proxy_route
 from q2api.amazonq.store import Account
 from q2api.amazonq.upstream_errors import RefreshRejected, RefreshUnavailable, sanitize_error_code
 
@@ -84,6 +85,8 @@ async def _post_json(
     try:
         async with session.post(
             url,
+            # Refreshes are rare: resolving the proxy per call keeps this function stateless.
+            **proxy_route(url)._asdict(),
             data=orjson.dumps(body),
             headers={"Content-Type": "application/json", "Accept": "application/json"},
             timeout=aiohttp.ClientTimeout(total=timeout),

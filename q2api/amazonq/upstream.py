@@ -12,7 +12,6 @@ closes the upstream connection, so an abandoned reply never leaks it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import random
 import time
@@ -26,6 +25,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from q2api import __version__
 from q2api.amazonq.accounts import AccountPool
 from q2api.amazonq.auth import TokenManager
+from q2api.amazonq.proxy import proxy_route
 from q2api.amazonq.upstream_errors import (
     FailureKind,
     NoAccountConfigured,
@@ -73,13 +73,15 @@ def create_session(settings: Settings | None = None) -> aiohttp.ClientSession:
     """The one shared client session (call inside the running loop, e.g. in the app's lifespan).
 
     `limit=0`: no connection-pool ceiling, so the 101st concurrent stream opens
-    a connection instead of queueing into a timeout. `trust_env=True`: honour
-    HTTP(S)_PROXY / NO_PROXY. Per-request timeouts are set by the client.
+    a connection instead of queueing into a timeout. HTTP(S)_PROXY / NO_PROXY
+    are honoured per URL by the callers (q2api.amazonq.proxy), not by
+    `trust_env`, which costs a thread hop per request. Per-request timeouts
+    are set by the client.
     """
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     return aiohttp.ClientSession(
         connector=connector,
-        trust_env=True,
+        trust_env=False,
         timeout=aiohttp.ClientTimeout(total=None),
         headers={"User-Agent": f"q2api/{__version__}"},
     )
@@ -162,6 +164,7 @@ class UpstreamClient:
         self._session = session
         self._pool = pool
         self._config = config
+        self._proxy = proxy_route(config.endpoint)._asdict()  # resolved once: the endpoint never changes
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=config.connect_timeout,
@@ -171,18 +174,13 @@ class UpstreamClient:
             sock_read=config.read_timeout,
         )
 
-    @contextlib.asynccontextmanager
-    async def open_stream(self, payload: dict) -> AsyncIterator[UpstreamStream]:
-        """Open a reply for `payload` (the converter's `{"conversationState": ...}`).
+    def open_stream(self, payload: dict) -> OpenedReply:
+        """Open a reply for `payload` (the converter's `{"conversationState": ...}`): `async with` it.
 
-        Raises before yielding: UpstreamHTTPError, UpstreamTimeout,
-        UpstreamUnavailable, RefreshRejected, RefreshUnavailable (all UpstreamError).
+        Raises on entry: UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable,
+        RefreshRejected, RefreshUnavailable (all UpstreamError).
         """
-        stream = await self._open(payload)
-        try:
-            yield stream
-        finally:
-            stream.close()
+        return OpenedReply(self, payload)
 
     async def _open(self, payload: dict) -> UpstreamStream:
         if not len(self._pool):
@@ -196,17 +194,22 @@ class UpstreamClient:
             before_sleep=self._log_retry,
             reraise=True,
         )
-        async for try_ in retrying:
-            with try_:
-                response, manager = await self._attempt_once(attempt)
-                return UpstreamStream(
-                    response,
-                    account_id=manager.account_id,
-                    account_label=manager.label,
-                    attempts=try_.retry_state.attempt_number,
-                    upstream_started_at=started,
-                    read_timeout=self._config.read_timeout,
-                )
+        try:
+            async for try_ in retrying:
+                with try_:
+                    response, manager = await self._attempt_once(attempt)
+                    return UpstreamStream(
+                        response,
+                        account_id=manager.account_id,
+                        account_label=manager.label,
+                        attempts=try_.retry_state.attempt_number,
+                        upstream_started_at=started,
+                        read_timeout=self._config.read_timeout,
+                    )
+        finally:
+            # tenacity's closures keep `attempt` in a reference cycle until the next garbage
+            # collection; without its request body that costs a few hundred bytes, not the body.
+            attempt.release()
         raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
 
     async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, TokenManager]:
@@ -249,7 +252,9 @@ class UpstreamClient:
         headers["Authorization"] = f"Bearer {token}"
         try:
             async with asyncio.timeout(self._config.first_byte_timeout):
-                return await self._session.post(self._config.endpoint, data=body, headers=headers, timeout=self._timeout)
+                return await self._session.post(
+                    self._config.endpoint, data=body, headers=headers, timeout=self._timeout, **self._proxy
+                )
         except aiohttp.ConnectionTimeoutError:
             raise UpstreamTimeout("connect", self._config.connect_timeout) from None
         except (aiohttp.ServerTimeoutError, asyncio.TimeoutError):
@@ -311,6 +316,39 @@ class _Attempt:
     def rest(self, account_id: str) -> None:
         self.resting.add(account_id)
         self.account_failed = True
+
+    def release(self) -> None:
+        self._payload = {}
+        self._bodies.clear()
+
+
+class OpenedReply:
+    """`async with client.open_stream(payload) as stream:` — the reply, closed on exit.
+
+    A class rather than `contextlib.asynccontextmanager`, whose generator would
+    keep `payload` (the whole converted conversation) alive for as long as the
+    reply streams; this one lets go of it as soon as the reply is open.
+    """
+
+    def __init__(self, client: UpstreamClient, payload: dict) -> None:
+        self._client = client
+        self._payload: dict | None = payload
+        self._stream: UpstreamStream | None = None
+
+    async def __aenter__(self) -> UpstreamStream:
+        payload, self._payload = self._payload, None
+        if payload is None:
+            raise RuntimeError("an OpenedReply can be entered only once")
+        self._stream = await self._client._open(payload)
+        return self._stream
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the reply (idempotent; also usable from synchronous clean-up code)."""
+        if self._stream is not None:
+            self._stream.close()
 
 
 async def _is_bearer_rejection(response: aiohttp.ClientResponse) -> bool:
