@@ -19,18 +19,15 @@ cancelling is what closes the upstream request.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
-import anyio
 import orjson
 from loguru import logger
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
 
 from q2api import debug, guards
 from q2api.amazonq.models import DEFAULT_Q_MODEL
@@ -41,56 +38,15 @@ from q2api.anthropic.sse import encode_sse, ping_bytes
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.claude_converter import Conversion, ConversionOptions, convert_request, session_conversation_id
+from q2api.client_disconnect import DisconnectAwareStreamingResponse, unless_client_leaves
 from q2api.edge import REQUEST_ID_HEADER, error_response, json_response
 from q2api.error_mapping import map_upstream_exception
+from q2api.exchange_log import Exchange
 from q2api.reply_pump import ReplyPump
 from q2api.translator import StreamTranslator
 
-T = TypeVar("T")
 # nginx's "client closed request": only ever logged, since nobody is left to receive it.
 CLIENT_CLOSED_REQUEST = 499
-
-
-@dataclass(slots=True)
-class Exchange:
-    """What one request did, for its single INFO log line."""
-
-    request_id: str
-    started: float = field(default_factory=time.perf_counter)
-    model: str = "-"
-    upstream_model: str = "-"
-    stream: bool = False
-    request_bytes: int = 0
-    input_tokens: int = 0
-    status: int = 200
-    upstream_request_id: str = "-"
-    upstream_seconds: float | None = None
-    first_content_seconds: float | None = None
-    response_bytes: int = 0
-    stop_reason: str | None = None
-    output_tokens: int = 0
-    error: str | None = None
-
-    def log(self) -> None:
-        def ms(seconds: float | None) -> str:
-            return "-" if seconds is None else f"{seconds * 1000:.1f}"
-
-        logger.bind(
-            request_id=self.request_id,
-            model=self.model,
-            upstream_model=self.upstream_model,
-            stream=self.stream,
-            request_bytes=self.request_bytes,
-            input_tokens=self.input_tokens,
-            status=self.status,
-            upstream_request_id=self.upstream_request_id,
-            upstream_ms=ms(self.upstream_seconds),
-            ttft_ms=ms(self.first_content_seconds),
-            total_ms=ms(time.perf_counter() - self.started),
-            response_bytes=self.response_bytes,
-            stop_reason=self.stop_reason or "-",
-            output_tokens=self.output_tokens,
-        ).info("POST /v1/messages" + (f" error={self.error}" if self.error else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,67 +56,8 @@ class Prepared:
     input_tokens: int
 
 
-class DisconnectAwareStreamingResponse(StreamingResponse):
-    """Streams while listening for the client's disconnect, whatever ASGI version the server speaks.
-
-    Starlette only listens for `http.disconnect` on ASGI < 2.4; on newer servers a
-    gone client is noticed at the next write, which can be a ping interval
-    later. Cancelling the body at once is what closes the upstream request
-    promptly, so listen always. `on_finish` runs when the response ends in any
-    way, even when the body never started (its own clean-up then never runs).
-    """
-
-    def __init__(self, content: AsyncIterator[bytes], *, on_finish: Callable[[], None], **options: Any) -> None:
-        super().__init__(content, **options)
-        self._on_finish = on_finish
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            async with anyio.create_task_group() as group:
-
-                async def stream_then_stop() -> None:
-                    await self.stream_response(send)
-                    group.cancel_scope.cancel()
-
-                group.start_soon(stream_then_stop)
-                await self.listen_for_disconnect(receive)
-                group.cancel_scope.cancel()
-        finally:
-            self._on_finish()
-
-
-async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T | None:
-    """`work`'s result, or None if the client disconnects first (then `work` is cancelled).
-
-    Starlette does not cancel a handler whose client left, and the request body
-    has been read, so the next ASGI message can only be `http.disconnect`.
-    Servers repeat that message to later `receive()` calls, so a streaming
-    response returned afterwards still hears it.
-    """
-    working = asyncio.ensure_future(work)
-    watching = asyncio.ensure_future(_client_disconnect(receive))
-    try:
-        await asyncio.wait((working, watching), return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        working.cancel()
-        raise
-    finally:
-        watching.cancel()
-    if working.done():
-        return working.result()
-    working.cancel()
-    # Let its clean-up (closing the upstream reply) run, without swallowing a cancellation of our own.
-    await asyncio.wait((working,))
-    return None
-
-
 def _json_text(document: Any) -> str:
     return orjson.dumps(document).decode()
-
-
-async def _client_disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 class MessagesRelay:

@@ -1,0 +1,49 @@
+"""The one INFO line each `POST /v1/messages` writes: what was asked, what came back, how long it took."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from loguru import logger
+
+@dataclass(slots=True)
+class Exchange:
+    """What one request did, for its single INFO log line."""
+
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    model: str = "-"
+    upstream_model: str = "-"
+    stream: bool = False
+    request_bytes: int = 0
+    input_tokens: int = 0
+    status: int = 200
+    upstream_request_id: str = "-"
+    upstream_seconds: float | None = None
+    first_content_seconds: float | None = None
+    response_bytes: int = 0
+    stop_reason: str | None = None
+    output_tokens: int = 0
+    error: str | None = None
+
+    def log(self) -> None:
+        def ms(seconds: float | None) -> str:
+            return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+        logger.bind(
+            request_id=self.request_id,
+            model=self.model,
+            upstream_model=self.upstream_model,
+            stream=self.stream,
+            request_bytes=self.request_bytes,
+            input_tokens=self.input_tokens,
+            status=self.status,
+            upstream_request_id=self.upstream_request_id,
+            upstream_ms=ms(self.upstream_seconds),
+            ttft_ms=ms(self.first_content_seconds),
+            total_ms=ms(time.perf_counter() - self.started),
+            response_bytes=self.response_bytes,
+            stop_reason=self.stop_reason or "-",
+            output_tokens=self.output_tokens,
+        ).info("POST /v1/messages" + (f" error={self.error}" if self.error else ""))
