@@ -13,17 +13,14 @@ Single flight on two levels:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import fcntl
-import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 from loguru import logger
 
+from q2api.amazonq.file_lock import exclusive_lock_async
 from q2api.amazonq.refresh import RefreshedToken
 from q2api.amazonq.store import Account, AccountStatus, AccountStore
 from q2api.amazonq.upstream_errors import RefreshRejected, RefreshUnavailable
@@ -34,7 +31,6 @@ RefreshCall = Callable[[Account], Awaitable[RefreshedToken]]
 DEFAULT_REFRESH_MARGIN = 300.0
 # While an account needs a new login, look this often whether the operator has fixed it.
 _REJECTED_RECHECK_INTERVAL = 5.0
-_LOCK_POLL_INTERVAL = 0.02
 
 
 class TokenManager:
@@ -136,7 +132,7 @@ class TokenManager:
             task.exception()  # mark retrieved: every waiter may have gone away
 
     async def _run_refresh(self, rejected: str | None) -> str:
-        async with _file_lock(self._lock_path):
+        async with exclusive_lock_async(self._lock_path):
             stored = await asyncio.to_thread(self._store.get, self._account.id)
             if stored is None:
                 raise RefreshRejected(self.label, "the account was removed from the store")
@@ -208,25 +204,6 @@ class TokenManager:
         logger.info("account has new credentials; using it again", account=self.label)
         self._rejected = None
         self._account = stored
-
-
-@contextlib.asynccontextmanager
-async def _file_lock(path: Path) -> AsyncIterator[None]:
-    """An exclusive fcntl lock, polled so that waiting never blocks the event loop or a thread."""
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                await asyncio.sleep(_LOCK_POLL_INTERVAL)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def _safe_name(account_id: str) -> str:

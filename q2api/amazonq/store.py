@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import fcntl
 import hashlib
 import os
 import sqlite3
@@ -24,6 +23,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from q2api.amazonq.file_lock import exclusive_lock
 
 DB_FILENAME = "q2api.sqlite3"
 INIT_LOCK_FILENAME = "store-init.lock"
@@ -145,7 +146,7 @@ class AccountStore:
         # `--workers` processes start together, and SQLite answers a second
         # simultaneous switch to WAL with "database is locked" at once (the busy
         # timeout does not cover it): set the file up one process at a time.
-        with _exclusive_file_lock(self.data_dir / INIT_LOCK_FILENAME):
+        with exclusive_lock(self.data_dir / INIT_LOCK_FILENAME):
             _create_private_file(self.path)
             with self._connect() as db:
                 db.execute("PRAGMA journal_mode=WAL")
@@ -365,20 +366,6 @@ def _create_private_dir(path: Path) -> None:
         # process won the race to create it (mkdir's mode can only be stricter).
         return
     os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
-
-
-@contextmanager
-def _exclusive_file_lock(path: Path) -> Iterator[None]:
-    """A blocking fcntl lock (start-up only, where waiting a moment for another worker is right)."""
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def _create_private_file(path: Path) -> None:
