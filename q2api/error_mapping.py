@@ -11,25 +11,16 @@ the client's reaction (FIELD_NOTES.md, "How real clients react"):
 * a suspended or unentitled account → 403; a dead bearer token → 401.
 
 This is the only module besides the converter and the translator that knows
-both protocols. It is pure: it classifies text and codes, it does no I/O.
+both protocols. It is pure: `classify_failure` (q2api.amazonq.upstream_errors,
+also what the retry and account logic read) decides what a failure is; this
+module decides what the client sees.
 """
 
 from __future__ import annotations
 
 from q2api.amazonq import upstream_errors as upstream
+from q2api.amazonq.upstream_errors import FailureKind, classify_failure
 from q2api.anthropic.errors import AnthropicError
-
-# Texts and reasons Amazon Q uses for its failures (PROTOCOL.md A5).
-_CONTEXT_OVERFLOW_MARKERS = ("Input is too long", "CONTENT_LENGTH_EXCEEDS_THRESHOLD")
-_MONTHLY_MARKERS = ("MONTHLY_REQUEST_COUNT", "reached for this month")
-_QUOTA_MARKERS = ("DAILY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED", "CONVERSATION_LIMIT_EXCEEDED")
-_OVERLOAD_MARKERS = (
-    "INSUFFICIENT_MODEL_CAPACITY",
-    "MODEL_TEMPORARILY_UNAVAILABLE",
-    "unexpectedly high load",
-    "ServiceUnavailableException",
-)
-_BEARER_INVALID_MARKER = "bearer token included in the request is invalid"
 
 # Seconds a throttled client should wait when the upstream gave no hint.
 DEFAULT_THROTTLE_RETRY_AFTER = 20
@@ -62,30 +53,21 @@ def map_upstream_error(
     a 200 event stream. `code` is the sanitised exception name
     (`ThrottlingException`, …) or the frame's `:exception-type`.
     """
-    code = code or ""
-    haystack = f"{code} {reason or ''} {message}"
     detail = message.strip() or code or "no detail given"
-
-    if any(marker in haystack for marker in _CONTEXT_OVERFLOW_MARKERS):
+    kind = classify_failure(status, code, message, reason)
+    if kind is FailureKind.CONTEXT_OVERFLOW:
         return prompt_too_long(input_tokens, context_window)
-
-    if any(marker in haystack for marker in _MONTHLY_MARKERS):
+    if kind is FailureKind.MONTHLY_QUOTA or kind is FailureKind.OTHER_QUOTA:
+        what = "monthly request limit reached" if kind is FailureKind.MONTHLY_QUOTA else "quota exhausted"
         return AnthropicError(
             429,
-            f"Amazon Q monthly request limit reached for this account: {detail}",
+            f"Amazon Q {what} for this account: {detail}",
             error_type="rate_limit_error",
             headers={"x-should-retry": "false"},
         )
-    if any(marker in haystack for marker in _QUOTA_MARKERS) or code == "ServiceQuotaExceededException":
-        return AnthropicError(
-            429,
-            f"Amazon Q quota exhausted for this account: {detail}",
-            error_type="rate_limit_error",
-            headers={"x-should-retry": "false"},
-        )
-    if any(marker in haystack for marker in _OVERLOAD_MARKERS):
+    if kind is FailureKind.OVERLOADED:
         return AnthropicError(529, f"Amazon Q is overloaded: {detail}", error_type="overloaded_error")
-    if code == "ThrottlingException" or status == 429:
+    if kind is FailureKind.THROTTLED:
         wait = retry_after if retry_after is not None else DEFAULT_THROTTLE_RETRY_AFTER
         return AnthropicError(
             429,
@@ -93,25 +75,23 @@ def map_upstream_error(
             error_type="rate_limit_error",
             headers={"retry-after": str(wait)},
         )
-
-    if _BEARER_INVALID_MARKER in message or status == 401:
+    if kind is FailureKind.BEARER_INVALID:
         return AnthropicError(
             401,
             "Amazon Q rejected the account's access token even after a refresh; "
             "check the account's refresh token (`q2api accounts list`).",
             error_type="authentication_error",
         )
-    if code == "AccessDeniedException" or status == 403:
-        if "TEMPORARILY_SUSPENDED" in haystack:
+    if kind is FailureKind.ACCESS_DENIED:
+        if "TEMPORARILY_SUSPENDED" in f"{reason} {message}":
             return AnthropicError(403, f"The Amazon Q account is suspended: {detail}")
         return AnthropicError(403, f"Amazon Q denied access: {detail}")
-    if status == 402:
-        return AnthropicError(402, f"Amazon Q requires payment for this account: {detail}")
-
-    if code == "ValidationException" or (status is not None and 400 <= status < 500):
+    if kind is FailureKind.BAD_REQUEST:
+        if status == 402:
+            return AnthropicError(402, f"Amazon Q requires payment for this account: {detail}")
         return AnthropicError(400, f"Amazon Q rejected the request: {detail}")
-
-    if code == "InternalServerException" and status is None:
+    if status is None and code == "InternalServerException":
+        # The stream's modelled error: the model failed mid-reply, which the SDKs retry as overload.
         return AnthropicError(529, f"Amazon Q failed mid-reply: {detail}", error_type="overloaded_error")
     return AnthropicError(500, f"Amazon Q failed: {detail}", error_type="api_error")
 

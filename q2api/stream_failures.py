@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from q2api.amazonq.upstream_errors import sanitize_error_code
 from q2api.anthropic.errors import AnthropicError
 from q2api.error_mapping import map_upstream_error
 
@@ -41,7 +42,7 @@ def in_stream_failure(frame: Frame, *, input_tokens: int, context_window: int) -
     reason = payload.get("reason")
     return map_upstream_error(
         status=None,
-        code=sanitise_code(code),
+        code=sanitize_error_code(code),
         message=message,
         reason=reason if type(reason) is str else None,
         input_tokens=input_tokens,
@@ -52,11 +53,6 @@ def in_stream_failure(frame: Frame, *, input_tokens: int, context_window: int) -
 def bad_payload(event_type: object, problem: str) -> AnthropicError:
     message = f"Amazon Q sent a {event_type} event whose payload {problem}"
     return AnthropicError(500, message, error_type="api_error")
-
-
-def sanitise_code(code: str) -> str:
-    """`com.amazon…#ThrottlingException:http://…` → `ThrottlingException` (PROTOCOL.md A5.1)."""
-    return code.split(":", 1)[0].rsplit("#", 1)[-1]
 
 
 def _payload_object(raw: bytes) -> Mapping[str, Any]:

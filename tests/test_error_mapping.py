@@ -43,6 +43,13 @@ def test_monthly_quota_is_a_429_that_must_not_be_retried():
     assert error.headers == {"x-should-retry": "false"}
 
 
+def test_daily_and_overage_quotas_are_429s_that_must_not_be_retried():
+    for reason in ("DAILY_REQUEST_COUNT", "OVERAGE_REQUEST_LIMIT_EXCEEDED"):
+        error = mapped(status=429, code="ThrottlingException", message="limit", reason=reason)
+        assert (error.status, error.error_type) == (429, "rate_limit_error")
+        assert error.headers == {"x-should-retry": "false"}
+
+
 def test_throttling_is_a_429_with_retry_after():
     error = mapped(status=429, code="ThrottlingException", message="Rate exceeded", retry_after=7)
     assert (error.status, error.error_type, error.headers["retry-after"]) == (429, "rate_limit_error", "7")

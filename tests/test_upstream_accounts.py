@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from q2api.amazonq.accounts import AccountPool, build_account_pool, env_account
+from q2api.amazonq.accounts import QUOTA_COOLDOWN, AccountPool, build_account_pool, env_account
 from q2api.amazonq.auth import TokenManager
 from q2api.amazonq.store import AccountStatus, AccountStore
 from q2api.amazonq.upstream_errors import FailureKind
@@ -85,3 +85,14 @@ def test_build_pool_seeds_env_and_skips_disabled(tmp_path: Path) -> None:
     pool = build_account_pool(settings, store, session=None)  # type: ignore[arg-type]  # no refresh happens
     assert [manager.account_id for manager in pool.managers()] == ["env"]
     assert env_account(load_settings({}, env_file=None)) is None
+
+
+def test_any_quota_rests_the_account_for_the_quota_cool_down(tmp_path: Path) -> None:
+    now = [0.0]
+    pool = make_pool(tmp_path, 2, now)
+    pool.report_failure("acc0", FailureKind.OTHER_QUOTA)
+    assert [view.health for view in pool.health()] == ["quota_exhausted", "ready"]
+    now[0] = QUOTA_COOLDOWN - 1
+    assert pool.health()[0].health == "quota_exhausted"
+    now[0] = QUOTA_COOLDOWN + 1
+    assert pool.health()[0].health == "ready"

@@ -88,6 +88,12 @@ def test_retry_after_header() -> None:
         (403, "AccessDeniedException", "suspended", "TEMPORARILY_SUSPENDED", FailureKind.ACCESS_DENIED),
         (500, "InternalServerException", "boom", None, FailureKind.SERVER_ERROR),
         (400, "ValidationException", "Improperly formed request.", None, FailureKind.BAD_REQUEST),
+        (429, "ThrottlingException", "m", "DAILY_REQUEST_COUNT", FailureKind.OTHER_QUOTA),
+        (402, "ServiceQuotaExceededException", "over", None, FailureKind.OTHER_QUOTA),
+        # An exception frame inside a 200 stream has no status.
+        (None, "ThrottlingException", "Rate exceeded", None, FailureKind.THROTTLED),
+        (None, "ValidationException", "Improperly formed request.", None, FailureKind.BAD_REQUEST),
+        (None, "InternalServerException", "boom", None, FailureKind.SERVER_ERROR),
     ],
 )
 def test_classification(status, code, message, reason, kind) -> None:

@@ -25,7 +25,7 @@ from q2api.settings import Settings
 # How long an account rests after each account-scoped failure, unless the upstream said otherwise.
 THROTTLE_COOLDOWN = 30.0
 THROTTLE_COOLDOWN_MAX = 300.0
-QUOTA_COOLDOWN = 3600.0  # monthly quota: look again hourly (a plan upgrade takes effect at once)
+QUOTA_COOLDOWN = 3600.0  # a quota: look again hourly (a plan upgrade takes effect at once)
 ACCESS_DENIED_COOLDOWN = 1800.0
 
 
@@ -40,6 +40,7 @@ class AccountHealth(enum.Enum):
 _HEALTH_BY_FAILURE = {
     FailureKind.THROTTLED: AccountHealth.THROTTLED,
     FailureKind.MONTHLY_QUOTA: AccountHealth.QUOTA_EXHAUSTED,
+    FailureKind.OTHER_QUOTA: AccountHealth.QUOTA_EXHAUSTED,
     FailureKind.ACCESS_DENIED: AccountHealth.ACCESS_DENIED,
 }
 
@@ -116,7 +117,7 @@ class AccountPool:
         if kind is FailureKind.THROTTLED:
             slot.consecutive_throttles += 1
             rest = retry_after or min(THROTTLE_COOLDOWN * slot.consecutive_throttles, THROTTLE_COOLDOWN_MAX)
-        elif kind is FailureKind.MONTHLY_QUOTA:
+        elif health is AccountHealth.QUOTA_EXHAUSTED:
             rest = QUOTA_COOLDOWN
         else:
             rest = ACCESS_DENIED_COOLDOWN

@@ -13,9 +13,21 @@ from collections.abc import Mapping
 import orjson
 
 BEARER_INVALID_TEXT = "bearer token included in the request is invalid"
-_MONTHLY_MARKERS = ("MONTHLY_REQUEST_COUNT", "reached for this month")
+# Texts, reasons and codes Amazon Q uses for its failures (PROTOCOL.md A5).
 _CONTEXT_OVERFLOW_MARKERS = ("CONTENT_LENGTH_EXCEEDS_THRESHOLD", "Input is too long")
-_OVERLOAD_MARKERS = ("INSUFFICIENT_MODEL_CAPACITY", "MODEL_TEMPORARILY_UNAVAILABLE", "unexpectedly high load")
+_MONTHLY_MARKERS = ("MONTHLY_REQUEST_COUNT", "reached for this month")
+_QUOTA_MARKERS = (
+    "DAILY_REQUEST_COUNT",
+    "OVERAGE_REQUEST_LIMIT_EXCEEDED",
+    "CONVERSATION_LIMIT_EXCEEDED",
+    "ServiceQuotaExceededException",
+)
+_OVERLOAD_MARKERS = (
+    "INSUFFICIENT_MODEL_CAPACITY",
+    "MODEL_TEMPORARILY_UNAVAILABLE",
+    "unexpectedly high load",
+    "ServiceUnavailableException",
+)
 _MAX_MESSAGE_CHARS = 2000
 
 
@@ -101,10 +113,11 @@ class RefreshUnavailable(UpstreamError):
 
 
 class FailureKind(enum.Enum):
-    """What an Amazon Q error reply means for retrying and for the account's health."""
+    """What an Amazon Q failure means for retrying, for the account's health and for the client."""
 
     CONTEXT_OVERFLOW = "context_overflow"
     MONTHLY_QUOTA = "monthly_quota"
+    OTHER_QUOTA = "other_quota"  # daily, overage or per-conversation limits
     THROTTLED = "throttled"
     OVERLOADED = "overloaded"
     BEARER_INVALID = "bearer_invalid"
@@ -120,17 +133,28 @@ class FailureKind(enum.Enum):
     @property
     def account_scoped(self) -> bool:
         """The failure belongs to the account, so another account may succeed right away."""
-        return self in (FailureKind.THROTTLED, FailureKind.MONTHLY_QUOTA, FailureKind.ACCESS_DENIED)
+        return self in (
+            FailureKind.THROTTLED,
+            FailureKind.MONTHLY_QUOTA,
+            FailureKind.OTHER_QUOTA,
+            FailureKind.ACCESS_DENIED,
+        )
 
 
-def classify_failure(status: int, code: str | None, message: str, reason: str | None) -> FailureKind:
-    """Order follows the Q CLI's own classifier (PROTOCOL.md A5.4)."""
+def classify_failure(status: int | None, code: str | None, message: str, reason: str | None) -> FailureKind:
+    """The one classifier of Amazon Q failures; order follows the Q CLI's own (PROTOCOL.md A5.4).
+
+    `status` is the HTTP status of an error reply, or None for an exception
+    frame inside a 200 event stream.
+    """
     haystack = f"{code or ''} {reason or ''} {message}"
     if any(marker in haystack for marker in _CONTEXT_OVERFLOW_MARKERS):
         return FailureKind.CONTEXT_OVERFLOW
     if any(marker in haystack for marker in _MONTHLY_MARKERS):
         return FailureKind.MONTHLY_QUOTA
-    if any(marker in haystack for marker in _OVERLOAD_MARKERS) or code == "ServiceUnavailableException":
+    if any(marker in haystack for marker in _QUOTA_MARKERS):
+        return FailureKind.OTHER_QUOTA
+    if any(marker in haystack for marker in _OVERLOAD_MARKERS):
         return FailureKind.OVERLOADED
     if status == 429 or code == "ThrottlingException":
         return FailureKind.THROTTLED
@@ -140,9 +164,9 @@ def classify_failure(status: int, code: str | None, message: str, reason: str | 
         return FailureKind.BEARER_INVALID
     if status == 403 or code == "AccessDeniedException":
         return FailureKind.ACCESS_DENIED
-    if status >= 500:
-        return FailureKind.SERVER_ERROR
-    return FailureKind.BAD_REQUEST
+    if code == "ValidationException" or (status is not None and status < 500):
+        return FailureKind.BAD_REQUEST
+    return FailureKind.SERVER_ERROR
 
 
 def sanitize_error_code(raw: str | None) -> str | None:
