@@ -26,7 +26,7 @@ def conversion_summary(
     findings: Iterable[Finding] = (),
 ) -> str:
     """The summary of INTERFACE.md, then one line per report finding and per extra (guard) finding."""
-    history = conversion.payload["conversationState"].get("history", [])
+    history = conversion.history
     lines = [
         SUMMARY_HEADER,
         f"Input: {claude_message_count} Claude messages",

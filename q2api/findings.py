@@ -46,6 +46,7 @@ class FindingKind(StrEnum):
     SERVER_TOOL_DROPPED = "server_tool_dropped"
     DUPLICATE_TOOL_DROPPED = "duplicate_tool_dropped"
     TOOL_CHOICE_NONE = "tool_choice_none"
+    TOOL_CHOICE_IGNORED = "tool_choice_ignored"
     # content
     IMAGE_DROPPED = "image_dropped"
     DOCUMENT_AS_TEXT = "document_as_text"
@@ -75,6 +76,7 @@ _WARNINGS = frozenset(
         FindingKind.DUPLICATE_TOOL_USE_DROPPED,
         FindingKind.SERVER_TOOL_DROPPED,
         FindingKind.DUPLICATE_TOOL_DROPPED,
+        FindingKind.TOOL_CHOICE_IGNORED,
         FindingKind.IMAGE_DROPPED,
         FindingKind.DOCUMENT_OMITTED,
         FindingKind.REDACTED_THINKING_DROPPED,
@@ -124,14 +126,3 @@ class Finding(NamedTuple):
         if self.detail:
             parts.append(f": {self.detail}")
         return "".join(parts)
-
-    def as_dict(self) -> dict[str, object]:
-        """A log-friendly record (no `None` values)."""
-        record: dict[str, object] = {"kind": str(self.kind), "severity": str(self.severity)}
-        if self.message_index is not None:
-            record["message_index"] = self.message_index
-        if self.tool_use_id is not None:
-            record["tool_use_id"] = self.tool_use_id
-        if self.detail:
-            record["detail"] = self.detail
-        return record

@@ -20,19 +20,20 @@ from typing import Any
 import msgspec
 
 from q2api.amazonq.types import (
+    CHAT_TRIGGER_MANUAL,
     IDENTIFIER_PATTERN,
     IMAGE_FORMATS,
+    MAX_CONVERSATION_ID_LENGTH,
     MAX_IMAGES_PER_MESSAGE,
     MAX_TOOL_DESCRIPTION_LENGTH,
     MODEL_ID_PATTERN,
 )
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.types import MessagesRequest, ToolUseBlock
+from q2api.anthropic.types import MessagesRequest, ToolResultBlock, ToolUseBlock
+from q2api.conversion.json_clean import may_hold_null
 from q2api.findings import Finding, FindingKind
 
 # ------------------------------------------------------------------ order validation
-
-_encode = msgspec.json.Encoder().encode
 
 
 def validate_conversation(payload: Mapping[str, Any]) -> tuple[Finding, ...]:
@@ -48,22 +49,19 @@ def validate_conversation(payload: Mapping[str, Any]) -> tuple[Finding, ...]:
     if not isinstance(state, Mapping):
         bad(FindingKind.INVALID_ORDER, "conversationState", "missing")
         return tuple(findings)
-    if state.get("chatTriggerType") != "MANUAL":
+    if state.get("chatTriggerType") != CHAT_TRIGGER_MANUAL:
         bad(FindingKind.FIELD_LIMIT, "chatTriggerType", "must be MANUAL")
     conversation_id = state.get("conversationId")
-    if conversation_id is not None and not (isinstance(conversation_id, str) and 1 <= len(conversation_id) <= 128):
-        bad(FindingKind.FIELD_LIMIT, "conversationId", "must be 1..128 characters")
+    if conversation_id is not None and not (isinstance(conversation_id, str) and 1 <= len(conversation_id) <= MAX_CONVERSATION_ID_LENGTH
+    ):
+        bad(FindingKind.FIELD_LIMIT, "conversationId", f"must be 1..{MAX_CONVERSATION_ID_LENGTH} characters")
     history = state.get("history") or []
     current = (state.get("currentMessage") or {}).get("userInputMessage")
     if not isinstance(current, Mapping):
         bad(FindingKind.INVALID_ORDER, "currentMessage", "must be a userInputMessage")
         return tuple(findings)
-    if history:
-        if "userInputMessage" not in history[0]:
-            bad(FindingKind.INVALID_ORDER, "history[0]", "must be a user message")
-        if "assistantResponseMessage" not in history[-1]:
-            bad(FindingKind.INVALID_ORDER, f"history[{len(history) - 1}]", "must be an assistant message")
-
+    # Strict alternation from a user message, with the current (user) message last, also
+    # makes the history start with a user and end with an assistant message.
     messages = [*history, {"userInputMessage": current}]
     previous_tool_uses: dict[str, str] = {}
     used_names: set[str] = set()
@@ -187,10 +185,7 @@ def _is_identifier(value: Any) -> bool:
 def _holds_null(value: Any) -> bool:
     # Fast path: most payloads are clean, and the encoding is checked at C speed; a token
     # inside a string only costs the exact walk below.
-    encoded = _encode(value)
-    if b":null" not in encoded and b"[null" not in encoded and b",null" not in encoded and encoded != b"null":
-        return False
-    return _walk_for_null(value)
+    return may_hold_null(value) and _walk_for_null(value)
 
 
 def _walk_for_null(value: Any) -> bool:
@@ -224,23 +219,36 @@ class LoopPolicy:
 _canonical = msgspec.json.Encoder(order="sorted").encode
 
 
-
 def detect_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy()) -> tuple[Finding, ...]:
-    """Loops at the end of the conversation: a loop the user already moved on from is history."""
-    calls = [
-        (index, block.name, block.input)
-        for index, message in enumerate(request.messages)
-        if message.role == "assistant" and isinstance(message.content, list)
-        for block in message.content
-        if isinstance(block, ToolUseBlock)
-    ]
+    """Loops at the end of the conversation: a loop the user already moved on from is history.
+
+    Only the trailing run of tool rounds counts. It ends, going backwards, at a
+    user message without tool results (the person wrote something new) or at an
+    assistant message without tool calls (the model answered in text): without
+    that cut, a conversation that once looped would stay blocked for good,
+    since clients resend the whole history.
+    """
+    calls: list[tuple[int, str, Any]] = []  # newest first
+    for index in range(len(request.messages) - 1, -1, -1):
+        message = request.messages[index]
+        blocks = message.content if isinstance(message.content, list) else ()
+        if message.role == "system":
+            continue  # context Claude Code interleaves; neither side acted
+        if message.role == "user":
+            if not any(isinstance(block, ToolResultBlock) for block in blocks):
+                break
+            continue
+        uses = [block for block in blocks if isinstance(block, ToolUseBlock)]
+        if not uses:
+            break
+        calls.extend((index, use.name, use.input) for use in reversed(uses))
     if not calls:
         return ()
-    last_index, last_name, last_input = calls[-1]
+    last_index, last_name, last_input = calls[0]
     last_key = _canonical(last_input)
     same_input = same_name = 0
     inputs: set[bytes] = set()
-    for _, name, tool_input in reversed(calls):
+    for _, name, tool_input in calls:
         if name != last_name:
             break
         key = _canonical(tool_input)
@@ -266,18 +274,6 @@ def detect_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy(
             )
         )
     return tuple(findings)
-
-
-def check_loops(
-    request: MessagesRequest,
-    *,
-    threshold: int = 3,
-    mode: LoopMode | str = LoopMode.WARN,
-    same_name_threshold: int = 8,
-) -> tuple[Finding, ...]:
-    """`check_tool_loops` with the policy given as settings values (`mode`: warn, block or off)."""
-    policy = LoopPolicy(LoopMode(mode), threshold, same_name_threshold)
-    return check_tool_loops(request, policy)
 
 
 def check_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy()) -> tuple[Finding, ...]:

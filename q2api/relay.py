@@ -65,6 +65,7 @@ class MessagesRelay:
         self._upstream = upstream
         self._settings = settings
         self._model_aliases = model_aliases
+        self._loop_policy = guards.LoopPolicy(guards.LoopMode(settings.loop_mode), settings.loop_threshold)
 
     # ------------------------------------------------------------ pure preparation
 
@@ -73,11 +74,7 @@ class MessagesRelay:
         exchange.model = request.model
         exchange.stream = bool(request.stream)
         log = logger.bind(request_id=exchange.request_id)
-        loop_findings = guards.check_loops(
-            request,
-            threshold=self._settings.loop_threshold,
-            mode=self._settings.loop_mode,
-        )
+        loop_findings = guards.check_tool_loops(request, self._loop_policy)
         for finding in loop_findings:
             log.warning(f"tool loop suspected: {finding.line()}")
         conversion = convert_request(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from converter_helpers import assistant, convert, current, history, kinds, tool_result, tool_use, user
 
 from q2api.amazonq.types import IDENTIFIER_PATTERN, MAX_TOOL_DESCRIPTION_LENGTH
@@ -132,3 +134,23 @@ def test_tool_choice_none_offers_no_tools_but_keeps_history_valid():
 def test_tool_choice_none_without_history_sends_no_tools():
     conversion = convert([user("go")], tools=[tool("Bash")], tool_choice={"type": "none"})
     assert "userInputMessageContext" not in current(conversion)
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "wanted"),
+    [
+        ({"type": "any"}, "tool_choice 'any'"),
+        ({"type": "tool", "name": "Read"}, "tool 'Read'"),
+        ({"type": "auto", "disable_parallel_tool_use": True}, "disable_parallel_tool_use"),
+    ],
+)
+def test_a_tool_choice_amazon_q_cannot_enforce_is_reported_and_all_tools_still_go(tool_choice, wanted):
+    conversion = convert([user("go")], tools=[tool("Bash"), tool("Read")], tool_choice=tool_choice)
+    assert [spec["name"] for spec in specs(conversion)] == ["Bash", "Read"]
+    [finding] = [finding for finding in conversion.report if finding.kind == "tool_choice_ignored"]
+    assert wanted in finding.detail and finding.severity == "warning"
+
+
+def test_tool_choice_auto_is_not_reported():
+    conversion = convert([user("go")], tools=[tool("Bash")], tool_choice={"type": "auto"})
+    assert "tool_choice_ignored" not in kinds(conversion)

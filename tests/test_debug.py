@@ -56,8 +56,11 @@ def test_findings_are_listed_under_the_summary_one_line_each():
 
 
 def test_summary_never_holds_image_bytes():
-    conversion = convert([user([image(PNG), text("see")])])
-    assert PNG not in conversion_summary(1, conversion)
+    # Twelve images: two are dropped, and the report lines about them must not carry their bytes.
+    conversion = convert([user([*[image(PNG)] * 12, text("see")])])
+    summary = conversion_summary(1, conversion)
+    assert "image_dropped" in summary
+    assert PNG not in summary
 
 
 def test_redacted_payload_replaces_image_bytes_and_keeps_texts():

@@ -11,7 +11,7 @@ from converter_helpers import assistant, convert, request_body, tool_result, too
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.types import parse_messages_request
 from q2api.findings import FindingKind, Severity
-from q2api.guards import LoopMode, LoopPolicy, check_loops, check_tool_loops, detect_tool_loops, validate_conversation
+from q2api.guards import LoopMode, LoopPolicy, check_tool_loops, detect_tool_loops, validate_conversation
 
 
 def good_payload():
@@ -91,14 +91,12 @@ def test_missing_state_and_current_message():
 # ---------------------------------------------------------------- loop detection
 
 
-def request_with_calls(*inputs, name="Bash", final_user=True):
+def request_with_calls(*inputs, name="Bash", after=()):
     messages = [user("start")]
     for number, tool_input in enumerate(inputs):
         messages.append(assistant([tool_use(f"t{number}", name, tool_input)]))
         messages.append(user([tool_result(f"t{number}", "same output")]))
-    if not final_user:
-        messages.pop()
-    return parse_messages_request(orjson.dumps(request_body(messages)))
+    return parse_messages_request(orjson.dumps(request_body([*messages, *after])))
 
 
 def test_the_same_call_three_times_is_a_loop():
@@ -159,10 +157,25 @@ def test_no_tool_calls_no_findings():
     assert detect_tool_loops(parse_messages_request(orjson.dumps(request_body([user("hi")])))) == ()
 
 
-def test_check_loops_takes_settings_values():
+def test_the_policy_is_built_from_settings_values():
     request = request_with_calls(*[{"command": "ls"}] * 3)
-    assert check_loops(request, threshold=3, mode="warn")
-    assert check_loops(request, threshold=3, mode="off") == ()
-    assert check_loops(request, threshold=4, mode="block") == ()
+    assert check_tool_loops(request, LoopPolicy(LoopMode("warn"), 3))
+    assert check_tool_loops(request, LoopPolicy(LoopMode("off"), 3)) == ()
+    assert check_tool_loops(request, LoopPolicy(LoopMode("block"), 4)) == ()
     with pytest.raises(AnthropicError):
-        check_loops(request, threshold=3, mode="block")
+        check_tool_loops(request, LoopPolicy(LoopMode("block"), 3))
+
+
+def moved_on(*after):
+    return request_with_calls(*[{"command": "ls"}] * 3, after=after)
+
+
+def test_a_loop_the_conversation_moved_on_from_no_longer_counts():
+    block = LoopPolicy(LoopMode.BLOCK, 3)
+    # The model answered in text, then the person wrote: every later request would otherwise be refused.
+    assert check_tool_loops(moved_on(assistant("I seem stuck."), user("Stop running ls, just summarise.")), block) == ()
+    # The person wrote right after the tool results, before the model answered.
+    assert check_tool_loops(moved_on(user("stop running ls")), block) == ()
+    # Claude Code's role:"system" context between rounds does not end the run.
+    with pytest.raises(AnthropicError):
+        check_tool_loops(moved_on({"role": "system", "content": "reminder"}), block)

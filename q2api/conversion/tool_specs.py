@@ -42,6 +42,12 @@ def tool_specs(
         if tools:
             report.append(Finding(FindingKind.TOOL_CHOICE_NONE, detail=f"{len(tools)} tool(s) not offered upstream"))
         tools = None
+    elif tool_choice is not None and (tool_choice.type in ("any", "tool") or tool_choice.disable_parallel_tool_use):
+        # Amazon Q has no way to force a tool or forbid parallel calls: the model chooses freely.
+        wanted = f"tool {tool_choice.name!r}" if tool_choice.type == "tool" else f"tool_choice {tool_choice.type!r}"
+        if tool_choice.disable_parallel_tool_use:
+            wanted += " with disable_parallel_tool_use"
+        report.append(Finding(FindingKind.TOOL_CHOICE_IGNORED, detail=f"{wanted} cannot be enforced upstream"))
     for index, tool in enumerate(tools or ()):
         if tool.is_server_tool:
             report.append(
