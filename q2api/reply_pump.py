@@ -29,9 +29,12 @@ class ReplyPump:
         self._chunks = chunks
         self._translator = translator
         self._decoder = EventStreamDecoder()
-        self.finished = False
-        self.upstream_bytes = 0
         self._internal_failure: AnthropicError | None = None
+
+    @property
+    def finished(self) -> bool:
+        """No more events will come: the translator ended the reply, or a fault of our own did."""
+        return self._translator.finished or self._internal_failure is not None
 
     @property
     def failure(self) -> AnthropicError | None:
@@ -69,36 +72,28 @@ class ReplyPump:
         except aiohttp.ClientError as exc:
             return self._fail(AnthropicError(502, f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})"))
 
-        self.upstream_bytes += len(chunk)
         try:
             frames = self._decoder.feed(chunk)
         except EventStreamError as exc:
             # Deliver the whole frames that preceded the fault, then end with an error.
             events = self._translator.feed_all(exc.frames)
             if self._translator.finished:
-                self.finished = True
                 return events
             return events + self._fail(AnthropicError(502, f"Amazon Q sent a corrupt event stream: {exc}"))
-        events = self._translator.feed_all(frames)
-        if self._translator.finished:
-            self.finished = True
-        return events
+        return self._translator.feed_all(frames)
 
     def _end_of_body(self) -> Events:
         try:
             self._decoder.close()
         except EventStreamError as exc:
             return self._fail(AnthropicError(502, f"Amazon Q's reply was cut off mid-frame: {exc}"))
-        self.finished = True
         return self._translator.finish()
 
     def _fail(self, error: AnthropicError) -> Events:
-        self.finished = True
         return self._translator.fail(error)
 
     def _fail_internally(self) -> Events:
         # The translator's state is suspect, so the error event is built here, not by it.
-        self.finished = True
         error = AnthropicError(500, "internal gateway error while relaying Amazon Q's reply; see the gateway log")
         self._internal_failure = error
         return [{"type": "error", "error": {"type": error.error_type, "message": error.message}}]

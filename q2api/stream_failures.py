@@ -26,16 +26,15 @@ _MODELLED_ERROR = "InternalServerException"
 
 def in_stream_failure(frame: Frame, *, input_tokens: int, context_window: int) -> AnthropicError:
     """The error for an `exception` or `error` frame."""
-    headers = frame.headers
-    if headers.get(":message-type") == "error":
-        code = headers.get(":error-code")
-        message = headers.get(":error-message")
+    if frame.message_type == "error":
+        code = frame.error_code
+        message = frame.error_message
         payload: Mapping[str, Any] = {}
         code = code if type(code) is str and code else _MODELLED_ERROR
         message = message if type(message) is str else ""
     else:
         payload = _payload_object(frame.payload)
-        exception_type = headers.get(":exception-type")
+        exception_type = frame.exception_type
         named = exception_type if type(exception_type) is str and exception_type not in ("", "error") else None
         code = named or _first_str(payload, "__type", "code") or _MODELLED_ERROR
         message = _first_str(payload, "message", "Message", "errorMessage") or ""

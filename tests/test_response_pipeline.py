@@ -8,11 +8,14 @@ the very same message from the same events, and the translator's status
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any
 
 import anthropic
 import orjson
 import pytest
+from anthropic._streaming import SSEDecoder
 from test_response_pipeline_support import (
     MODEL,
     aggregate,
@@ -27,6 +30,7 @@ from test_response_pipeline_support import (
 
 from q2api.amazonq.eventstream import encode_error, encode_event, encode_exception
 from q2api.anthropic.sse import encode_sse
+from q2api.reply_pump import ReplyPump
 
 
 def final_via_sdk(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -306,7 +310,8 @@ def test_crc_corrupted_frame_fails_the_stream():
     bad[-6] ^= 0xFF  # a payload byte: the message CRC no longer matches
     translator = make_translator()
     events = run_pipeline([good, bytes(bad), text_event("after")], translator=translator)
-    assert translator.failure is not None and translator.failure.status == 500
+    # 502: Amazon Q (or something between) sent bytes that are not a valid event stream.
+    assert translator.failure is not None and translator.failure.status == 502
     assert "CRC" in translator.failure.message
     with pytest.raises(anthropic.APIStatusError):
         sdk().final_message(events)
@@ -368,6 +373,29 @@ def test_max_tokens_cuts_the_text_locally():
     assert message["usage"]["output_tokens"] <= 5
 
 
-def test_sse_chunk_of_all_events_matches_event_by_event_encoding():
+def test_one_sse_chunk_of_a_whole_reply_reads_back_as_the_same_events():
     events = run_pipeline([text_event("x"), tool_event("t", "n", "{}", stop=True)])
-    assert encode_sse(events) == b"".join(encode_sse([e]) for e in events)
+    read_back = [(sse.event, sse.json()) for sse in SSEDecoder().iter_bytes(iter([encode_sse(events)]))]
+    assert read_back == [(event["type"], event) for event in events]
+
+
+def test_a_fault_of_our_own_while_translating_ends_with_one_error_event(monkeypatch):
+    translator = make_translator()
+
+    def broken_feed_all(frames):
+        raise RuntimeError("translator bug")
+
+    monkeypatch.setattr(translator, "feed_all", broken_feed_all)
+
+    async def pump_once():
+        async def reads():
+            yield text_event("Hello")
+
+        pump = ReplyPump(reads(), translator)
+        events = await pump.read()
+        return pump, events
+
+    pump, events = asyncio.run(pump_once())
+    assert [event["type"] for event in events] == ["error"]
+    assert events[0]["error"]["type"] == "api_error" and "translator bug" not in events[0]["error"]["message"]
+    assert pump.finished and pump.failure is not None and pump.failure.status == 500

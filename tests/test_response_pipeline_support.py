@@ -9,8 +9,9 @@ accumulator judge the stream.
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,6 +22,7 @@ from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError, enco
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.sse import encode_sse
+from q2api.reply_pump import ReplyPump
 from q2api.translator import StreamTranslator
 
 MODEL = "claude-sonnet-5-5"
@@ -64,33 +66,49 @@ def run_pipeline(
     per_frame: bool = False,
     **options: Any,
 ) -> list[dict[str, Any]]:
-    """Bytes → decoder → translator → events, like the app's reply pump.
+    """Bytes → the app's own `ReplyPump` (decoder + `feed_all`) → events, one read per piece.
 
-    By default each read's frames go through `feed_all` (which joins consecutive
-    texts); `per_frame=True` uses `feed` frame by frame.
+    `per_frame=True` instead feeds the decoded frames one by one through `feed`,
+    the translator's other entry point.
     """
     data = upstream if isinstance(upstream, bytes) else b"".join(upstream)
+    pieces = split_at(data, cuts)
     translator = translator or make_translator(**options)
+    if per_frame:
+        return _run_frame_by_frame(pieces, translator)
+
+    async def pump_all() -> list[dict[str, Any]]:
+        async def reads() -> AsyncIterator[bytes]:
+            for piece in pieces:
+                yield piece
+
+        pump = ReplyPump(reads(), translator)
+        events = translator.start()
+        while not pump.finished:
+            events += await pump.read() or ()
+        return events
+
+    return asyncio.run(pump_all())
+
+
+def _run_frame_by_frame(pieces: list[bytes], translator: StreamTranslator) -> list[dict[str, Any]]:
     decoder = EventStreamDecoder()
     events = translator.start()
-    for chunk in split_at(data, cuts):
+    for chunk in pieces:
         try:
             frames = decoder.feed(chunk)
         except EventStreamError as fault:
             for frame in fault.frames:
                 events += translator.feed(frame)
-            return events + translator.fail(AnthropicError(500, f"Amazon Q sent a corrupt event stream: {fault}"))
-        if per_frame:
-            for frame in frames:
-                events += translator.feed(frame)
-        else:
-            events += translator.feed_all(frames)
+            return events + translator.fail(AnthropicError(502, f"Amazon Q sent a corrupt event stream: {fault}"))
+        for frame in frames:
+            events += translator.feed(frame)
         if translator.finished:
             return events
     try:
         decoder.close()
     except EventStreamError as fault:
-        return events + translator.fail(AnthropicError(500, f"cut off mid-frame: {fault}"))
+        return events + translator.fail(AnthropicError(502, f"cut off mid-frame: {fault}"))
     return events + translator.finish()
 
 

@@ -30,19 +30,6 @@ def _prefix(event_type: str) -> bytes:
     return prefix
 
 
-for _name in (
-    "message_start",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
-    "message_delta",
-    "message_stop",
-    "ping",
-    "error",
-):
-    _prefix(_name)
-
-
 def encode_sse_event(event: Mapping[str, Any]) -> bytes:
     return _prefix(event["type"]) + _dumps(event) + _SEPARATOR
 
@@ -54,7 +41,8 @@ def encode_sse(events: Iterable[Mapping[str, Any]]) -> bytes:
     append = parts.append
     for event in events:
         event_type = event["type"]
-        append(prefixes.get(event_type) or _prefix(event_type))
+        prefix = prefixes.get(event_type)
+        append(prefix if prefix is not None else _prefix(event_type))
         append(_dumps(event))
         append(_SEPARATOR)
     return b"".join(parts)

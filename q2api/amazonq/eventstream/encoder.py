@@ -106,19 +106,21 @@ def _event_header_bytes(event_type: str) -> bytes:
 
 def encode_event(event_type: str, payload: Mapping[str, object] | bytes) -> bytes:
     """An `:message-type: event` frame; a mapping payload is serialised with orjson."""
-    raw = bytes(payload) if isinstance(payload, _BINARY) else orjson.dumps(payload)
-    return _frame(_event_header_bytes(event_type), raw)
+    return _frame(_event_header_bytes(event_type), _json_payload(payload))
 
 
 def encode_exception(exception_type: str, payload: Mapping[str, object] | bytes) -> bytes:
     """An `:message-type: exception` frame (modelled in-stream error, JSON payload)."""
-    raw = bytes(payload) if isinstance(payload, _BINARY) else orjson.dumps(payload)
     headers = {
         ":exception-type": exception_type,
         ":content-type": "application/json",
         ":message-type": "exception",
     }
-    return encode_frame(headers, raw)
+    return encode_frame(headers, _json_payload(payload))
+
+
+def _json_payload(payload: Mapping[str, object] | bytes) -> bytes:
+    return bytes(payload) if isinstance(payload, _BINARY) else orjson.dumps(payload)
 
 
 def encode_error(code: str, message: str) -> bytes:
