@@ -4,8 +4,10 @@
         gw.sim.enqueue(scripts.text_reply("Hello"))
         message = await gw.client.messages.create(model=MODEL, max_tokens=64, messages=[user("hi")])
 
-Also: a raw HTTP client for what the SDK hides (pings, statuses of a held stream),
-an SSE reader, a loguru capture, and the secrets a log must never contain.
+Also: settings and the SDK client for tests that start gateways themselves, the
+Anthropic error envelope check, a raw HTTP client for what the SDK hides (pings,
+statuses of a held stream), an SSE reader, a loguru capture that renders
+tracebacks too, and the secrets a log or an error must never contain.
 """
 
 from __future__ import annotations
@@ -24,10 +26,78 @@ from loguru import logger
 
 from q2api.settings import Settings, load_settings
 from q2api.testing.gateway_server import running_gateway
-from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
+from q2api.testing.scripts import ErrorReply, Reply, StreamReply
+from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SimulatedUpstream, SimulationThread
 
 MODEL = "claude-sonnet-5-5"
-CLIENT_KEY = "q2api-e2e-client-key-3b9f07d1"
+CLIENT_KEY = "q2api-test-client-key-5f1e9a7c"
+REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
+
+# Secrets that must never reach a log line or an error message: the client key,
+# the OIDC client secret, and any refresh or access token the simulator issues.
+_SECRET_PATTERNS = (
+    re.compile(re.escape(CLIENT_KEY)),
+    re.compile(re.escape(SIM_CLIENT_SECRET)),
+    re.compile(r"sim-refresh-\d+"),
+    re.compile(r"sim-access-\d+"),
+)
+
+
+def gateway_settings(
+    sim: SimulatedUpstream | SimulationThread, data_dir: Path, *, auth_method: str = "idc", **env: str
+) -> Settings:
+    """Settings for a gateway on `sim` with one environment account and CLIENT_KEY as the client key."""
+    values = {**sim.env(auth_method), "Q2API_DATA_DIR": str(data_dir), "Q2API_API_KEYS": CLIENT_KEY, **env}
+    return load_settings(values, env_file=None)
+
+
+@contextlib.asynccontextmanager
+async def gateway(sim: SimulatedUpstream, data_dir: Path, *, auth_method: str = "idc", **env: str) -> AsyncIterator[str]:
+    """The real gateway on a free loopback port; yields its base URL."""
+    async with running_gateway(gateway_settings(sim, data_dir, auth_method=auth_method, **env)) as url:
+        yield url
+
+
+def sdk(url: str, *, max_retries: int = 0, api_key: str = CLIENT_KEY) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=url, api_key=api_key, max_retries=max_retries)
+
+
+async def ask(client: anthropic.AsyncAnthropic, text: str = "hi", *, stream: bool = False) -> str:
+    """One Messages call; the reply's text (a streamed reply is read to the end)."""
+    messages = [{"role": "user", "content": text}]
+    if not stream:
+        message = await client.messages.create(model=MODEL, max_tokens=100, messages=messages)
+        return "".join(block.text for block in message.content if block.type == "text")
+    response = await client.messages.create(model=MODEL, max_tokens=100, messages=messages, stream=True)
+    pieces = []
+    async for event in response:
+        if event.type == "content_block_delta" and event.delta.type == "text_delta":
+            pieces.append(event.delta.text)
+    return "".join(pieces)
+
+
+def with_upstream_request_id(reply: Reply, request_id: str) -> Reply:
+    """`reply` sent with a known `x-amzn-requestid`, so a test can look for it in the log."""
+    if isinstance(reply, (ErrorReply, StreamReply)):
+        return dataclasses.replace(reply, headers={**reply.headers, "x-amzn-requestid": request_id})
+    return reply
+
+
+def assert_error_envelope(body: Any, error_type: str) -> str:
+    """Check the Anthropic error envelope; returns the message."""
+    assert isinstance(body, dict), body
+    assert body["type"] == "error", body
+    error = body["error"]
+    assert set(error) == {"type", "message"}, body
+    assert error["type"] == error_type, body
+    assert isinstance(error["message"], str) and error["message"], body
+    assert "Traceback" not in error["message"]
+    return error["message"]
+
+
+def find_secrets(text: str) -> list[str]:
+    return [match.group(0) for pattern in _SECRET_PATTERNS for match in pattern.finditer(text)]
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,8 +123,7 @@ async def open_gateway(data_dir: Path, **env: str) -> AsyncIterator[Gateway]:
     Extra keyword arguments are environment variables for the gateway's settings.
     """
     async with SimulatedUpstream() as sim:
-        values = {**sim.env(), "Q2API_DATA_DIR": str(data_dir), "Q2API_API_KEYS": CLIENT_KEY, **env}
-        settings = load_settings(values, env_file=None)
+        settings = gateway_settings(sim, data_dir, **env)
         async with running_gateway(settings) as base_url:
             client = anthropic.AsyncAnthropic(base_url=base_url, api_key=CLIENT_KEY, max_retries=0, timeout=20)
             async with client:
@@ -115,6 +184,9 @@ class CapturedLogs:
     def text(self) -> str:
         return self.rendered.getvalue()
 
+    def for_request(self, request_id: str) -> list[CapturedLine]:
+        return [line for line in self.lines if line.extra.get("request_id") == request_id]
+
     def request_lines(self) -> list[CapturedLine]:
         return [line for line in self.lines if line.message.startswith("POST /v1/messages")]
 
@@ -131,12 +203,3 @@ def capture_logs() -> Iterator[CapturedLogs]:
         yield captured
     finally:
         logger.remove(handler)
-
-
-def secrets_of(sim: SimulatedUpstream) -> list[str]:
-    """The credentials in play: the client key, the refresh token, the client secret, live access tokens."""
-    return [CLIENT_KEY, SIM_REFRESH_TOKEN, SIM_CLIENT_SECRET, *sim.valid_access_tokens]
-
-
-# Every access token the simulator ever issued, revoked ones included.
-ACCESS_TOKEN_SHAPE = re.compile(r"sim-access-\d+")

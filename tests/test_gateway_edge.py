@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from error_harness import (
+from gateway_harness import (
     CLIENT_KEY,
     MODEL,
     REQUEST_ID,
@@ -336,7 +336,7 @@ def test_no_body_makes_the_gateway_fail(client, body: bytes) -> None:
     assert "Traceback" not in response.text
     if response.status_code != 200:
         assert_error_envelope(response.json(), response.json()["error"]["type"])
-    assert not [record for record in logs.records if record.message.startswith("unhandled error")], logs.text
+    assert not [record for record in logs.lines if record.message.startswith("unhandled error")], logs.text
 
 
 async def test_a_gateway_bug_is_a_plain_500_envelope_without_internals(tmp_path, monkeypatch) -> None:

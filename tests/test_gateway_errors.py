@@ -18,7 +18,7 @@ import anthropic
 import httpx2
 import pytest
 
-from error_harness import (
+from gateway_harness import (
     assert_error_envelope,
     ask,
     capture_logs,

@@ -21,7 +21,7 @@ import anthropic
 import httpx2
 import pytest
 
-from error_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk
+from gateway_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk
 from q2api.amazonq.store import DB_FILENAME, ENV_ACCOUNT_ID, AccountStore, EnvAccount
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
