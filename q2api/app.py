@@ -26,7 +26,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page, model_info
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
-from q2api.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body, request_id_of
+from q2api.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.relay import MessagesRelay
 from q2api.settings import Settings, load_settings
 
@@ -53,13 +53,8 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             await session.close()
 
-    def authenticated(request: Request) -> str:
-        request_id = request_id_of(request)
-        client_keys.check(request)
-        return request_id
-
     async def messages(request: Request) -> Response:
-        request_id = request_id_of(request)
+        request_id = request.state.request_id  # given by RequestIdMiddleware
         try:
             client_keys.check(request)
             body = await read_body(request, settings.max_body_bytes)
@@ -69,14 +64,14 @@ def create_app(settings: Settings) -> Starlette:
         return await state["relay"].handle(request, body, request_id)
 
     async def count_tokens(request: Request) -> Response:
-        authenticated(request)
+        client_keys.check(request)
         body = await read_body(request, settings.max_body_bytes)
         parsed = parse_count_tokens_request(body)
         # Without Amazon Q's hidden prompt: Claude Code sums many count_tokens calls per conversation.
         return json_response({"input_tokens": estimate_request_tokens(parsed, include_upstream_prompt=False)})
 
     async def list_models(request: Request) -> Response:
-        authenticated(request)
+        client_keys.check(request)
         return json_response(list_models_page(catalog, request.query_params))
 
     async def healthz(request: Request) -> Response:

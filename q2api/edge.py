@@ -25,14 +25,6 @@ def new_request_id() -> str:
     return "req_" + secrets.token_hex(12)
 
 
-def request_id_of(request: Request) -> str:
-    """The id RequestIdMiddleware gave this request (a fresh one if the middleware is absent)."""
-    request_id = getattr(request.state, "request_id", None)
-    if not request_id:
-        request_id = request.state.request_id = new_request_id()
-    return request_id
-
-
 class RequestIdMiddleware:
     """Gives every HTTP request an id, and every response (404s and 405s included) its `request-id` header.
 
@@ -70,6 +62,8 @@ def json_response(body: object, status: int = 200, headers: dict[str, str] | Non
 def error_response(error: AnthropicError, request_id: str | None) -> Response:
     headers = dict(error.headers)
     if request_id:
+        # RequestIdMiddleware adds the header to what passes through it; an unhandled
+        # error is answered by Starlette's outermost middleware, outside it.
         headers[REQUEST_ID_HEADER] = request_id
     return json_response(error.envelope(request_id), error.status, headers)
 

@@ -39,7 +39,7 @@ from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.claude_converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.client_disconnect import DisconnectAwareStreamingResponse, unless_client_leaves
-from q2api.edge import REQUEST_ID_HEADER, error_response, json_response
+from q2api.edge import error_response, json_response
 from q2api.error_mapping import map_upstream_exception
 from q2api.exchange_log import Exchange
 from q2api.reply_pump import ReplyPump
@@ -70,13 +70,13 @@ class MessagesRelay:
     # ------------------------------------------------------------ pure preparation
 
     def prepare(self, body: bytes, exchange: Exchange) -> Prepared:
+        # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
         request = parse_messages_request(body)
         exchange.model = request.model
         exchange.stream = bool(request.stream)
-        log = logger.bind(request_id=exchange.request_id)
         loop_findings = guards.check_tool_loops(request, self._loop_policy)
         for finding in loop_findings:
-            log.warning(f"tool loop suspected: {finding.line()}")
+            logger.warning(f"tool loop suspected: {finding.line()}")
         conversion = convert_request(
             request,
             ConversionOptions(
@@ -90,17 +90,17 @@ class MessagesRelay:
         invalid = guards.validate_conversation(conversion.payload)
         for finding in invalid:
             # The converter promises valid output; a finding here is our bug, not the client's.
-            log.error(f"converter produced invalid output: {finding.line()}")
+            logger.error(f"converter produced invalid output: {finding.line()}")
         input_tokens = estimate_request_tokens(request)
         exchange.input_tokens = input_tokens
         if self._settings.debug_message_conversion:
             summary = debug.conversion_summary(len(request.messages), conversion, (*loop_findings, *invalid))
-            log.info("\n" + summary)
+            logger.info("\n" + summary)
             # Reproducers for bug reports, built only when a sink takes DEBUG lines (Q2API_LOG_LEVEL=DEBUG).
-            log.opt(lazy=True).debug(
+            logger.opt(lazy=True).debug(
                 "Claude request (redacted): {}", lambda: _json_text(debug.redacted_claude_request(orjson.loads(body)))
             )
-            log.opt(lazy=True).debug(
+            logger.opt(lazy=True).debug(
                 "Amazon Q request (redacted): {}", lambda: _json_text(debug.redacted_payload(conversion.payload))
             )
         return Prepared(request, conversion, input_tokens)
@@ -165,7 +165,7 @@ class MessagesRelay:
         if pump.failure is not None:
             return self._finish_with_error(exchange, pump.failure)
         message = aggregator.message()
-        response = json_response(message, headers={REQUEST_ID_HEADER: exchange.request_id})
+        response = json_response(message)
         exchange.response_bytes = len(response.body)
         exchange.first_content_seconds = time.perf_counter() - exchange.started
         exchange.log()
@@ -231,7 +231,7 @@ class MessagesRelay:
             body(),
             on_finish=finish,
             media_type="text/event-stream",
-            headers={REQUEST_ID_HEADER: exchange.request_id, "cache-control": "no-cache"},
+            headers={"cache-control": "no-cache"},
         )
 
     # ------------------------------------------------------------ helpers
@@ -253,7 +253,7 @@ class MessagesRelay:
         except Exception:  # a translator fault, already reported by the pump; the log line must still be written
             exchange.output_tokens = 0
         for finding in translator.findings:
-            logger.bind(request_id=exchange.request_id).warning(f"reply finding: {finding}")
+            logger.warning(f"reply finding: {finding}")
 
     def refuse(self, request_id: str, error: AnthropicError) -> Response:
         """Answer a request refused before its body was parsed (bad client key, body too large)."""

@@ -114,6 +114,7 @@ async def test_exception_after_content_ends_the_stream_with_an_error_event(gw: G
     assert raised.value.status_code == 200  # the status was sent with the first byte
     assert raised.value.body["type"] == "error"
     assert raised.value.body["error"]["type"] in {"api_error", "overloaded_error"}
+    assert len(gw.sim.requests) == 1  # after the first byte went out, nothing is retried
 
 
 @pytest.mark.parametrize(
@@ -142,6 +143,7 @@ async def test_a_broken_body_never_looks_like_a_finished_reply(gw: Gateway, repl
             seen.append(event)
     assert streamed_text(seen) == "Partial answer"
     assert raised.value.body["error"]["type"] == "api_error"
+    assert len(gw.sim.requests) == 2  # one per request above: a reply broken after its first byte is not retried
 
 
 async def test_failure_before_any_content_is_a_real_http_status(gw: Gateway):

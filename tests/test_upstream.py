@@ -239,6 +239,7 @@ async def test_connection_dropped_mid_reply_is_unavailable(tmp_path: Path, sim, 
     with pytest.raises(UpstreamUnavailable, match="mid-reply"):
         async with client.open_stream(PAYLOAD) as stream:
             await read_all(stream)
+    assert len(sim.requests) == 1  # the reply had begun: no retry
 
 
 async def test_early_exit_closes_the_upstream_connection(tmp_path: Path, sim, session) -> None:

@@ -301,10 +301,10 @@ class AccountStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        # `timeout` is SQLite's busy timeout: another worker's short write makes us wait, not fail.
         db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
             db.row_factory = sqlite3.Row
-            db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             yield db
         finally:
             db.close()

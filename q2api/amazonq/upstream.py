@@ -215,28 +215,30 @@ class UpstreamClient:
     async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, TokenManager]:
         manager = self._pool.pick(exclude=attempt.resting) or self._pool.pick()
         assert manager is not None  # the pool is not empty
-        attempt.switched_account = attempt.account_failed = False
         try:
+            # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
             response = await self._post(attempt.body_for(manager.profile_arn), token)
-            if response.status == 401 or (response.status == 403 and await _is_bearer_rejection(response)):
+            error = await _read_error(response) if response.status in (401, 403) else None
+            if error is not None and error.kind is FailureKind.BEARER_INVALID:
                 # Expired or revoked early: refresh once (unless another request
                 # already did) and repeat the call once, outside the retry budget.
-                response.release()
                 token = await manager.refresh_after_rejection(token)
                 response = await self._post(attempt.body_for(manager.profile_arn), token)
+                error = None
         except RefreshRejected:
-            attempt.rest(manager.account_id)
+            attempt.resting.add(manager.account_id)
             raise
         if response.status == 200:
             self._pool.report_success(manager.account_id)
             return response, manager
 
-        error = await _read_error(response)
+        if error is None:
+            error = await _read_error(response)
         kind = error.kind
         if kind.account_scoped:
             self._pool.report_failure(manager.account_id, kind, error.retry_after)
-            attempt.rest(manager.account_id)
+            attempt.resting.add(manager.account_id)
         logger.info(
             "Amazon Q refused the request",
             status=error.status,
@@ -264,9 +266,7 @@ class UpstreamClient:
             raise UpstreamUnavailable(f"cannot reach Amazon Q ({type(exc).__name__}: {exc})") from None
 
     def _should_retry(self, exc: BaseException, attempt: _Attempt) -> bool:
-        if attempt.account_failed and self._pool.has_alternative(attempt.resting):
-            # The failure was this account's own; another one can take the request now.
-            attempt.switched_account = True
+        if self._another_account_can_take(exc, attempt):
             return True
         if isinstance(exc, UpstreamUnavailable):
             return True
@@ -279,10 +279,17 @@ class UpstreamClient:
             return kind.retryable
         return False
 
+    def _another_account_can_take(self, exc: BaseException | None, attempt: _Attempt) -> bool:
+        """The failure was this account's own, and another account can take the request now."""
+        account_scoped = isinstance(exc, RefreshRejected) or (
+            isinstance(exc, UpstreamHTTPError) and exc.kind.account_scoped
+        )
+        return account_scoped and self._pool.has_alternative(attempt.resting)
+
     def _wait_before_retry(self, state: RetryCallState, attempt: _Attempt) -> float:
-        if attempt.switched_account:
-            return 0.0
         exc = state.outcome.exception() if state.outcome else None
+        if self._another_account_can_take(exc, attempt):
+            return 0.0
         hinted = float(exc.retry_after) if isinstance(exc, UpstreamHTTPError) and exc.retry_after else 0.0
         ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (state.attempt_number - 1))
         return max(hinted, random.uniform(ceiling / 2, ceiling))  # jitter spreads synchronized retries
@@ -303,8 +310,6 @@ class _Attempt:
         self._payload = payload
         self._bodies: dict[str | None, bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
-        self.account_failed = False  # the last failure was account-scoped
-        self.switched_account = False  # ... and another account takes the next attempt at once
 
     def body_for(self, profile_arn: str | None) -> bytes:
         body = self._bodies.get(profile_arn)
@@ -312,10 +317,6 @@ class _Attempt:
             document = {**self._payload, "profileArn": profile_arn} if profile_arn else self._payload
             body = self._bodies[profile_arn] = orjson.dumps(document)
         return body
-
-    def rest(self, account_id: str) -> None:
-        self.resting.add(account_id)
-        self.account_failed = True
 
     def release(self) -> None:
         self._payload = {}
@@ -351,19 +352,13 @@ class OpenedReply:
             self._stream.close()
 
 
-async def _is_bearer_rejection(response: aiohttp.ClientResponse) -> bool:
-    error = await _read_error(response, release=False)
-    return error.kind is FailureKind.BEARER_INVALID
-
-
-async def _read_error(response: aiohttp.ClientResponse, *, release: bool = True) -> UpstreamHTTPError:
+async def _read_error(response: aiohttp.ClientResponse) -> UpstreamHTTPError:
     try:
         body = await response.read()
     except (aiohttp.ClientError, asyncio.TimeoutError):
         body = b""
     finally:
-        if release:
-            response.release()
+        response.release()
     return parse_error_reply(response.status, response.headers, body, response.headers.get(REQUEST_ID_HEADER))
 
 
