@@ -19,6 +19,8 @@ from q2api.anthropic.errors import AnthropicError
 
 REQUEST_ID_HEADER = "request-id"
 _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
+# The route whose handler writes its own, richer log line (q2api.exchange_log).
+_RELAY_LOGGED = ("POST", "/v1/messages")
 
 
 def new_request_id() -> str:
@@ -30,7 +32,9 @@ class RequestIdMiddleware:
 
     The id is also put in the log context for the whole exchange, so lines
     logged deep inside (an upstream refusal with Amazon Q's own request id, a
-    retry, a token refresh) can be tied to the client's request.
+    retry, a token refresh) can be tied to the client's request. Requests to
+    other routes than `POST /v1/messages`, whose relay writes a richer line,
+    get their one log line here (`/healthz` at DEBUG: monitors poll it).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -42,9 +46,12 @@ class RequestIdMiddleware:
             return
         request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
+        status = 500  # if no response starts, the server answers 500
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 headers = list(message.get("headers", ()))
                 if not any(name.lower() == _REQUEST_ID_HEADER_BYTES for name, _ in headers):
                     headers.append((_REQUEST_ID_HEADER_BYTES, request_id.encode()))
@@ -52,7 +59,13 @@ class RequestIdMiddleware:
             await send(message)
 
         with logger.contextualize(request_id=request_id):
-            await self.app(scope, receive, send_with_id)
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                method, path = scope["method"], scope["path"]
+                if (method, path) != _RELAY_LOGGED:
+                    level = "DEBUG" if path == "/healthz" else "INFO"
+                    logger.bind(status=status).log(level, f"{method} {path}")
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

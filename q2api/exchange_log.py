@@ -20,6 +20,7 @@ class Exchange:
     input_tokens: int = 0
     status: int = 200
     upstream_request_id: str = "-"
+    upstream_attempts: int = 0  # calls to Amazon Q, retries and account switches included
     upstream_seconds: float | None = None
     first_content_seconds: float | None = None
     response_bytes: int = 0
@@ -40,6 +41,7 @@ class Exchange:
             input_tokens=self.input_tokens,
             status=self.status,
             upstream_request_id=self.upstream_request_id,
+            upstream_attempts=self.upstream_attempts,
             upstream_ms=ms(self.upstream_seconds),
             ttft_ms=ms(self.first_content_seconds),
             total_ms=ms(time.perf_counter() - self.started),

@@ -142,6 +142,7 @@ class MessagesRelay:
             return self._finish_with_error(exchange, self._map(exc, prepared))
         exchange.upstream_seconds = stream.time_to_headers
         exchange.upstream_request_id = stream.request_id or "-"
+        exchange.upstream_attempts = stream.attempts
         pump = ReplyPump(stream.chunks(), translator)
 
         if not prepared.request.stream:

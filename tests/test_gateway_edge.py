@@ -187,6 +187,19 @@ def test_a_missing_or_wrong_client_key_is_401(base_url, headers) -> None:
             assert "not-the-key" not in message  # a presented key is never echoed back
 
 
+def test_every_other_route_writes_one_log_line_with_its_status(base_url) -> None:
+    with capture_logs() as logs, httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}) as http:
+        responses = [
+            ("INFO", "POST /v1/messages/count_tokens", http.post("/v1/messages/count_tokens", json=request_body())),
+            ("INFO", "GET /v1/models", http.get("/v1/models")),
+            ("INFO", "GET /v1/nowhere", http.get("/v1/nowhere")),
+            ("DEBUG", "GET /healthz", http.get("/healthz")),
+        ]
+    for level, line, response in responses:
+        [record] = logs.for_request(response.headers["request-id"])
+        assert (record.level, record.message, record.extra["status"]) == (level, line, response.status_code)
+
+
 def test_requests_refused_at_the_edge_still_get_their_log_line(base_url) -> None:
     with capture_logs() as logs, httpx2.Client(base_url=base_url) as http:
         refused_key = http.post("/v1/messages", content=orjson.dumps(request_body()), headers={"x-api-key": "presented-key-7f3a"})

@@ -275,6 +275,7 @@ async def test_one_log_line_per_request_and_no_secret_anywhere(gw: Gateway):
     assert all(line.level == "INFO" and line.extra["model"] == MODEL for line in lines[:3])
     assert lines[1].extra["stream"] is True and lines[0].extra["stream"] is False
     assert lines[0].extra["output_tokens"] > 0 and lines[0].extra["stop_reason"] == "end_turn"
+    assert lines[0].extra["upstream_attempts"] == 1
     assert gw.sim.refresh_calls >= 3  # there were secrets to leak
     # The client key, the client secret, and every refresh and access token ever issued (revoked ones too).
     assert find_secrets(logs.text) == []

@@ -115,10 +115,6 @@ class UpstreamStream:
         """Seconds from the first attempt to the 200 headers (retries included)."""
         return self.headers_received_at - self.upstream_started_at
 
-    @property
-    def headers(self) -> dict[str, str]:
-        return dict(self._response.headers)
-
     def chunks(self) -> AsyncIterator[bytes]:
         """Raw body bytes as they arrive; raises UpstreamTimeout / UpstreamUnavailable mid-reply."""
         return _Chunks(self)
