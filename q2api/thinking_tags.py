@@ -93,18 +93,9 @@ class ThinkingTagSplitter:
             return chunk
         if self.mode is not _TEXT_MODE or self._held or "<" in chunk or "`" in chunk:
             return None
-        newline = chunk.rfind("\n")
-        if newline >= 0:
-            if self._code is CodeSpan.INLINE:
-                self._code = CodeSpan.NONE
-            line_start = self._line_start = not chunk[newline + 1 :].strip(_BLANKS)
-        else:
-            line_start = self._line_start = self._line_start and not chunk.strip(_BLANKS)
-        if line_start and chunk and self._code is CodeSpan.NONE and chunk[-1] in _BLANKS:
-            # Blanks that start a line may be the indent of a `<thinking>` tag: hold them.
-            kept = chunk.rstrip(_BLANKS)
-            self._held = chunk[len(kept) :]
-            return kept
+        self._note_plain(chunk)
+        if self._line_start and self._code is CodeSpan.NONE:
+            return self._hold_trailing_blanks(chunk)
         return chunk
 
     def feed(self, chunk: str) -> list[Segment]:
@@ -174,10 +165,7 @@ class ThinkingTagSplitter:
                 tail = text[position:]
                 self._note_plain(tail)
                 if tail and not final and self._line_start and self._code is CodeSpan.NONE:
-                    # Blanks that start a line may be the indent of a `<thinking>` tag.
-                    kept = text.rstrip(_BLANKS)
-                    self._held = text[len(kept) :]
-                    text = kept
+                    text = self._hold_trailing_blanks(text)
                 _append(out, _TEXT, text)
                 return ""
             index = match.start()
@@ -243,6 +231,13 @@ class ThinkingTagSplitter:
         elif self._line_start and length >= self._code_ticks:
             self._code = CodeSpan.NONE
         self._line_start = False
+
+    def _hold_trailing_blanks(self, text: str) -> str:
+        """`text` without its trailing blanks, which are held: at a line start they may be
+        the indent of a `<thinking>` tag still to come."""
+        kept = text.rstrip(_BLANKS)
+        self._held = text[len(kept) :]
+        return kept
 
     def _note_plain(self, text: str) -> None:
         """Update line state for text holding no backtick or `<`."""

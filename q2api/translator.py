@@ -181,6 +181,12 @@ class StreamTranslator:
         if self.finished:
             return []
         out = self.start()
+        self._feed_general(frame, out)
+        return out
+
+    def _feed_general(self, frame: Frame, out: list[Event]) -> None:
+        """Any frame, without the text fast paths (their callers already tried them)."""
+        headers = frame.headers
         message_type = headers.get(":message-type")
         if message_type == "event":
             self._on_event(headers.get(":event-type"), frame.payload, out)
@@ -191,7 +197,6 @@ class StreamTranslator:
             self._fail_into(out, failure)
         else:
             self._ignore(f":message-type {message_type}")
-        return out
 
     def feed_all(self, frames: Iterable[Frame]) -> list[Event]:
         """The events of several frames (one upstream read); stops once finished.
@@ -226,7 +231,7 @@ class StreamTranslator:
                 texts.clear()
             if self.finished:
                 return out
-            out += self.feed(frame)
+            self._feed_general(frame, out)
             if self.finished:
                 return out
         if texts:
