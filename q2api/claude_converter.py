@@ -124,19 +124,16 @@ def session_conversation_id(request: MessagesRequest) -> str | None:
 def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> dict[str, Any]:
     results = answered_results(turn.expected, turn.results, report)
     images = capped_images(turn.images, options.max_images_per_message, report)
-    if turn.placeholder is not None:
-        content = "\n\n".join([*turn.texts, turn.placeholder]) if turn.texts else turn.placeholder
-    else:
-        content = "\n\n".join(turn.texts)
-        if not content.strip():
-            content = TOOL_RESULTS_ONLY if results else IMAGES_ONLY if images else EMPTY_USER_MESSAGE
-            report.append(
-                Finding(
-                    FindingKind.EMPTY_CONTENT_PLACEHOLDER,
-                    turn.message_indices[0],
-                    detail=f"user content set to {content!r}",
-                )
+    content = "\n\n".join(turn.texts)
+    if not content.strip():
+        content = TOOL_RESULTS_ONLY if results else IMAGES_ONLY if images else EMPTY_USER_MESSAGE
+        report.append(
+            Finding(
+                FindingKind.EMPTY_CONTENT_PLACEHOLDER,
+                turn.message_indices[0],
+                detail=f"user content set to {content!r}",
             )
+        )
     message: dict[str, Any] = {"content": content}
     if results:
         message["userInputMessageContext"] = {"toolResults": results}

@@ -29,9 +29,9 @@ def system_prompt_text(system: str | list[TextBlock] | None, limit: int) -> str:
     if system is None:
         return ""
     if isinstance(system, str):
-        return checked_text(system, "system", limit)
+        return checked_text(system, limit, "system")
     return "\n\n".join(
-        checked_text(block.text, f"system.{index}.text", limit) for index, block in enumerate(system) if block.text
+        checked_text(block.text, limit, "system", index, "text") for index, block in enumerate(system) if block.text
     )
 
 

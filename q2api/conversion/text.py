@@ -49,9 +49,14 @@ class PromptTooLong(InvalidRequest):
         self.args = (self.message,)
 
 
-def checked_text(text: str, path: str, limit: int) -> str:
+def checked_text(text: str, limit: int, *path: str | int) -> str:
+    """`text`, unless it is longer than one Amazon Q message can hold.
+
+    The JSON path comes in parts (`"messages", 3, "content"`) and is joined only
+    for the error: this runs for every text block of every request.
+    """
     if len(text) > limit:
-        raise PromptTooLong(path, len(text), limit)
+        raise PromptTooLong(".".join(map(str, path)), len(text), limit)
     return text
 
 

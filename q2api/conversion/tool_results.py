@@ -25,7 +25,6 @@ from q2api.conversion.images import q_image
 from q2api.conversion.text import (
     CANCELLED_TOOL_RESULT,
     EMPTY_TOOL_RESULT,
-    PromptTooLong,
     checked_text,
     document_text,
     search_result_text,
@@ -56,29 +55,24 @@ def tool_result_content(
     if isinstance(content, str):
         if not content:
             return [], []
-        if len(content) > limit:
-            raise PromptTooLong(f"messages.{message_index}.content.{position}.content", len(content), limit)
-        return [{"text": content}], []
+        return [{"text": checked_text(content, limit, "messages", message_index, "content", position, "content")}], []
     texts: TextContent = []
     images: list[dict[str, Any]] = []
     for part_position, part in enumerate(content):
         if isinstance(part, TextBlock):
-            text = part.text
-            if text:
-                if len(text) > limit:
-                    path = f"messages.{message_index}.content.{position}.content.{part_position}.text"
-                    raise PromptTooLong(path, len(text), limit)
-                texts.append({"text": text})
+            if part.text:
+                path = ("messages", message_index, "content", position, "content", part_position, "text")
+                texts.append({"text": checked_text(part.text, limit, *path)})
             continue
         part_path = f"messages.{message_index}.content.{position}.content.{part_position}"
         if isinstance(part, ImageBlock):
             images.append(q_image(part, part_path))
         elif isinstance(part, DocumentBlock):
             text, document_images = document_text(part, part_path, message_index, report)
-            texts.append({"text": checked_text(text, part_path, limit)})
+            texts.append({"text": checked_text(text, limit, part_path)})
             images.extend(q_image(image, f"{part_path}.source.content") for image in document_images)
         elif isinstance(part, SearchResultBlock):
-            texts.append({"text": checked_text(search_result_text(part), part_path, limit)})
+            texts.append({"text": checked_text(search_result_text(part), limit, part_path)})
         elif isinstance(part, ToolReferenceBlock):
             texts.append({"text": f"[Tool reference: {part.tool_name}]"})
     if images:

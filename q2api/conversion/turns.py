@@ -38,7 +38,6 @@ from q2api.conversion.system_context import system_turn_text
 from q2api.conversion.text import (
     CONVERSATION_START,
     PREFILL_CONTINUATION,
-    PromptTooLong,
     checked_text,
     document_text,
     search_result_text,
@@ -60,7 +59,6 @@ class UserTurn:
     texts: list[str] = field(default_factory=list)
     results: dict[str, ToolResultDraft] = field(default_factory=dict)
     images: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    placeholder: str | None = None  # the content of a turn the converter had to add
 
 
 @dataclass(slots=True)
@@ -124,14 +122,14 @@ class TurnBuilder:
     def _add_system(self, index: int, message: Message) -> None:
         content = message.content
         if isinstance(content, str):
-            text = checked_text(content, f"messages.{index}.content", self.text_limit)
+            text = checked_text(content, self.text_limit, "messages", index, "content")
         else:
             parts = []
             for position, block in enumerate(content or ()):
                 path = f"messages.{index}.content.{position}"
                 if not isinstance(block, TextBlock):
                     raise InvalidRequest(f"{path}.type", "system messages may only hold text blocks")
-                parts.append(checked_text(block.text, f"{path}.text", self.text_limit))
+                parts.append(checked_text(block.text, self.text_limit, path, "text"))
             text = "\n\n".join(part for part in parts if part)
         if not text.strip():
             self.report.append(Finding(FindingKind.EMPTY_SYSTEM_TURN_DROPPED, index))
@@ -169,10 +167,10 @@ class TurnBuilder:
                 turn.images.append((index, q_image(block, path)))
             elif isinstance(block, DocumentBlock):
                 text, images = document_text(block, path, index, self.report)
-                turn.texts.append(checked_text(text, path, self.text_limit))
+                turn.texts.append(checked_text(text, self.text_limit, path))
                 turn.images.extend((index, q_image(image, f"{path}.source.content")) for image in images)
             elif isinstance(block, SearchResultBlock):
-                turn.texts.append(checked_text(search_result_text(block), path, self.text_limit))
+                turn.texts.append(checked_text(search_result_text(block), self.text_limit, path))
             elif isinstance(block, _SERVER_BLOCKS):
                 self._drop_server_block(index, block, path)
             else:
@@ -182,15 +180,13 @@ class TurnBuilder:
         """String content goes straight into the turn's texts (no blocks left); block content is returned."""
         if isinstance(content, str):
             if content:
-                turn.texts.append(checked_text(content, f"messages.{index}.content", self.text_limit))
+                turn.texts.append(checked_text(content, self.text_limit, "messages", index, "content"))
             return ()
         return content or ()  # type: ignore[return-value]
 
     def _add_block_text(self, turn: UserTurn | AssistantTurn, index: int, position: int, text: str) -> None:
         if text:
-            if len(text) > self.text_limit:
-                raise PromptTooLong(f"messages.{index}.content.{position}.text", len(text), self.text_limit)
-            turn.texts.append(text)
+            turn.texts.append(checked_text(text, self.text_limit, "messages", index, "content", position, "text"))
 
     def _add_tool_result(self, turn: UserTurn, index: int, position: int, block: ToolResultBlock) -> None:
         q_id = self.ids.tool_use_id(block.tool_use_id, index)
@@ -235,7 +231,7 @@ class TurnBuilder:
             path = f"messages.{index}.content.{position}"
             if isinstance(block, ThinkingBlock):
                 if block.thinking:
-                    thinking = checked_text(block.thinking, f"{path}.thinking", self.text_limit)
+                    thinking = checked_text(block.thinking, self.text_limit, path, "thinking")
                     turn.texts.append(thinking_as_text(thinking))
                     self.report.append(Finding(FindingKind.THINKING_AS_TEXT, index, detail=path))
             elif isinstance(block, RedactedThinkingBlock):
@@ -302,7 +298,7 @@ def frame_turns(turns: list[Turn], report: list[Finding]) -> list[Turn]:
                 detail="a user turn was added before it",
             )
         )
-        turns.insert(0, UserTurn([], {}, placeholder=CONVERSATION_START))
+        turns.insert(0, UserTurn([], {}, texts=[CONVERSATION_START]))
     last = turns[-1]
     if isinstance(last, AssistantTurn):
         report.append(
@@ -312,5 +308,5 @@ def frame_turns(turns: list[Turn], report: list[Finding]) -> list[Turn]:
                 detail="the final assistant turn stays in history; the current message asks the model to continue it",
             )
         )
-        turns.append(UserTurn([], last.tool_use_origins, placeholder=PREFILL_CONTINUATION))
+        turns.append(UserTurn([], last.tool_use_origins, texts=[PREFILL_CONTINUATION]))
     return turns
