@@ -48,8 +48,8 @@ _HEALTH_BY_FAILURE = {
 @dataclasses.dataclass
 class _Slot:
     manager: TokenManager
-    health: AccountHealth = AccountHealth.READY
-    resting_until: float = 0.0
+    resting_until: float = 0.0  # monotonic time the last account-scoped failure's cool-down ends
+    rest_reason: AccountHealth = AccountHealth.READY  # the health that failure gave it
     consecutive_throttles: int = 0
     last_picked: float = 0.0
 
@@ -85,10 +85,7 @@ class AccountPool:
         candidates = [slot for account_id, slot in self._slots.items() if account_id not in exclude]
         if not candidates:
             return None
-        for slot in candidates:
-            if slot.health not in (AccountHealth.READY, AccountHealth.NEEDS_LOGIN) and slot.resting_until <= now:
-                slot.health = AccountHealth.READY
-        chosen = min(candidates, key=lambda slot: self._preference(slot))
+        chosen = min(candidates, key=lambda slot: self._preference(slot, now))
         chosen.last_picked = now
         return chosen.manager
 
@@ -96,17 +93,14 @@ class AccountPool:
         """Is there a usable account outside `exclude` (worth switching to at once)?"""
         now = self._clock()
         return any(
-            account_id not in exclude
-            and not slot.manager.needs_login
-            and (slot.health is AccountHealth.READY or slot.resting_until <= now)
+            account_id not in exclude and _health(slot, now) is AccountHealth.READY
             for account_id, slot in self._slots.items()
         )
 
     def report_success(self, account_id: str) -> None:
         slot = self._slots.get(account_id)
-        if slot is not None and slot.health is not AccountHealth.READY:
-            slot.health = AccountHealth.READY
         if slot is not None:
+            slot.resting_until = 0.0
             slot.consecutive_throttles = 0
 
     def report_failure(self, account_id: str, kind: FailureKind, retry_after: float | None = None) -> None:
@@ -121,7 +115,7 @@ class AccountPool:
             rest = QUOTA_COOLDOWN
         else:
             rest = ACCESS_DENIED_COOLDOWN
-        slot.health = health
+        slot.rest_reason = health
         slot.resting_until = self._clock() + rest
         logger.bind(account=slot.manager.label, health=health.value).warning(f"account rests for {rest:g}s")
 
@@ -129,19 +123,28 @@ class AccountPool:
         now = self._clock()
         views = []
         for slot in self._slots.values():
-            health = AccountHealth.NEEDS_LOGIN if slot.manager.needs_login else slot.health
+            health = _health(slot, now)
             resting = max(slot.resting_until - now, 0.0) if health is not AccountHealth.READY else 0.0
-            if health is not AccountHealth.NEEDS_LOGIN and resting == 0.0:
-                health = AccountHealth.READY
             views.append(AccountHealthView(slot.manager.account_id, slot.manager.label, health.value, resting))
         return views
 
-    def _preference(self, slot: _Slot) -> tuple[int, float]:
-        if slot.manager.needs_login:
+    @staticmethod
+    def _preference(slot: _Slot, now: float) -> tuple[int, float]:
+        health = _health(slot, now)
+        if health is AccountHealth.NEEDS_LOGIN:
             return (2, slot.last_picked)
-        if slot.health is AccountHealth.READY:
+        if health is AccountHealth.READY:
             return (0, slot.last_picked)
         return (1, slot.resting_until)
+
+
+def _health(slot: _Slot, now: float) -> AccountHealth:
+    """Derived, never stored: a cool-down simply runs out."""
+    if slot.manager.needs_login:
+        return AccountHealth.NEEDS_LOGIN
+    if slot.resting_until > now:
+        return slot.rest_reason
+    return AccountHealth.READY
 
 
 def env_account(settings: Settings) -> EnvAccount | None:
