@@ -1,10 +1,15 @@
-"""Shared fixtures. `gw`: a gateway with default settings on a fresh simulator (tests/gateway_harness.py)."""
+"""Shared fixtures.
+
+`gw`: a gateway with default settings on a fresh simulator (tests/gateway_harness.py).
+`log_lines`: every loguru line (TRACE and up) with its bound fields, as text.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from loguru import logger
 
 from gateway_harness import Gateway, open_gateway
 
@@ -13,3 +18,11 @@ from gateway_harness import Gateway, open_gateway
 async def gw(tmp_path) -> AsyncIterator[Gateway]:
     async with open_gateway(tmp_path) as gateway:
         yield gateway
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message) + repr(message.record["extra"])), level="TRACE")
+    yield lines
+    logger.remove(sink)

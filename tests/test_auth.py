@@ -4,12 +4,11 @@ import asyncio
 import functools
 import multiprocessing
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-from loguru import logger
 
 from q2api.amazonq.auth import TokenManager
 from q2api.amazonq.refresh import RefreshEndpoints, refresh_access_token
@@ -35,14 +34,6 @@ async def sim() -> AsyncIterator[SimulatedUpstream]:
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as client:
         yield client
-
-
-@pytest.fixture
-def log_lines() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(lambda message: lines.append(str(message) + repr(message.record["extra"])), level="TRACE")
-    yield lines
-    logger.remove(sink)
 
 
 def seed(store: AccountStore, auth_method: str = "idc", refresh_token: str = REFRESH_SECRET):

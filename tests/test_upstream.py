@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-from loguru import logger
 
 from q2api.amazonq.accounts import AccountPool, build_account_pool
 from q2api.amazonq.eventstream import EventStreamDecoder
@@ -37,14 +36,6 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
     client = create_session()
     yield client
     await client.close()
-
-
-@pytest.fixture
-def log_lines() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(lambda message: lines.append(str(message) + repr(message.record["extra"])), level="TRACE")
-    yield lines
-    logger.remove(sink)
 
 
 def make_pool(tmp_path: Path, sim: SimulatedUpstream, session, auth_method: str = "idc", **env: str) -> AccountPool:
