@@ -260,12 +260,16 @@ class SimulatedUpstream:
 
     # -- refresh endpoints ---------------------------------------------------------
 
-    async def _oidc_token(self, request: web.Request) -> web.Response:
+    async def _refresh_request(self, request: web.Request) -> dict[str, Any]:
+        """Record a refresh call, take the configured time over it, and return its JSON body."""
         record = await _record(request)
         self.refresh_requests.append(record)
         if self.refresh_delay:
             await asyncio.sleep(self.refresh_delay)
-        body = record.body if isinstance(record.body, dict) else {}
+        return record.body if isinstance(record.body, dict) else {}
+
+    async def _oidc_token(self, request: web.Request) -> web.Response:
+        body = await self._refresh_request(request)
         failure = self.refresh_failure
         if failure is None and self.oidc_client is not None:
             if (body.get("clientId"), body.get("clientSecret")) != self.oidc_client:
@@ -283,11 +287,7 @@ class SimulatedUpstream:
         return _json(self._issue(body.get("refreshToken"), kiro=False))
 
     async def _kiro_refresh(self, request: web.Request) -> web.Response:
-        record = await _record(request)
-        self.refresh_requests.append(record)
-        if self.refresh_delay:
-            await asyncio.sleep(self.refresh_delay)
-        body = record.body if isinstance(record.body, dict) else {}
+        body = await self._refresh_request(request)
         failure = self.refresh_failure
         if failure is None and not self._refresh_token_valid(body.get("refreshToken")):
             failure = "invalid_grant"
