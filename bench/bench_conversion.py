@@ -21,13 +21,13 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-from claude_code_request import claude_code_request  # noqa: E402
+from q2api.testing.claude_code_request import claude_code_request  # noqa: E402
 
 from q2api.anthropic.types import parse_messages_request  # noqa: E402
-from q2api.claude_converter import ConversionOptions, convert_request  # noqa: E402
-from q2api.guards import detect_tool_loops, validate_conversation  # noqa: E402
+from q2api.conversion.converter import ConversionOptions, convert_request  # noqa: E402
+from q2api.conversion.guards import detect_tool_loops, validate_conversation  # noqa: E402
 
 
 def measure(function: Callable[[], object], runs: int) -> tuple[float, float]:

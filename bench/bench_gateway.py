@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_gateway.py [--quick] [--pin] [--runs 200] [--log-level WARNING]
 
 Three processes: the gateway (`python -m q2api serve`: uvicorn with uvloop and
-httptools, as deployed), the simulator (bench/bench_gateway_sim.py) and this
+httptools, as deployed), the simulator (bench/support/simulator_process.py) and this
 one, the client (raw aiohttp; the `anthropic` SDK would itself be the
 bottleneck at 100 streams). `--pin` puts the gateway on CPU 0 and the
 simulator and client on CPU 1; by default the kernel schedules all three on
@@ -49,9 +49,9 @@ import aiohttp
 import orjson
 
 BENCH = Path(__file__).resolve().parent
-sys.path[:0] = [str(BENCH), str(BENCH.parent), str(BENCH.parent / "tests")]
+sys.path.insert(0, str(BENCH.parent))
 
-from bench_gateway_client import (  # noqa: E402
+from bench.support.gateway_client import (  # noqa: E402
     StreamResult,
     Target,
     checked,
@@ -59,8 +59,8 @@ from bench_gateway_client import (  # noqa: E402
     gateway_target,
     wave,
 )
-from bench_gateway_processes import ForeignLoad, GatewayProcess, RssSampler, SimulatorProcess  # noqa: E402
-from claude_code_request import claude_code_request  # noqa: E402
+from bench.support.processes import ForeignLoad, GatewayProcess, RssSampler, SimulatorProcess  # noqa: E402
+from q2api.testing.claude_code_request import claude_code_request  # noqa: E402
 
 TINY_REQUEST = {
     "model": "claude-sonnet-4-5",
@@ -397,7 +397,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--gateway-command",
         help="run this instead of `python -m q2api` (it gets `serve --host H --port P`), e.g. a script that "
-        "patches a candidate fix in and then calls q2api.cli.main, to compare before and after",
+        "patches a candidate fix in and then calls q2api.cli.main.main, to compare before and after",
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the scratch directory with the gateway's log")
     args = parser.parse_args()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from q2api.amazonq.eventstream import EventStreamDecoder, encode_event  # noqa: E402
 from q2api.anthropic.sse import encode_sse  # noqa: E402
-from q2api.translator import StreamTranslator  # noqa: E402
+from q2api.translation.translator import StreamTranslator  # noqa: E402
 
 WORDS = "the quick brown fox jumps over a lazy dog; code: x = f(y) + 1, done. "
 

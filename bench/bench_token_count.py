@@ -3,7 +3,7 @@
     python bench/bench_token_count.py [--runs 300]
 
 Prints median and p90 of `estimate_request_tokens` on Claude Code-shaped requests
-(tests/claude_code_request.py) of several sizes, and of `estimate_text_tokens` on
+(q2api/testing/claude_code_request.py) of several sizes, and of `estimate_text_tokens` on
 short streamed deltas and on one long string.
 """
 
@@ -20,9 +20,8 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from claude_code_request import claude_code_request  # noqa: E402
+from q2api.testing.claude_code_request import claude_code_request  # noqa: E402
 
 from q2api.anthropic.token_count import estimate_request_tokens, estimate_text_tokens  # noqa: E402
 from q2api.anthropic.types import parse_messages_request  # noqa: E402

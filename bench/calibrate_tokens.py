@@ -2,7 +2,7 @@
 
     python bench/calibrate_tokens.py                  # error of the current coefficients
     python bench/calibrate_tokens.py --fit            # fit new coefficients, print them and their error
-    python bench/calibrate_tokens.py --write-reference tests/data/token_reference.json
+    python bench/calibrate_tokens.py --write-reference tests/anthropic/data/token_reference.json
 
 Reference: the Claude tokenizer (`tokenizer.json`, a 65k byte-level BPE with NFKC) that
 the `anthropic` Python SDK shipped up to 0.38.0 for `client.count_tokens()`. Anthropic
@@ -870,7 +870,7 @@ def main() -> None:
         args.write_reference.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "reference": f"Claude tokenizer shipped in {TOKENIZER_WHEEL} (tokenizer.json)",
-            "generated_by": "python bench/calibrate_tokens.py --write-reference tests/data/token_reference.json",
+            "generated_by": "python bench/calibrate_tokens.py --write-reference tests/anthropic/data/token_reference.json",
             "samples": samples,
         }
         args.write_reference.write_text(

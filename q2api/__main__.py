@@ -1,5 +1,5 @@
 import sys
 
-from q2api.cli import main
+from q2api.cli.main import main
 
 sys.exit(main())

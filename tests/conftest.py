@@ -1,6 +1,6 @@
 """Shared fixtures.
 
-`gw`: a gateway with default settings on a fresh simulator (tests/gateway_harness.py).
+`gw`: a gateway with default settings on a fresh simulator (tests/support/gateway_harness.py).
 `log_lines`: every loguru line (TRACE and up) with its bound fields, as text.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from loguru import logger
 
-from gateway_harness import Gateway, open_gateway
+from tests.support.gateway_harness import Gateway, open_gateway
 
 
 @pytest.fixture

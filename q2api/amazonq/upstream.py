@@ -23,10 +23,10 @@ from loguru import logger
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from q2api import __version__
-from q2api.amazonq.accounts import AccountPool
-from q2api.amazonq.auth import TokenManager
+from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.proxy import proxy_route
-from q2api.amazonq.upstream_errors import (
+from q2api.amazonq.errors import (
     FailureKind,
     NoAccountConfigured,
     RefreshRejected,

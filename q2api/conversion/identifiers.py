@@ -13,7 +13,7 @@ import hashlib
 import re
 
 from q2api.amazonq.types import IDENTIFIER_PATTERN, MAX_TOOL_NAME_LENGTH
-from q2api.findings import Finding, FindingKind
+from q2api.conversion.report import Finding, FindingKind
 
 _INVALID_CHARACTERS = re.compile(r"[^a-zA-Z0-9_-]")
 

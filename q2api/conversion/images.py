@@ -11,7 +11,7 @@ from typing import Any
 from q2api.amazonq.types import MAX_IMAGE_BYTES
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import Base64ImageSource, ImageBlock, URLImageSource
-from q2api.findings import Finding, FindingKind
+from q2api.conversion.report import Finding, FindingKind
 
 _FORMATS = {
     "image/png": "png",

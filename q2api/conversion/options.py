@@ -8,7 +8,7 @@ from typing import Any
 
 from q2api.amazonq.models import DEFAULT_Q_MODEL, ModelChoice
 from q2api.amazonq.types import MAX_IMAGES_PER_MESSAGE, MAX_USER_MESSAGE_CHARS, ORIGIN_AI_EDITOR
-from q2api.findings import Finding
+from q2api.conversion.report import Finding
 
 
 @dataclass(frozen=True, slots=True)

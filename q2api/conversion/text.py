@@ -22,7 +22,7 @@ from q2api.anthropic.types import (
     TextBlock,
     URLDocumentSource,
 )
-from q2api.findings import Finding, FindingKind
+from q2api.conversion.report import Finding, FindingKind
 
 TOOL_RESULTS_ONLY = "(Tool results are attached.)"
 IMAGES_ONLY = "(Images are attached.)"

@@ -29,7 +29,7 @@ from q2api.conversion.text import (
     document_text,
     search_result_text,
 )
-from q2api.findings import Finding, FindingKind
+from q2api.conversion.report import Finding, FindingKind
 
 TextContent = list[dict[str, Any]]  # [{"text": ...}, ...]
 

@@ -42,9 +42,9 @@ from q2api.conversion.text import (
     document_text,
     search_result_text,
 )
-from q2api.conversion.thinking import thinking_as_text
+from q2api.conversion.thinking_prompt import thinking_as_text
 from q2api.conversion.tool_results import ToolResultDraft, orphan_result_text, tool_result_content
-from q2api.findings import Finding, FindingKind
+from q2api.conversion.report import Finding, FindingKind
 
 _SERVER_BLOCKS = (ServerToolUseBlock, ContainerUploadBlock, *SERVER_TOOL_RESULT_BLOCKS)
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 import uvicorn
 
-from q2api.app import create_app
+from q2api.server.app import create_app
 from q2api.settings import Settings
 
 

@@ -1,0 +1,210 @@
+"""Per-account access tokens: refreshed ahead of expiry, once, however many requests ask.
+
+Single flight on two levels:
+
+* within a process, concurrent callers share one refresh task (shielded, so a
+  client that disconnects mid-refresh cannot lose a rotated refresh token);
+* across `--workers` processes, the refresh runs under an fcntl lock file in
+  the data directory and re-reads the store inside the lock, so a token that
+  another worker has just refreshed is adopted instead of refreshed again
+  (which would also spend a refresh token the other worker already rotated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import time
+from collections.abc import Awaitable, Callable
+
+from loguru import logger
+
+from q2api.amazonq.accounts.file_lock import exclusive_lock_async
+from q2api.amazonq.accounts.refresh import RefreshedToken
+from q2api.amazonq.accounts.store import Account, AccountStatus, AccountStore
+from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+
+RefreshCall = Callable[[Account], Awaitable[RefreshedToken]]
+
+# Refresh this long before the token expires, so no request starts with a token about to die.
+DEFAULT_REFRESH_MARGIN = 300.0
+# While an account needs a new login, look this often whether the operator has fixed it.
+_REJECTED_RECHECK_INTERVAL = 5.0
+
+
+class TokenManager:
+    """The access token of one account."""
+
+    def __init__(
+        self,
+        account: Account,
+        store: AccountStore,
+        refresh: RefreshCall,
+        *,
+        refresh_margin: float = DEFAULT_REFRESH_MARGIN,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._account = account
+        self._store = store
+        self._refresh_call = refresh
+        self._margin = refresh_margin
+        self._clock = clock
+        self._inflight: asyncio.Task[str] | None = None
+        self._rejected: RefreshRejected | None = None
+        self._invalidated: str | None = None  # a token invalidate() retired: never adopt it again
+        self._rejected_checked_at = 0.0
+        self._lock_path = store.data_dir / f"refresh-{_safe_name(account.id)}.lock"
+        if account.status is AccountStatus.NEEDS_LOGIN:
+            self._rejected = RefreshRejected(account.label, account.status_detail or "refresh token rejected earlier")
+
+    @property
+    def account_id(self) -> str:
+        return self._account.id
+
+    @property
+    def label(self) -> str:
+        return self._account.label
+
+    @property
+    def profile_arn(self) -> str | None:
+        return self._account.profile_arn
+
+    @property
+    def needs_login(self) -> bool:
+        return self._rejected is not None
+
+    async def access_token(self) -> str:
+        """A token valid for at least the refresh margin (or of unknown expiry and not yet rejected).
+
+        Raises RefreshRejected (re-login needed) or RefreshUnavailable (token service down).
+        """
+        if self._rejected is not None:
+            await self._recheck_after_rejection()
+        account = self._account
+        if account.access_token and self._is_fresh(account):
+            return account.access_token
+        return await self._refresh(rejected=self._invalidated)
+
+    async def refresh_after_rejection(self, rejected_token: str) -> str:
+        """Amazon Q refused `rejected_token`: get a different one, refreshing at most once.
+
+        If another request already replaced that token, its replacement is
+        returned without a new refresh.
+        """
+        if self._rejected is not None:
+            await self._recheck_after_rejection()
+        for _ in range(2):
+            current = self._account.access_token
+            if current and current != rejected_token and self._is_fresh(self._account):
+                return current
+            # A refresh already in flight (started for expiry) may come back with
+            # the very token that was just rejected; then one more, aimed at it.
+            token = await self._refresh(rejected=rejected_token)
+            if token != rejected_token:
+                return token
+        raise RefreshUnavailable(f"account {self.label!r}: the refreshed token was the rejected one")
+
+    def invalidate(self, token: str) -> None:
+        """Forget `token` (if current), so the next access_token() refreshes."""
+        if self._account.access_token == token:
+            self._account = dataclasses.replace(self._account, expires_at=0.0)
+            self._invalidated = token
+
+    # -- internals -----------------------------------------------------------
+
+    def _is_fresh(self, account: Account) -> bool:
+        if account.expires_at is None:
+            return True  # an operator-supplied token of unknown lifetime: use it until rejected
+        return account.expires_at - self._margin > self._clock()
+
+    async def _refresh(self, rejected: str | None) -> str:
+        if self._inflight is None:
+            task = asyncio.get_running_loop().create_task(self._run_refresh(rejected))
+            task.add_done_callback(self._refresh_finished)
+            self._inflight = task
+        return await asyncio.shield(self._inflight)
+
+    def _refresh_finished(self, task: asyncio.Task[str]) -> None:
+        if self._inflight is task:
+            self._inflight = None
+        if not task.cancelled():
+            task.exception()  # mark retrieved: every waiter may have gone away
+
+    async def _run_refresh(self, rejected: str | None) -> str:
+        async with exclusive_lock_async(self._lock_path):
+            stored = await asyncio.to_thread(self._store.get, self._account.id)
+            if stored is None:
+                raise RefreshRejected(self.label, "the account was removed from the store")
+            if stored.access_token and stored.access_token != rejected and self._is_fresh(stored):
+                if stored.access_token != self._account.access_token:
+                    logger.info("adopted an access token refreshed by another worker", account=self.label)
+                self._account = stored
+                return stored.access_token
+            if stored.status is AccountStatus.NEEDS_LOGIN:
+                self._account = stored
+                self._mark_rejected(RefreshRejected(self.label, stored.status_detail or "refresh token rejected"))
+                raise self._rejected  # type: ignore[misc]
+            return await self._refresh_locked(stored, rejected)
+
+    async def _refresh_locked(self, stored: Account, rejected: str | None) -> str:
+        try:
+            result = await self._refresh_call(stored)
+        except RefreshRejected as exc:
+            logger.bind(account=self.label).error(str(exc))
+            await asyncio.to_thread(self._store.set_status, stored.id, AccountStatus.NEEDS_LOGIN, exc.detail)
+            self._account = dataclasses.replace(stored, status=AccountStatus.NEEDS_LOGIN, status_detail=exc.detail)
+            self._mark_rejected(exc)
+            raise
+        except RefreshUnavailable as exc:
+            still_valid = (
+                stored.access_token
+                and stored.access_token != rejected
+                and (stored.expires_at is None or stored.expires_at > self._clock())
+            )
+            if still_valid:
+                # Refreshing early failed, but the old token has not expired: keep serving with it.
+                logger.bind(account=self.label).warning(f"token refresh failed, using the current token until it expires: {exc}")
+                self._account = stored
+                return stored.access_token  # type: ignore[return-value]
+            logger.bind(account=self.label).error(f"token refresh failed: {exc}")
+            raise
+        updated = await asyncio.to_thread(
+            self._store.save_tokens,
+            stored.id,
+            access_token=result.access_token,
+            expires_at=result.expires_at,
+            refresh_token=result.refresh_token,
+            profile_arn=result.profile_arn,
+        )
+        self._account = updated or dataclasses.replace(
+            stored, access_token=result.access_token, expires_at=result.expires_at
+        )
+        logger.info(
+            "refreshed the access token",
+            account=self.label,
+            expires_in=int(result.expires_at - self._clock()),
+            refresh_token_rotated=result.refresh_token is not None,
+        )
+        return result.access_token
+
+    def _mark_rejected(self, error: RefreshRejected) -> None:
+        self._rejected = error
+        self._rejected_checked_at = self._clock()
+
+    async def _recheck_after_rejection(self) -> None:
+        """Raise the rejection again, unless the operator has since stored new credentials."""
+        assert self._rejected is not None
+        if self._clock() - self._rejected_checked_at < _REJECTED_RECHECK_INTERVAL:
+            raise self._rejected
+        self._rejected_checked_at = self._clock()
+        stored = await asyncio.to_thread(self._store.get, self._account.id)
+        if stored is None or stored.status is AccountStatus.NEEDS_LOGIN:
+            raise self._rejected
+        logger.info("account has new credentials; using it again", account=self.label)
+        self._rejected = None
+        self._account = stored
+
+
+def _safe_name(account_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", account_id)[:64]

@@ -1,0 +1,222 @@
+"""Amazon-Q-side failures: the exception classes and how an error reply is classified.
+
+Pure: nothing here does I/O. The upstream client raises these classes; the
+app maps them to Anthropic errors (``q2api.translation.error_mapping``); the account pool
+reads :class:`FailureKind` to decide on cool-downs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+import orjson
+
+BEARER_INVALID_TEXT = "bearer token included in the request is invalid"
+# Texts, reasons and codes Amazon Q uses for its failures (PROTOCOL.md A5).
+_CONTEXT_OVERFLOW_MARKERS = ("CONTENT_LENGTH_EXCEEDS_THRESHOLD", "Input is too long")
+_MONTHLY_MARKERS = ("MONTHLY_REQUEST_COUNT", "reached for this month")
+_QUOTA_MARKERS = (
+    "DAILY_REQUEST_COUNT",
+    "OVERAGE_REQUEST_LIMIT_EXCEEDED",
+    "CONVERSATION_LIMIT_EXCEEDED",
+    "ServiceQuotaExceededException",
+)
+_OVERLOAD_MARKERS = (
+    "INSUFFICIENT_MODEL_CAPACITY",
+    "MODEL_TEMPORARILY_UNAVAILABLE",
+    "unexpectedly high load",
+    "ServiceUnavailableException",
+)
+_MAX_MESSAGE_CHARS = 2000
+
+
+class UpstreamError(Exception):
+    """Base class of every failure to obtain a reply from Amazon Q."""
+
+
+class UpstreamHTTPError(UpstreamError):
+    """Amazon Q answered with a non-200 status (after any retries)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str | None,
+        message: str,
+        reason: str | None = None,
+        request_id: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.request_id = request_id
+        self.retry_after = retry_after
+        super().__init__(f"Amazon Q HTTP {status} {code or ''}: {message}".replace("  ", " "))
+
+    @property
+    def kind(self) -> FailureKind:
+        return classify_failure(self.status, self.code, self.message, self.reason)
+
+    def __repr__(self) -> str:
+        return (
+            f"UpstreamHTTPError(status={self.status}, code={self.code!r}, reason={self.reason!r}, "
+            f"message={self.message!r}, request_id={self.request_id!r})"
+        )
+
+
+class UpstreamTimeout(UpstreamError):
+    """No connection, no response headers, or no bytes between frames within the configured time."""
+
+    def __init__(self, phase: str, seconds: float) -> None:
+        self.phase = phase  # "connect" | "first_byte" | "between_frames"
+        self.seconds = seconds
+        super().__init__(f"Amazon Q did not answer in time ({phase.replace('_', ' ')} timeout, {seconds:g}s)")
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The connection to Amazon Q failed (refused, reset, DNS, TLS), or broke mid-reply."""
+
+
+class RefreshRejected(UpstreamError):
+    """The token service refused the refresh token: the account needs a new login.
+
+    The message is for the operator; it never contains a token.
+    """
+
+    def __init__(self, account_label: str, detail: str) -> None:
+        self.account_label = account_label
+        self.detail = detail
+        super().__init__(
+            f"Amazon Q account {account_label!r} can no longer refresh its access token ({detail}). "
+            "Sign in again and run `q2api accounts add` with the fresh refresh token "
+            "(or update AMAZONQ_REFRESH_TOKEN and restart)."
+        )
+
+
+class NoAccountConfigured(RefreshRejected):
+    """The pool is empty: nothing to send the request with."""
+
+    def __init__(self) -> None:
+        self.account_label = ""
+        self.detail = "no account configured"
+        UpstreamError.__init__(
+            self,
+            "No Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (plus AMAZONQ_CLIENT_ID and "
+            "AMAZONQ_CLIENT_SECRET for IdC logins) or run `q2api accounts add`.",
+        )
+
+
+class RefreshUnavailable(UpstreamError):
+    """The token service could not be reached or failed on its side; the tokens are kept, retry later."""
+
+
+class FailureKind(enum.Enum):
+    """What an Amazon Q failure means for retrying, for the account's health and for the client."""
+
+    CONTEXT_OVERFLOW = "context_overflow"
+    MONTHLY_QUOTA = "monthly_quota"
+    OTHER_QUOTA = "other_quota"  # daily, overage or per-conversation limits
+    THROTTLED = "throttled"
+    OVERLOADED = "overloaded"
+    BEARER_INVALID = "bearer_invalid"
+    ACCESS_DENIED = "access_denied"
+    BAD_REQUEST = "bad_request"
+    SERVER_ERROR = "server_error"
+
+    @property
+    def retryable(self) -> bool:
+        """Worth another attempt (the same request may succeed a moment later)."""
+        return self in (FailureKind.THROTTLED, FailureKind.OVERLOADED, FailureKind.SERVER_ERROR)
+
+    @property
+    def account_scoped(self) -> bool:
+        """The failure belongs to the account, so another account may succeed right away."""
+        return self in (
+            FailureKind.THROTTLED,
+            FailureKind.MONTHLY_QUOTA,
+            FailureKind.OTHER_QUOTA,
+            FailureKind.ACCESS_DENIED,
+        )
+
+
+def classify_failure(status: int | None, code: str | None, message: str, reason: str | None) -> FailureKind:
+    """The one classifier of Amazon Q failures; order follows the Q CLI's own (PROTOCOL.md A5.4).
+
+    `status` is the HTTP status of an error reply, or None for an exception
+    frame inside a 200 event stream.
+    """
+    haystack = f"{code or ''} {reason or ''} {message}"
+    if any(marker in haystack for marker in _CONTEXT_OVERFLOW_MARKERS):
+        return FailureKind.CONTEXT_OVERFLOW
+    if any(marker in haystack for marker in _MONTHLY_MARKERS):
+        return FailureKind.MONTHLY_QUOTA
+    if any(marker in haystack for marker in _QUOTA_MARKERS):
+        return FailureKind.OTHER_QUOTA
+    if any(marker in haystack for marker in _OVERLOAD_MARKERS):
+        return FailureKind.OVERLOADED
+    if status == 429 or code == "ThrottlingException":
+        return FailureKind.THROTTLED
+    if status in (401, 403) and BEARER_INVALID_TEXT in message.lower():
+        return FailureKind.BEARER_INVALID
+    if status == 401:
+        return FailureKind.BEARER_INVALID
+    if status == 403 or code == "AccessDeniedException":
+        return FailureKind.ACCESS_DENIED
+    if code == "ValidationException" or (status is not None and status < 500):
+        return FailureKind.BAD_REQUEST
+    return FailureKind.SERVER_ERROR
+
+
+def sanitize_error_code(raw: str | None) -> str | None:
+    """`com.amazon.aws.codewhisperer#ThrottlingException:http://…` → `ThrottlingException` (A5.1)."""
+    if not raw:
+        return None
+    code = raw.split(":", 1)[0]
+    code = code.rsplit("#", 1)[-1]
+    return code.strip() or None
+
+
+def parse_error_reply(
+    status: int, headers: Mapping[str, str], body: bytes, request_id: str | None = None
+) -> UpstreamHTTPError:
+    """Build the error from a non-200 reply: code, message and reason as PROTOCOL.md A5.1 describes."""
+    document: object = None
+    try:
+        document = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        document = None
+    fields = document if isinstance(document, dict) else {}
+
+    raw_code = headers.get("x-amzn-errortype") or _string(fields.get("code")) or _string(fields.get("__type"))
+    message = (
+        _string(fields.get("message"))
+        or _string(fields.get("Message"))
+        or _string(fields.get("errorMessage"))
+        or _string(fields.get("error_description"))
+        or body.decode("utf-8", errors="replace").strip()
+        or f"HTTP {status} with an empty body"
+    )
+    return UpstreamHTTPError(
+        status=status,
+        code=sanitize_error_code(raw_code),
+        message=message[:_MAX_MESSAGE_CHARS],
+        reason=_string(fields.get("reason")),
+        request_id=request_id,
+        retry_after=parse_retry_after(headers.get("retry-after")),
+    )
+
+
+def parse_retry_after(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        seconds = int(float(raw.strip()))
+    except ValueError:
+        return None  # an HTTP date: rare upstream, and a backoff is a fine substitute
+    return max(seconds, 0)
+
+
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

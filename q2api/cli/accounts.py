@@ -1,0 +1,206 @@
+"""`q2api accounts list | add | remove`: the operator's view of the account store.
+
+Secrets go in, never out: the listing is built from `AccountView`, which has
+no token or client secret, and secrets are read from environment variables or
+a hidden prompt rather than echoed anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import getpass
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
+from q2api.settings import Settings, SettingsError, load_settings
+
+# Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
+NEW_REFRESH_TOKEN_VARIABLE = "Q2API_NEW_REFRESH_TOKEN"
+NEW_CLIENT_SECRET_VARIABLE = "Q2API_NEW_CLIENT_SECRET"
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_STORE_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "TOKEN EXPIRES", "REFRESHED AT")
+
+
+class _UsageError(Exception):
+    """The command cannot run as given; the message says what to change."""
+
+
+def run_accounts_command(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"q2api: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    commands: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
+        "list": _list,
+        "add": _add,
+        "remove": _remove,
+    }
+    try:
+        return commands[args.accounts_command](args, settings)
+    except (_UsageError, ValueError) as exc:
+        print(f"q2api accounts {args.accounts_command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"\nq2api accounts {args.accounts_command}: cancelled, nothing changed", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (OSError, sqlite3.Error) as exc:
+        print(f"q2api accounts {args.accounts_command}: cannot use the store in {settings.data_dir}: {exc}", file=sys.stderr)
+        return EXIT_STORE_ERROR
+
+
+# -- list ----------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace, settings: Settings) -> int:
+    views = AccountStore(settings.data_dir).list_views()
+    if views:
+        print(format_table(views))
+    else:
+        print(f"No accounts in {settings.data_dir}. Add one with `q2api accounts add --label NAME`.")
+    if settings.has_env_account and not any(view.id == ENV_ACCOUNT_ID for view in views):
+        print(f"AMAZONQ_* variables configure an account: `q2api serve` adds it as {ENV_ACCOUNT_ID!r} at start-up.")
+    return EXIT_OK
+
+
+def format_table(views: Sequence[AccountView], now: float | None = None) -> str:
+    """The listing as aligned columns; built only from views, which hold no secret."""
+    now = time.time() if now is None else now
+    rows = [TABLE_COLUMNS] + [
+        (
+            view.id,
+            view.label,
+            view.auth_method,
+            _status(view),
+            _expiry(view, now),
+            _timestamp(view.refreshed_at),
+        )
+        for view in views
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def _status(view: AccountView) -> str:
+    if view.status_detail:
+        return f"{view.status} ({view.status_detail})"
+    if not view.has_refresh_token:
+        return f"{view.status} (no refresh token)"
+    return view.status
+
+
+def _expiry(view: AccountView, now: float) -> str:
+    if not view.has_access_token:
+        return "-"
+    if view.expires_at is None:
+        return "unknown"
+    remaining = view.expires_at - now
+    if remaining <= 0:
+        return f"{_timestamp(view.expires_at)} (expired)"
+    return f"{_timestamp(view.expires_at)} (in {_duration(remaining)})"
+
+
+def _timestamp(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+# -- add -----------------------------------------------------------------------
+
+
+def _add(args: argparse.Namespace, settings: Settings) -> int:
+    refresh_token = _secret(args.refresh_token, NEW_REFRESH_TOKEN_VARIABLE, "refresh token")
+    if not refresh_token:
+        raise _UsageError(
+            f"a refresh token is required: set {NEW_REFRESH_TOKEN_VARIABLE} "
+            "(or run the command on a terminal to be asked for it)"
+        )
+    client_id = (args.client_id or "").strip() or None
+    auth_method = args.auth_method or ("idc" if client_id else "social")
+    client_secret = None
+    if auth_method == "idc":
+        if not client_id:
+            raise _UsageError("--auth-method idc needs --client-id (the OIDC client registration)")
+        client_secret = _secret(args.client_secret, NEW_CLIENT_SECRET_VARIABLE, "client secret")
+        if not client_secret:
+            raise _UsageError(f"an idc account needs its client secret: set {NEW_CLIENT_SECRET_VARIABLE}")
+    elif client_id or args.client_secret:
+        raise _UsageError("--client-id and --client-secret belong to idc accounts, not social ones")
+
+    store = AccountStore(settings.data_dir)
+    existing = _matching(store.list_views(), args.label, by_id=False)
+    if len(existing) > 1:
+        raise _UsageError(f"{len(existing)} accounts are labelled {args.label!r}; remove the extra ones first")
+    account = store.add(
+        auth_method=auth_method,
+        refresh_token=refresh_token,
+        label=args.label,
+        client_id=client_id,
+        client_secret=client_secret,
+        profile_arn=(args.profile_arn or "").strip() or None,
+        account_id=existing[0].id if existing else None,
+    )
+    if existing:
+        print(f"Updated the credentials of account {account.id} ({account.label}, {account.auth_method}).")
+    else:
+        print(f"Added account {account.id} ({account.label}, {account.auth_method}).")
+        print("A running `q2api serve` uses it after a restart.")
+    return EXIT_OK
+
+
+def _secret(given: str | None, variable: str, what: str) -> str | None:
+    """The flag, else the environment variable, else a hidden prompt on a terminal."""
+    for candidate in (given, os.environ.get(variable)):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    if not sys.stdin.isatty():
+        return None
+    try:
+        return getpass.getpass(f"{what} (input hidden): ").strip() or None
+    except EOFError:  # Ctrl-D at the prompt: treated as no answer
+        return None
+
+
+# -- remove --------------------------------------------------------------------
+
+
+def _remove(args: argparse.Namespace, settings: Settings) -> int:
+    store = AccountStore(settings.data_dir)
+    views = store.list_views()
+    matches = _matching(views, args.account, by_id=True) or _matching(views, args.account, by_id=False)
+    if not matches:
+        print(f"q2api accounts remove: no account with id or label {args.account!r}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if len(matches) > 1:
+        ids = ", ".join(view.id for view in matches)
+        print(f"q2api accounts remove: {args.account!r} labels several accounts ({ids}); give the id", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    account = matches[0]
+    store.remove(account.id)
+    print(f"Removed account {account.id} ({account.label}).")
+    if account.id == ENV_ACCOUNT_ID and settings.has_env_account:
+        print("Note: AMAZONQ_REFRESH_TOKEN / AMAZONQ_ACCESS_TOKEN are still set, so the next start adds it again.")
+    return EXIT_OK
+
+
+def _matching(views: Sequence[AccountView], wanted: str, *, by_id: bool) -> list[AccountView]:
+    return [view for view in views if (view.id if by_id else view.label) == wanted]

@@ -1,0 +1,148 @@
+"""`q2api demo`: the whole pipeline on loopback, against a SIMULATED Amazon Q.
+
+The real gateway (the same Starlette app and uvicorn server `q2api serve`
+runs) is started on 127.0.0.1 in front of the built-in simulated upstream,
+and the official `anthropic` SDK talks to it: a streamed text reply, then a
+streamed tool call. Nothing here reads the user's environment or `.env` for
+settings, and no byte leaves the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import tempfile
+from typing import Any
+
+from q2api.server.logging_setup import configure_logging
+from q2api.settings import load_settings
+from q2api.testing import scripts
+from q2api.testing.gateway_server import GatewayThread
+from q2api.testing.simulated_upstream import SimulatedUpstream
+
+DEMO_MODEL = "claude-sonnet-5-5"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+BANNER = """\
+q2api demo -- the Amazon Q upstream in this demo is SIMULATED.
+No Amazon Q account is used and nothing leaves this machine: the gateway and a
+scripted stand-in for Amazon Q both listen on 127.0.0.1 only.
+"""
+
+GREETING = (
+    "Hello from q2api! Your request went through the real gateway: it was converted to an Amazon Q "
+    "GenerateAssistantResponse call, the simulated upstream answered with AWS event-stream frames, "
+    "and the gateway translated them back into Claude server-sent events as they arrived."
+)
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"],
+    },
+}
+WEATHER_CALL = {"city": "Paris", "unit": "celsius"}
+
+
+def run_demo() -> int:
+    print(BANNER, flush=True)
+    try:
+        import anthropic
+    except ImportError:
+        print("q2api demo: the `anthropic` package is missing; install it with `pip install anthropic`.", file=sys.stderr)
+        return 1
+    # Quiet logs: the demo's output is the conversation, not the gateway's request log.
+    configure_logging("WARNING", "text")
+    _bypass_proxies_for_loopback()
+    try:
+        with tempfile.TemporaryDirectory(prefix="q2api-demo-") as data_dir:
+            return _run(anthropic, data_dir)
+    except KeyboardInterrupt:
+        print("\nq2api demo: interrupted.", file=sys.stderr)
+        return 130
+    except anthropic.APIStatusError as exc:
+        print(f"\nq2api demo failed: the gateway answered with an error: {exc}", file=sys.stderr)
+        return 1
+    except anthropic.APIError as exc:  # connection failures, timeouts, broken streams
+        print(f"\nq2api demo failed: the request did not complete: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, RuntimeError) as exc:
+        print(f"\nq2api demo failed: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(anthropic: Any, data_dir: str) -> int:
+    client_key = "demo-" + secrets.token_urlsafe(16)
+    with SimulatedUpstream.run_in_thread() as upstream:
+        upstream.enqueue(
+            scripts.text_reply(GREETING, chunks=16, delay=0.05),
+            scripts.tool_reply("get_weather", WEATHER_CALL, text_before="Let me look that up.", delay=0.05),
+        )
+        # Only the simulator's variables: never the user's environment, `.env` or real account.
+        settings = load_settings(
+            {
+                **upstream.env(),
+                "Q2API_DATA_DIR": data_dir,
+                "Q2API_API_KEYS": client_key,
+                "Q2API_LOG_LEVEL": "WARNING",
+            },
+            env_file=None,
+        )
+        with GatewayThread(settings) as gateway:
+            print(f"Simulated Amazon Q upstream: {upstream.url}")
+            print(f"Gateway:                     {gateway.base_url}  (a random client key for this run)\n")
+            client = anthropic.Anthropic(base_url=gateway.base_url, api_key=client_key, max_retries=0, timeout=30.0)
+            _stream_text(client)
+            _stream_tool_call(client)
+    print("\nDone. Run `q2api serve` with an Amazon Q account configured to use the real thing.")
+    return 0
+
+
+def _stream_text(client: Any) -> None:
+    prompt = "Say hello and tell me what just happened to this request."
+    print(f"1) Streaming request ({DEMO_MODEL}): {prompt!r}\n")
+    with client.messages.stream(
+        model=DEMO_MODEL, max_tokens=512, messages=[{"role": "user", "content": prompt}]
+    ) as stream:
+        for text in stream.text_stream:
+            print(text, end="", flush=True)
+        message = stream.get_final_message()
+    print("\n")
+    _print_summary(message)
+
+
+def _stream_tool_call(client: Any) -> None:
+    prompt = "What's the weather in Paris?"
+    print(f"\n2) Streaming request with a tool ({WEATHER_TOOL['name']}): {prompt!r}\n")
+    with client.messages.stream(
+        model=DEMO_MODEL,
+        max_tokens=512,
+        tools=[WEATHER_TOOL],
+        messages=[{"role": "user", "content": prompt}],
+    ) as stream:
+        for text in stream.text_stream:
+            print(text, end="", flush=True)
+        message = stream.get_final_message()
+    print()
+    for block in message.content:
+        if block.type == "tool_use":
+            print(f"[tool_use] {block.name}({json.dumps(block.input)})  id={block.id}")
+    print()
+    _print_summary(message)
+
+
+def _print_summary(message: Any) -> None:
+    usage = message.usage
+    print(f"   stop_reason: {message.stop_reason}")
+    print(f"   usage:       input_tokens={usage.input_tokens} output_tokens={usage.output_tokens}")
+
+
+def _bypass_proxies_for_loopback() -> None:
+    """Keep loopback traffic off any HTTP(S)_PROXY: both aiohttp and the SDK honour NO_PROXY."""
+    for variable in ("NO_PROXY", "no_proxy"):
+        present = [host for host in os.environ.get(variable, "").split(",") if host.strip()]
+        os.environ[variable] = ",".join(present + [host for host in LOOPBACK_HOSTS if host not in present])

@@ -1,0 +1,160 @@
+"""`q2api serve | demo | accounts …` — the command line."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+# Exit status of a command that refused to start because of its configuration.
+EXIT_BAD_SETTINGS = 2
+# The factory each uvicorn worker process imports and calls (see `logged_app_from_environment`).
+SERVE_APP_FACTORY = "q2api.cli.main:logged_app_from_environment"
+
+
+def logged_app_from_environment() -> Starlette:
+    """`q2api.server.app.app_from_environment`, with q2api's logging configured first.
+
+    uvicorn starts `--workers N` as fresh processes that know nothing of the
+    parent's logging set-up; each of them calls this factory, so each one logs
+    in the configured format too.
+    """
+    from q2api.server.app import create_app
+    from q2api.server.logging_setup import configure_logging
+    from q2api.settings import load_settings
+
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)
+    app = create_app(settings)
+    # Everything alive now (modules, classes, functions: tens of thousands of objects) lives
+    # for the whole process. Frozen, it is no longer rescanned by every full collection,
+    # whose pauses otherwise stretch the gaps between deltas of every open stream.
+    gc.collect()
+    gc.freeze()
+    return app
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from q2api.server.logging_setup import configure_logging
+    from q2api.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()  # fail fast, before uvicorn starts, on a bad setting
+    except SettingsError as exc:
+        print(f"q2api: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    configure_logging(settings.log_level, settings.log_format)
+    uvicorn.run(
+        SERVE_APP_FACTORY,
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from q2api.cli.demo import run_demo
+
+    return run_demo()
+
+
+def _accounts(args: argparse.Namespace) -> int:
+    from q2api.cli.accounts import run_accounts_command
+
+    return run_accounts_command(args)
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {raw!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="q2api", description="Claude Messages API gateway for Amazon Q / Kiro")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the gateway",
+        description="Run the gateway. Settings come from the environment and ./.env (the environment wins).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8000, help="port to listen on (default: 8000)")
+    serve.add_argument(
+        "--workers", type=_positive_int, default=1, help="worker processes sharing one data dir (default: 1)"
+    )
+    serve.set_defaults(run=_serve)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run one request end to end against a SIMULATED Amazon Q (no account, loopback only)",
+    )
+    demo.set_defaults(run=_demo)
+
+    accounts = commands.add_parser(
+        "accounts",
+        help="manage the Amazon Q accounts in the store",
+        description="Manage the accounts kept in the store under Q2API_DATA_DIR.",
+    )
+    account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
+    account_commands.add_parser("list", help="list accounts (secrets are never printed)")
+    add = account_commands.add_parser(
+        "add",
+        help="add an account (or replace the credentials of the account with this label)",
+        description=(
+            "Add an account. Give the secrets through Q2API_NEW_REFRESH_TOKEN and Q2API_NEW_CLIENT_SECRET "
+            "(command-line arguments are visible to other users of the machine); on a terminal, "
+            "missing secrets are asked for. An existing account with the same label gets the new credentials."
+        ),
+    )
+    add.add_argument("--label", required=True, help="a name for the account, shown in logs and listings")
+    add.add_argument(
+        "--auth-method",
+        choices=["idc", "social"],
+        default=None,
+        help="idc (Builder ID / IAM Identity Center) or social (Kiro); default: idc when a client id is given",
+    )
+    add.add_argument("--refresh-token", help="prefer the Q2API_NEW_REFRESH_TOKEN env var: argv is visible to other users")
+    add.add_argument("--client-id", help="OIDC client id (idc accounts)")
+    add.add_argument("--client-secret", help="prefer the Q2API_NEW_CLIENT_SECRET env var")
+    add.add_argument("--profile-arn", help="optional profileArn sent upstream")
+    remove = account_commands.add_parser("remove", help="remove an account")
+    remove.add_argument("account", help="account id or label")
+    accounts.set_defaults(run=_accounts)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Claude Messages API request → Amazon Q `GenerateAssistantResponse` body. Pure, no I/O.
+
+    conversion = convert_request(request, ConversionOptions(conversation_id=...))
+    conversion.payload     # {"conversationState": {...}}, no nulls; the upstream client adds profileArn
+    conversion.model       # ModelChoice(q_model_id, context_window, known)
+    conversion.tool_names  # Amazon Q tool name -> client tool name, for every renamed tool
+    conversion.report      # every merge, repair, drop and placeholder, as Finding records
+
+The steps, each in its own module under `q2api.conversion`:
+
+1. `turns`: messages → alternating user / assistant turns (merging, system turns, tool-result
+   matching, images, documents, thinking) — then framed so history starts with a user turn and
+   the last turn, `currentMessage`, is a user turn. A final assistant turn (prefill) is kept as
+   the last history message and the current message asks the model to continue it: Amazon Q
+   cannot continue a partial answer, and dropping the prefill would lose what the client said.
+2. `tool_results`: each user turn answers exactly the tool uses of the assistant turn before it.
+3. `tool_specs`: the tools of the current message, covering every tool name used in history.
+4. `system_context`: the system prompt as a stable synthetic first history pair.
+
+The output always passes `q2api.conversion.guards.validate_conversation`; a finding there is a bug here.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import orjson
+
+from q2api.amazonq.models import resolve_model
+from q2api.amazonq.types import CHAT_TRIGGER_MANUAL
+from q2api.anthropic.types import MessagesRequest
+from q2api.conversion.identifiers import Identifiers
+from q2api.conversion.images import capped_images
+from q2api.conversion.options import Conversion, ConversionOptions
+from q2api.conversion.system_context import context_pair, system_prompt_text
+from q2api.conversion.text import EMPTY_ASSISTANT_MESSAGE, EMPTY_USER_MESSAGE, IMAGES_ONLY, TOOL_RESULTS_ONLY
+from q2api.conversion.thinking_prompt import thinking_hint, with_hint
+from q2api.conversion.tool_results import answered_results
+from q2api.conversion.tool_specs import tool_specs
+from q2api.conversion.turns import AssistantTurn, TurnBuilder, UserTurn, frame_turns
+from q2api.conversion.report import Finding, FindingKind
+
+__all__ = ["Conversion", "ConversionOptions", "convert_request", "session_conversation_id"]
+
+_SESSION_IN_USER_ID = re.compile(r"session_(?P<id>[0-9a-fA-F-]{36})")
+_CONVERSATION_NAMESPACE = uuid.UUID("6f0c1f36-3c39-4a49-9a64-0c0a8f2d6a51")
+
+
+def convert_request(request: MessagesRequest, options: ConversionOptions) -> Conversion:
+    report: list[Finding] = []
+    model = resolve_model(request.model, aliases=options.model_aliases, default=options.default_model)
+    if not model.known:
+        report.append(
+            Finding(
+                FindingKind.UNKNOWN_MODEL,
+                detail=f"{request.model!r} is not in the model table; using {model.q_model_id!r}",
+            )
+        )
+
+    ids = Identifiers(report)
+    builder = TurnBuilder(ids, options.max_message_chars, report)
+    for index, message in enumerate(request.messages):
+        builder.add(index, message)
+    turns = frame_turns(builder.turns, report)
+
+    context_sections: list[str] = []
+    tools = tool_specs(request.tools, request.tool_choice, builder.history_tool_names, ids, report, context_sections)
+    system_text = system_prompt_text(request.system, options.max_message_chars)
+    history = context_pair(system_text, context_sections, options.origin)
+    if system_text:
+        report.append(Finding(FindingKind.SYSTEM_PROMPT_AS_CONTEXT, detail="sent as the first history pair"))
+
+    for turn in turns[:-1]:
+        if isinstance(turn, UserTurn):
+            history.append({"userInputMessage": _user_message(turn, options, report)})
+        else:
+            history.append({"assistantResponseMessage": _assistant_message(turn, report)})
+
+    current = _user_message(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
+    hint = thinking_hint(request.thinking, options.default_thinking_budget)
+    current["content"], hinted = with_hint(current["content"], hint)
+    if hinted:
+        report.append(Finding(FindingKind.THINKING_HINT, detail="thinking hint added to the current message"))
+    if tools:
+        current.setdefault("userInputMessageContext", {})["tools"] = tools
+    current["modelId"] = model.q_model_id
+
+    state: dict[str, Any] = {}
+    if options.conversation_id:
+        state["conversationId"] = options.conversation_id
+    state["chatTriggerType"] = CHAT_TRIGGER_MANUAL
+    if history:
+        state["history"] = history
+    state["currentMessage"] = {"userInputMessage": current}
+    return Conversion({"conversationState": state}, model, dict(ids.tool_names), tuple(report))
+
+
+def session_conversation_id(request: MessagesRequest) -> str | None:
+    """A conversation id that stays the same for every request of one client session, from
+    Claude Code's `metadata.user_id` (a JSON string with `session_id`, or the older
+    `user_…_account_…_session_<uuid>` form); None when the request carries no session."""
+    user_id = (request.metadata or {}).get("user_id")
+    if not isinstance(user_id, str) or not user_id:
+        return None
+    session: Any = None
+    if user_id.startswith("{"):
+        try:
+            parsed = orjson.loads(user_id)
+        except orjson.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            session = parsed.get("session_id")
+    else:
+        match = _SESSION_IN_USER_ID.search(user_id)
+        session = match["id"] if match else None
+    if not isinstance(session, str) or not session:
+        return None
+    # A UUID derived from the session id: valid for Amazon Q (1..128 chars) and not the raw client value.
+    return str(uuid.uuid5(_CONVERSATION_NAMESPACE, session))
+
+
+def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> dict[str, Any]:
+    results = answered_results(turn.expected, turn.results, report)
+    images = capped_images(turn.images, options.max_images_per_message, report)
+    content = "\n\n".join(turn.texts)
+    if not content.strip():
+        content = TOOL_RESULTS_ONLY if results else IMAGES_ONLY if images else EMPTY_USER_MESSAGE
+        report.append(
+            Finding(
+                FindingKind.EMPTY_CONTENT_PLACEHOLDER,
+                turn.message_indices[0],
+                detail=f"user content set to {content!r}",
+            )
+        )
+    message: dict[str, Any] = {"content": content}
+    if results:
+        message["userInputMessageContext"] = {"toolResults": results}
+    message["origin"] = options.origin
+    if images:
+        message["images"] = images
+    return message
+
+
+def _assistant_message(turn: AssistantTurn, report: list[Finding]) -> dict[str, Any]:
+    content = "\n\n".join(turn.texts)
+    if not content and not turn.tool_uses:
+        content = EMPTY_ASSISTANT_MESSAGE
+        report.append(
+            Finding(
+                FindingKind.EMPTY_CONTENT_PLACEHOLDER,
+                turn.message_indices[0],
+                detail=f"assistant content set to {content!r}",
+            )
+        )
+    message: dict[str, Any] = {"content": content}
+    if turn.tool_uses:
+        message["toolUses"] = turn.tool_uses
+    return message

@@ -1,0 +1,130 @@
+"""The Starlette application: routes, edge checks, and the lifespan that owns the I/O resources.
+
+One `aiohttp.ClientSession` and one account pool live for the life of the
+process; everything else is built per request from plain data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from loguru import logger
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from q2api.amazonq.accounts.pool import build_account_pool
+from q2api.amazonq.models import served_models
+from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.upstream import UpstreamClient, UpstreamConfig, create_session
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.model_list import list_models_page, model_info
+from q2api.anthropic.token_count import estimate_request_tokens
+from q2api.anthropic.types import parse_count_tokens_request
+from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
+from q2api.server.relay import MessagesRelay
+from q2api.settings import Settings, load_settings
+
+
+def create_app(settings: Settings) -> Starlette:
+    client_keys = ClientKeys(list(settings.api_keys))
+    catalog = [
+        model_info(model.id, model.display_name, model.context_window) for model in served_models(settings.model_map)
+    ]
+    state: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not client_keys.required:
+            logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
+        session = create_session(settings)
+        try:
+            pool = build_account_pool(settings, AccountStore(settings.data_dir), session)
+            upstream = UpstreamClient(session, pool, UpstreamConfig.from_settings(settings))
+            state["pool"] = pool
+            state["relay"] = MessagesRelay(upstream=upstream, settings=settings, model_aliases=dict(settings.model_map))
+            logger.info(f"q2api ready: {len(pool)} Amazon Q account(s), endpoint {settings.endpoint}")
+            yield
+        finally:
+            await session.close()
+
+    async def messages(request: Request) -> Response:
+        request_id = request.state.request_id  # given by RequestIdMiddleware
+        try:
+            client_keys.check(request)
+            body = await read_body(request, settings.max_body_bytes)
+        except AnthropicError as error:
+            # Refused at the edge, but still one log line, like every other request.
+            return state["relay"].refuse(request_id, error)
+        return await state["relay"].handle(request, body, request_id)
+
+    async def count_tokens(request: Request) -> Response:
+        client_keys.check(request)
+        body = await read_body(request, settings.max_body_bytes)
+        parsed = parse_count_tokens_request(body)
+        # Without Amazon Q's hidden prompt: Claude Code sums many count_tokens calls per conversation.
+        return json_response({"input_tokens": estimate_request_tokens(parsed, include_upstream_prompt=False)})
+
+    async def list_models(request: Request) -> Response:
+        client_keys.check(request)
+        return json_response(list_models_page(catalog, request.query_params))
+
+    async def healthz(request: Request) -> Response:
+        # Liveness plus each account's health (labels only, never a credential).
+        accounts = [
+            {"id": view.account_id, "label": view.label, "health": view.health, "resting_seconds": round(view.resting_for)}
+            for view in state["pool"].health()
+        ]
+        return json_response({"status": "ok", "accounts": accounts})
+
+    async def anthropic_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, AnthropicError)
+        return error_response(exc, getattr(request.state, "request_id", None))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            error = AnthropicError(404, f"no such endpoint: {request.method} {request.url.path}")
+        elif exc.status_code == 405:
+            # Keep Starlette's `Allow` header: it tells the client which method would work.
+            error = AnthropicError(
+                405, f"method {request.method} is not allowed on {request.url.path}", headers=dict(exc.headers or {})
+            )
+        else:
+            error = AnthropicError(exc.status_code, str(exc.detail))
+        return error_response(error, getattr(request.state, "request_id", None))
+
+    async def unexpected_error(request: Request, exc: Exception) -> Response:
+        # The traceback goes to the log (without local variables), never to the client.
+        logger.opt(exception=exc).error(f"unhandled error on {request.method} {request.url.path}")
+        error = AnthropicError(500, "internal gateway error; see the gateway log for details")
+        return error_response(error, getattr(request.state, "request_id", None))
+
+    return Starlette(
+        routes=[
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+        middleware=[Middleware(RequestIdMiddleware)],
+        exception_handlers={
+            AnthropicError: anthropic_error,
+            HTTPException: http_error,
+            Exception: unexpected_error,
+        },
+        lifespan=lifespan,
+    )
+
+
+def app_from_environment() -> Starlette:
+    """The app built from the environment, as a uvicorn factory.
+
+    `q2api serve` uses `q2api.cli.main.logged_app_from_environment`, which also sets up logging.
+    """
+    return create_app(load_settings())

@@ -1,0 +1,125 @@
+"""Amazon Q failures → the Anthropic errors clients know how to handle.
+
+The mapping decides what Claude Code does next, so each branch is chosen for
+the client's reaction (FIELD_NOTES.md, "How real clients react"):
+
+* context overflow → 400 ``prompt is too long: N tokens > M maximum`` — the one
+  shape that makes Claude Code compact instead of retrying the same request;
+* monthly / daily quota → 429 with ``x-should-retry: false`` — retrying cannot help;
+* throttling → 429 with ``retry-after`` — the SDKs back off and retry;
+* capacity / overload → 529 — retried a few times, then reported as overloaded;
+* a suspended or unentitled account → 403; a dead bearer token → 401.
+
+This is the only module besides the converter and the translator that knows
+both protocols. It is pure: `classify_failure` (q2api.amazonq.errors,
+also what the retry and account logic read) decides what a failure is; this
+module decides what the client sees.
+"""
+
+from __future__ import annotations
+
+from q2api.amazonq import errors as upstream
+from q2api.amazonq.errors import FailureKind, classify_failure
+from q2api.anthropic.errors import AnthropicError
+
+# Seconds a throttled client should wait when the upstream gave no hint.
+DEFAULT_THROTTLE_RETRY_AFTER = 20
+
+
+def prompt_too_long(input_tokens: int, context_window: int) -> AnthropicError:
+    """The exact message Claude Code recognises as a context overflow (it then compacts).
+
+    Amazon Q has already judged the prompt too long, so the reported count is
+    at least one past the window even when our local estimate is lower: a
+    message claiming "150000 > 200000" would contradict itself.
+    """
+    tokens = max(input_tokens, context_window + 1)
+    return AnthropicError(400, f"prompt is too long: {tokens} tokens > {context_window} maximum")
+
+
+def map_upstream_error(
+    *,
+    status: int | None,
+    code: str | None,
+    message: str,
+    reason: str | None = None,
+    input_tokens: int = 0,
+    context_window: int = 200_000,
+    retry_after: int | None = None,
+) -> AnthropicError:
+    """Map one Amazon Q failure to the error the client must see.
+
+    `status` is the upstream HTTP status, or None for an exception frame inside
+    a 200 event stream. `code` is the sanitised exception name
+    (`ThrottlingException`, …) or the frame's `:exception-type`.
+    """
+    detail = message.strip() or code or "no detail given"
+    kind = classify_failure(status, code, message, reason)
+    if kind is FailureKind.CONTEXT_OVERFLOW:
+        return prompt_too_long(input_tokens, context_window)
+    if kind is FailureKind.MONTHLY_QUOTA or kind is FailureKind.OTHER_QUOTA:
+        what = "monthly request limit reached" if kind is FailureKind.MONTHLY_QUOTA else "quota exhausted"
+        return AnthropicError(
+            429,
+            f"Amazon Q {what} for this account: {detail}",
+            error_type="rate_limit_error",
+            headers={"x-should-retry": "false"},
+        )
+    if kind is FailureKind.OVERLOADED:
+        return AnthropicError(529, f"Amazon Q is overloaded: {detail}", error_type="overloaded_error")
+    if kind is FailureKind.THROTTLED:
+        wait = retry_after if retry_after is not None else DEFAULT_THROTTLE_RETRY_AFTER
+        return AnthropicError(
+            429,
+            f"Amazon Q is throttling this account: {detail}",
+            error_type="rate_limit_error",
+            headers={"retry-after": str(wait)},
+        )
+    if kind is FailureKind.BEARER_INVALID:
+        return AnthropicError(
+            401,
+            "Amazon Q rejected the account's access token even after a refresh; "
+            "check the account's refresh token (`q2api accounts list`).",
+            error_type="authentication_error",
+        )
+    if kind is FailureKind.ACCESS_DENIED:
+        if "TEMPORARILY_SUSPENDED" in f"{reason} {message}":
+            return AnthropicError(403, f"The Amazon Q account is suspended: {detail}")
+        return AnthropicError(403, f"Amazon Q denied access: {detail}")
+    if kind is FailureKind.BAD_REQUEST:
+        if status == 402:
+            return AnthropicError(402, f"Amazon Q requires payment for this account: {detail}")
+        return AnthropicError(400, f"Amazon Q rejected the request: {detail}")
+    if status is None and code == "InternalServerException":
+        # The stream's modelled error: the model failed mid-reply, which the SDKs retry as overload.
+        return AnthropicError(529, f"Amazon Q failed mid-reply: {detail}", error_type="overloaded_error")
+    return AnthropicError(500, f"Amazon Q failed: {detail}", error_type="api_error")
+
+
+def map_upstream_exception(exc: BaseException, *, input_tokens: int = 0, context_window: int = 200_000) -> AnthropicError:
+    """Map a failure raised while opening or reading an Amazon Q reply (q2api.amazonq.errors).
+
+    Anything that is not an upstream failure is a gateway bug: a plain 500
+    whose message does not echo internals.
+    """
+    if isinstance(exc, upstream.UpstreamHTTPError):
+        return map_upstream_error(
+            status=exc.status,
+            code=exc.code,
+            message=exc.message,
+            reason=exc.reason,
+            input_tokens=input_tokens,
+            context_window=context_window,
+            retry_after=exc.retry_after,
+        )
+    if isinstance(exc, upstream.UpstreamTimeout):
+        return AnthropicError(504, str(exc), error_type="timeout_error")
+    if isinstance(exc, upstream.RefreshRejected):  # includes NoAccountConfigured
+        return AnthropicError(401, str(exc), error_type="authentication_error")
+    if isinstance(exc, upstream.RefreshUnavailable):
+        return AnthropicError(
+            503, f"The Amazon Q token service is unavailable; try again shortly ({exc})", error_type="api_error"
+        )
+    if isinstance(exc, upstream.UpstreamUnavailable):
+        return AnthropicError(502, f"Amazon Q could not be reached: {exc}", error_type="api_error")
+    return AnthropicError(500, "internal gateway error; see the gateway log for details", error_type="api_error")

@@ -1,0 +1,337 @@
+"""The command line: `q2api accounts …` against a temporary store, and `q2api serve` as a real process."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from q2api.cli.accounts import format_table
+from q2api.amazonq.accounts.store import AccountStatus, AccountStore
+from q2api.cli.main import build_parser, main
+from q2api.settings import ENV_VARIABLES
+from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
+
+REFRESH_SECRET = "rt-NEVER-PRINT-7f3a9c1e5b"
+CLIENT_SECRET = "cs-NEVER-PRINT-2d8e4b6a0c"
+CLIENT_ID = "client-id-0123456789"
+CLIENT_KEY = "client-key-NEVER-LOGGED-9b1d3f5e7a"
+
+
+def clean_environment() -> dict[str, str]:
+    """The current environment without any q2api / Amazon Q setting a developer may have exported."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ENV_VARIABLES and not key.startswith(("Q2API_", "AMAZONQ_"))
+    }
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An isolated store for in-process `main([...])` calls: no inherited setting, no `.env`, no terminal."""
+    for variable in (*ENV_VARIABLES, "Q2API_NEW_REFRESH_TOKEN", "Q2API_NEW_CLIENT_SECRET"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.chdir(tmp_path)  # a `.env` is read from the working directory; there is none here
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    data = tmp_path / "store"
+    monkeypatch.setenv("Q2API_DATA_DIR", str(data))
+    return data
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- accounts ------------------------------------------------------------------
+
+
+def test_accounts_add_list_remove_round_trip(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
+    code, out, err = run(capsys, "accounts", "add", "--label", "work")
+    assert code == 0, err
+    account_id = re.search(r"Added account (\w+) \(work, social\)", out).group(1)
+    assert AccountStore(data_dir).get(account_id).refresh_token == REFRESH_SECRET
+
+    code, listing, err = run(capsys, "accounts", "list")
+    assert code == 0, err
+    header, row = listing.strip().splitlines()
+    assert header.split()[:4] == ["ID", "LABEL", "AUTH", "STATUS"]
+    assert row.split()[:4] == [account_id, "work", "social", "active"]
+    assert REFRESH_SECRET not in listing + out + err
+
+    code, out, err = run(capsys, "accounts", "remove", "work")
+    assert code == 0 and account_id in out
+    assert AccountStore(data_dir).list_views() == []
+
+    code, out, err = run(capsys, "accounts", "remove", "work")
+    assert code == 1
+    assert "no account with id or label 'work'" in err
+
+
+def test_accounts_add_infers_idc_from_the_client_registration_and_lists_no_secret(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
+    monkeypatch.setenv("Q2API_NEW_CLIENT_SECRET", CLIENT_SECRET)
+    code, out, err = run(capsys, "accounts", "add", "--label", "builder", "--client-id", CLIENT_ID)
+    assert code == 0, err
+    assert "(builder, idc)" in out
+    [stored] = AccountStore(data_dir).accounts()
+    assert (stored.auth_method, stored.client_id, stored.client_secret) == ("idc", CLIENT_ID, CLIENT_SECRET)
+
+    code, listing, _ = run(capsys, "accounts", "list")
+    assert code == 0 and "builder" in listing and "idc" in listing
+    for secret in (REFRESH_SECRET, CLIENT_SECRET, CLIENT_ID):
+        assert secret not in listing + out
+
+
+def test_accounts_add_takes_secrets_from_flags_too(data_dir, capsys):
+    code, out, err = run(
+        capsys, "accounts", "add", "--label", "flags", "--refresh-token", REFRESH_SECRET,
+        "--client-id", CLIENT_ID, "--client-secret", CLIENT_SECRET, "--profile-arn", "arn:aws:test",
+    )
+    assert code == 0, err
+    [stored] = AccountStore(data_dir).accounts()
+    assert (stored.refresh_token, stored.client_secret, stored.profile_arn) == (REFRESH_SECRET, CLIENT_SECRET, "arn:aws:test")
+    assert REFRESH_SECRET not in out + err and CLIENT_SECRET not in out + err
+
+
+def test_accounts_add_with_an_existing_label_replaces_its_credentials(data_dir, capsys, monkeypatch):
+    # The re-login path: an account whose refresh token was rejected gets a fresh one, same id.
+    store = AccountStore(data_dir)
+    old = store.add(auth_method="social", refresh_token="old-token", label="work")
+    store.set_status(old.id, AccountStatus.NEEDS_LOGIN, "invalid_grant")
+    monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
+
+    code, out, err = run(capsys, "accounts", "add", "--label", "work")
+    assert code == 0, err
+    assert f"Updated the credentials of account {old.id}" in out
+    [stored] = store.accounts()
+    assert (stored.id, stored.refresh_token, stored.status) == (old.id, REFRESH_SECRET, AccountStatus.ACTIVE)
+
+
+def test_accounts_add_without_a_refresh_token_off_a_terminal_exits_2(data_dir, capsys):
+    code, out, err = run(capsys, "accounts", "add", "--label", "work")
+    assert code == 2
+    assert "Q2API_NEW_REFRESH_TOKEN" in err
+    assert AccountStore(data_dir).accounts() == []
+
+
+def test_accounts_add_asks_for_missing_secrets_on_a_terminal(data_dir, capsys, monkeypatch):
+    answers = {"refresh token": REFRESH_SECRET, "client secret": CLIENT_SECRET}
+    prompts: list[str] = []
+
+    def fake_getpass(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(answer for what, answer in answers.items() if prompt.startswith(what))
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("getpass.getpass", fake_getpass)
+    code, out, err = run(capsys, "accounts", "add", "--label", "tty", "--client-id", CLIENT_ID)
+    assert code == 0, err
+    assert len(prompts) == 2
+    [stored] = AccountStore(data_dir).accounts()
+    assert (stored.refresh_token, stored.client_secret) == (REFRESH_SECRET, CLIENT_SECRET)
+
+
+def test_accounts_add_idc_without_a_client_id_exits_2(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
+    code, _, err = run(capsys, "accounts", "add", "--label", "x", "--auth-method", "idc")
+    assert code == 2 and "--client-id" in err
+    assert AccountStore(data_dir).accounts() == []
+
+
+def test_accounts_remove_by_id_and_refuses_an_ambiguous_label(data_dir, capsys):
+    store = AccountStore(data_dir)
+    first = store.add(auth_method="social", refresh_token="t1", label="twin")
+    second = store.add(auth_method="social", refresh_token="t2", label="twin")
+
+    code, _, err = run(capsys, "accounts", "remove", "twin")
+    assert code == 1 and first.id in err and second.id in err
+    assert len(store.accounts()) == 2
+
+    code, out, _ = run(capsys, "accounts", "remove", first.id)
+    assert code == 0
+    assert [account.id for account in store.accounts()] == [second.id]
+
+
+def test_account_table_shows_expiry_refresh_time_and_why_an_account_is_stuck(tmp_path):
+    store = AccountStore(tmp_path)
+    fresh = store.add(auth_method="social", refresh_token="t1", label="fresh")
+    now = time.time()
+    store.save_tokens(fresh.id, access_token="a1", expires_at=now + 90 * 60)
+    stuck = store.add(auth_method="social", refresh_token="t2", label="stuck")
+    store.set_status(stuck.id, AccountStatus.NEEDS_LOGIN, "invalid_grant")
+
+    lines = format_table(store.list_views(), now=now).splitlines()
+    fresh_row = next(line for line in lines if line.startswith(fresh.id))
+    stuck_row = next(line for line in lines if line.startswith(stuck.id))
+    assert "(in 1 h 30 min)" in fresh_row
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", fresh_row)  # refreshed at
+    assert "needs_login (invalid_grant)" in stuck_row
+    assert stuck_row.rstrip().endswith("-")  # never refreshed
+
+
+def test_accounts_list_on_an_empty_store_says_how_accounts_get_there(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("AMAZONQ_REFRESH_TOKEN", REFRESH_SECRET)
+    code, out, _ = run(capsys, "accounts", "list")
+    assert code == 0
+    assert "q2api accounts add" in out and "as 'env'" in out
+    assert REFRESH_SECRET not in out
+
+
+def test_a_bad_setting_stops_accounts_with_exit_2_and_the_message(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("Q2API_MAX_RETRIES", "many")
+    code, out, err = run(capsys, "accounts", "list")
+    assert code == 2
+    assert "Q2API_MAX_RETRIES must be an integer" in err
+
+
+def test_serve_rejects_a_worker_count_below_one():
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["serve", "--workers", "0"])
+    assert stopped.value.code == 2
+
+
+# -- serve as a real process -----------------------------------------------------
+
+
+def test_the_console_script_runs_the_same_command_line():
+    script = Path(sys.executable).parent / "q2api"
+    if not script.exists():
+        pytest.skip("the package is not installed in this interpreter's environment (pip install -e .)")
+    done = subprocess.run([str(script), "serve", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "--workers" in done.stdout and "--port" in done.stdout
+
+
+def test_a_bad_setting_stops_serve_with_exit_2_and_no_traceback(tmp_path):
+    env = {**clean_environment(), "Q2API_LOG_FORMAT": "xml"}
+    done = subprocess.run(
+        [sys.executable, "-m", "q2api", "serve", "--port", "0"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Q2API_LOG_FORMAT must be one of text, json" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+class ServeProcess:
+    """`python -m q2api serve` on a free port, its stderr collected line by line."""
+
+    def __init__(self, proc: subprocess.Popen[str], workers: int) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        match = self.wait_for(lambda line: "Uvicorn running on" in line)
+        self.base_url = re.search(r"(http://127\.0\.0\.1:\d+)", match).group(1)
+        # The port is bound by the parent but only accepts once a worker has started.
+        self.wait_until(lambda: sum("Application startup complete" in line for line in self.lines) == workers)
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, predicate: Callable[[str], bool]) -> str:
+        def first_match() -> str | None:
+            return next((line for line in list(self.lines) if predicate(line)), None)
+
+        self.wait_until(lambda: first_match() is not None)
+        return first_match()
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise AssertionError("the expected log line never came; log so far:\n" + "\n".join(self.lines))
+
+    def get(self, path: str) -> tuple[int, dict]:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never a proxy
+        with opener.open(self.base_url + path, timeout=30) as response:
+            return response.status, json.loads(response.read())
+
+
+@contextlib.contextmanager
+def serve(tmp_path: Path, upstream_env: dict[str, str], *, workers: int = 1, log_format: str = "text") -> Iterator[ServeProcess]:
+    env = {
+        **clean_environment(),
+        **upstream_env,
+        "Q2API_DATA_DIR": str(tmp_path / "data"),
+        "Q2API_API_KEYS": CLIENT_KEY,
+        "Q2API_LOG_FORMAT": log_format,
+        "Q2API_LOG_LEVEL": "INFO",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "q2api", "serve", "--port", "0", "--workers", str(workers)],
+        env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, so the workers can be stopped with it
+    )
+    try:
+        server = ServeProcess(proc, workers)
+        yield server
+        proc.terminate()
+        # uvicorn re-raises SIGTERM after a graceful shutdown when it runs the app in-process.
+        assert proc.wait(timeout=30) in (0, -signal.SIGTERM), "\n".join(server.lines)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def ask(base_url: str) -> anthropic.types.Message:
+    client = anthropic.Anthropic(base_url=base_url, api_key=CLIENT_KEY, max_retries=0, timeout=30.0)
+    return client.messages.create(
+        model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hello from the cli test"}]
+    )
+
+
+def test_serve_with_workers_answers_and_every_worker_logs_the_request_line_with_its_fields(tmp_path):
+    with SimulatedUpstream.run_in_thread() as upstream, serve(tmp_path, upstream.env(), workers=2) as server:
+        status, health = server.get("/healthz")
+        assert status == 200 and health["status"] == "ok"
+        assert [account["id"] for account in health["accounts"]] == ["env"]
+
+        message = ask(server.base_url)
+        assert "hello from the cli test" in message.content[0].text  # the simulator's echo came through
+
+        # The request line is written by a worker process, so its fields prove the worker's logging set-up.
+        line = server.wait_for(lambda line: "POST /v1/messages" in line)
+        assert re.search(r"\| INFO +\| POST /v1/messages request_id=req_\w+ model=claude-sonnet-5-5 ", line)
+        assert " status=200 " in line and " stop_reason=end_turn " in line
+    log = "\n".join(server.lines)
+    for secret in (CLIENT_KEY, SIM_REFRESH_TOKEN, SIM_CLIENT_SECRET, "sim-access-"):
+        assert secret not in log
+
+
+def test_serve_json_log_format_writes_one_json_object_per_line(tmp_path):
+    with SimulatedUpstream.run_in_thread() as upstream, serve(tmp_path, upstream.env(), log_format="json") as server:
+        ask(server.base_url)
+        server.wait_for(lambda line: "POST /v1/messages" in line)
+    records = [json.loads(line) for line in server.lines if line.strip()]
+    assert len(records) == len([line for line in server.lines if line.strip()]) > 3
+    [request] = [record["record"] for record in records if record["record"]["message"] == "POST /v1/messages"]
+    assert request["level"]["name"] == "INFO"
+    assert request["extra"]["request_id"].startswith("req_")
+    assert request["extra"]["status"] == 200 and request["extra"]["model"] == "claude-sonnet-5-5"
