@@ -23,11 +23,10 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from q2api.testing.claude_code_request import claude_code_request  # noqa: E402
-
-from q2api.anthropic.types import parse_messages_request  # noqa: E402
-from q2api.conversion.converter import ConversionOptions, convert_request  # noqa: E402
-from q2api.conversion.guards import detect_tool_loops, validate_conversation  # noqa: E402
+from q2api.anthropic.types import parse_messages_request
+from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.guards import detect_tool_loops, validate_conversation
+from q2api.testing.claude_code_request import claude_code_request
 
 
 def measure(function: Callable[[], object], runs: int) -> tuple[float, float]:
@@ -57,8 +56,10 @@ def main() -> None:
     def end_to_end() -> bytes:
         return orjson.dumps(convert_request(parse_messages_request(raw), options).payload)
 
-    print(f"request: {len(raw) / 1024:.0f} KB, {len(request.messages)} messages, {len(request.tools or [])} tools; "
-          f"Amazon Q body: {len(orjson.dumps(payload)) / 1024:.0f} KB; {args.runs} runs")
+    print(
+        f"request: {len(raw) / 1024:.0f} KB, {len(request.messages)} messages, {len(request.tools or [])} tools; "
+        f"Amazon Q body: {len(orjson.dumps(payload)) / 1024:.0f} KB; {args.runs} runs"
+    )
     rows = [
         ("convert", lambda: convert_request(request, options), 1.0),
         ("end-to-end (parse+validate+convert+orjson)", end_to_end, 3.0),
@@ -68,7 +69,11 @@ def main() -> None:
     ]
     for name, function, target in rows:
         median, p90 = measure(function, args.runs)
-        verdict = "" if target is None else ("  [target ≤ %.0f ms: %s]" % (target, "met" if median <= target else "MISSED"))
+        verdict = (
+            ""
+            if target is None
+            else ("  [target ≤ {:.0f} ms: {}]".format(target, "met" if median <= target else "MISSED"))
+        )
         print(f"{name:45s} median {median:6.3f} ms   p90 {p90:6.3f} ms{verdict}")
 
 

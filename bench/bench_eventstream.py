@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from q2api.amazonq.eventstream import EventStreamDecoder, encode_event  # noqa: E402
+from q2api.amazonq.eventstream import EventStreamDecoder, encode_event
 
 
 def build_stream(frame_count: int) -> bytes:
@@ -103,8 +103,10 @@ def main() -> None:
         # Live streaming: the upstream flushes each event as the model produces it.
         "one frame a read": split_frames(stream),
     }
-    print(f"{args.frames} frames, {len(stream) / args.frames:.0f} bytes each, {len(stream) / 1e6:.1f} MB; "
-          f"{args.runs} runs; frames/s median (worst-decile)")
+    print(
+        f"{args.frames} frames, {len(stream) / args.frames:.0f} bytes each, {len(stream) / 1e6:.1f} MB; "
+        f"{args.runs} runs; frames/s median (worst-decile)"
+    )
     print(f"  encode_event (incl. orjson, random text) {encode_rate:,.0f} frames/s (one run)")
     decoders: list[tuple[str, Callable[[list[bytes]], int], int]] = [("q2api", decode_ours, args.runs)]
     if not args.no_botocore:

@@ -51,7 +51,7 @@ import orjson
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
-from bench.support.gateway_client import (  # noqa: E402
+from bench.support.gateway_client import (
     StreamResult,
     Target,
     checked,
@@ -59,8 +59,8 @@ from bench.support.gateway_client import (  # noqa: E402
     gateway_target,
     wave,
 )
-from bench.support.processes import ForeignLoad, GatewayProcess, RssSampler, SimulatorProcess  # noqa: E402
-from q2api.testing.claude_code_request import claude_code_request  # noqa: E402
+from bench.support.processes import ForeignLoad, GatewayProcess, RssSampler, SimulatorProcess
+from q2api.testing.claude_code_request import claude_code_request
 
 TINY_REQUEST = {
     "model": "claude-sonnet-4-5",
@@ -128,7 +128,7 @@ def note_foreign_load(table: Table, load: ForeignLoad) -> None:
 async def measure_ttft(
     session: aiohttp.ClientSession, pairs: dict[str, tuple[Target, Target]], runs: int, warmup: int, table: Table
 ) -> None:
-    for (kind, (gateway, direct)), limit in zip(pairs.items(), (0.001, 0.003)):
+    for (kind, (gateway, direct)), limit in zip(pairs.items(), (0.001, 0.003), strict=False):
         # One request size at a time (the garbage of 200 KB requests would otherwise slow
         # the tiny ones down), gateway and simulator interleaved in alternating order so
         # machine noise falls on both alike.
@@ -141,7 +141,9 @@ async def measure_ttft(
                     (through if target is gateway else alone).append(result.ttft or 0.0)
         added_median = statistics.median(through) - statistics.median(alone)
         added_p90 = percentile(through, 0.9) - percentile(alone, 0.9)
-        table.row(f"{kind}: simulator alone", f"median {ms(statistics.median(alone))}   p90 {ms(percentile(alone, 0.9))}")
+        table.row(
+            f"{kind}: simulator alone", f"median {ms(statistics.median(alone))}   p90 {ms(percentile(alone, 0.9))}"
+        )
         table.row(
             f"{kind}: through the gateway",
             f"median {ms(statistics.median(through))}   p90 {ms(percentile(through, 0.9))}",
@@ -302,7 +304,9 @@ async def run(args: argparse.Namespace, table: Table) -> None:
     launcher = None
     if args.gateway_command:
         # The gateway runs in a scratch directory: make relative paths that exist here absolute.
-        launcher = [os.path.abspath(part) if Path(part).exists() else part for part in shlex.split(args.gateway_command)]
+        launcher = [
+            os.path.abspath(part) if Path(part).exists() else part for part in shlex.split(args.gateway_command)
+        ]
     gateway = GatewayProcess(sim.env(), scratch, args.log_level, cpu=0 if args.pin else None, launcher=launcher)
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=120))
     try:
@@ -341,13 +345,33 @@ async def run(args: argparse.Namespace, table: Table) -> None:
         load.restart()
         paced = f"chunks {args.cpu_delay * 1000:g} ms apart"
         common = (args.cpu_requests, args.cpu_concurrency, args.cpu_chunks)
-        await measure_cpu(session, sim, gateway, tiny, f"tiny, {paced}", *common, args.cpu_delay, table,
-                          "[target <= 3 ms: {verdict}]")
-        await measure_cpu(session, sim, gateway, tiny, "tiny, chunks back to back", *common, 0.0, table,
-                          "(reads batch several frames)")
-        await measure_cpu(session, sim, gateway, big, f"{len(big.body) // 1024} KB request, {paced}",
-                          max(args.cpu_requests // 4, 10), args.cpu_concurrency, args.cpu_chunks, args.cpu_delay,
-                          table, "(+ parse and convert)")
+        await measure_cpu(
+            session, sim, gateway, tiny, f"tiny, {paced}", *common, args.cpu_delay, table, "[target <= 3 ms: {verdict}]"
+        )
+        await measure_cpu(
+            session,
+            sim,
+            gateway,
+            tiny,
+            "tiny, chunks back to back",
+            *common,
+            0.0,
+            table,
+            "(reads batch several frames)",
+        )
+        await measure_cpu(
+            session,
+            sim,
+            gateway,
+            big,
+            f"{len(big.body) // 1024} KB request, {paced}",
+            max(args.cpu_requests // 4, 10),
+            args.cpu_concurrency,
+            args.cpu_chunks,
+            args.cpu_delay,
+            table,
+            "(+ parse and convert)",
+        )
         note_foreign_load(table, load)
 
         print("3. concurrency ...", flush=True)
@@ -362,7 +386,9 @@ async def run(args: argparse.Namespace, table: Table) -> None:
         print("4. memory ...", flush=True)
         table.section("4. Gateway memory (RSS)")
         load.restart()
-        table.row("idle after start-up + one request", f"{idle_rss:6.1f} MB", f"[target <= 60 MB: {verdict(idle_rss, 60)}]")
+        table.row(
+            "idle after start-up + one request", f"{idle_rss:6.1f} MB", f"[target <= 60 MB: {verdict(idle_rss, 60)}]"
+        )
         table.note(f"just after start-up {started_rss:.1f} MB")
         await measure_peak_memory(session, sim, gateway, tiny, "tiny-request", args, table, None)
         await measure_peak_memory(session, sim, gateway, big, f"{len(big.body) // 1024} KB-request", args, table, 150)
@@ -381,7 +407,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer runs everywhere (about 45 s instead of 2 min)")
     parser.add_argument("--pin", action="store_true", help="gateway on CPU 0, simulator and client on CPU 1")
-    parser.add_argument("--log-level", default="WARNING", help="the gateway's Q2API_LOG_LEVEL (INFO logs every request)")
+    parser.add_argument(
+        "--log-level", default="WARNING", help="the gateway's Q2API_LOG_LEVEL (INFO logs every request)"
+    )
     parser.add_argument("--size-kb", type=int, default=200, help="size of the Claude Code-like request")
     parser.add_argument("--runs", type=int, default=200, help="TTFT runs per variant")
     parser.add_argument("--warmup", type=int, default=20, help="TTFT runs per variant not counted")
@@ -393,7 +421,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--stream-chunks", type=int, default=100)
     parser.add_argument("--stream-delay", type=float, default=0.02, help="seconds between reply chunks")
     parser.add_argument("--bursts", type=int, default=3, help="all-at-once waves per target")
-    parser.add_argument("--steady-windows", type=int, default=2, help="reply durations measured in steady state (0: skip)")
+    parser.add_argument(
+        "--steady-windows", type=int, default=2, help="reply durations measured in steady state (0: skip)"
+    )
     parser.add_argument(
         "--gateway-command",
         help="run this instead of `python -m q2api` (it gets `serve --host H --port P`), e.g. a script that "

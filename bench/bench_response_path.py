@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from q2api.amazonq.eventstream import EventStreamDecoder, encode_event  # noqa: E402
-from q2api.anthropic.sse import encode_sse  # noqa: E402
-from q2api.translation.translator import StreamTranslator  # noqa: E402
+from q2api.amazonq.eventstream import EventStreamDecoder, encode_event
+from q2api.anthropic.sse import encode_sse
+from q2api.translation.translator import StreamTranslator
 
 WORDS = "the quick brown fox jumps over a lazy dog; code: x = f(y) + 1, done. "
 
@@ -104,7 +104,7 @@ def main() -> None:
     rates: dict[str, list[float]] = {label: [] for label in configurations}
     cpu_rates: dict[str, list[float]] = {label: [] for label in configurations}
     sse_bytes: dict[str, int] = {}
-    for label, options in configurations.items():
+    for options in configurations.values():
         run_once(chunks, **options)  # warm-up
     for _ in range(args.runs):
         for label, options in configurations.items():

@@ -13,18 +13,17 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from q2api.testing.claude_code_request import claude_code_request  # noqa: E402
-
-from q2api.anthropic.token_count import estimate_request_tokens, estimate_text_tokens  # noqa: E402
-from q2api.anthropic.types import parse_messages_request  # noqa: E402
+from q2api.anthropic.token_count import estimate_request_tokens, estimate_text_tokens
+from q2api.anthropic.types import parse_messages_request
+from q2api.testing.claude_code_request import claude_code_request
 
 
 def measure(func: Callable[[], object], runs: int) -> tuple[float, float]:
@@ -54,16 +53,12 @@ def main() -> None:
         request = parse_messages_request(body)
         tokens = estimate_request_tokens(request)
         label = f"estimate_request_tokens, {len(body) / 1024:.0f} KB request ({tokens} tok)"
-        report(label, lambda: estimate_request_tokens(request), args.runs)
+        report(label, lambda request=request: estimate_request_tokens(request), args.runs)
 
     delta = "Let me check the test output"
-    report(
-        f"estimate_text_tokens, {len(delta)}-char delta", lambda: estimate_text_tokens(delta), args.runs * 20
-    )
+    report(f"estimate_text_tokens, {len(delta)}-char delta", lambda: estimate_text_tokens(delta), args.runs * 20)
     cjk = "这段代码在运行测试的时候报错了"
-    report(
-        f"estimate_text_tokens, {len(cjk)}-char CJK delta", lambda: estimate_text_tokens(cjk), args.runs * 20
-    )
+    report(f"estimate_text_tokens, {len(cjk)}-char CJK delta", lambda: estimate_text_tokens(cjk), args.runs * 20)
     long_text = (ROOT / "q2api/anthropic/types.py").read_text() * 20
     report(
         f"estimate_text_tokens, {len(long_text) // 1024} KB string",

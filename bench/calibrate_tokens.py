@@ -52,7 +52,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from q2api.anthropic import token_count  # noqa: E402
+from q2api.anthropic import token_count
 
 WORK = Path(os.environ.get("Q2API_CALIBRATION_DIR", "/tmp/q2api-calibration"))
 TOKENIZER_WHEEL = "anthropic==0.38.0"
@@ -78,9 +78,7 @@ NOTES: list[str] = []
 
 def _run(cmd: list[str], cwd: Path) -> bool:
     try:
-        subprocess.run(
-            cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600
-        )
+        subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
         return True
     except (OSError, subprocess.SubprocessError) as exc:
         NOTES.append(f"could not run {' '.join(cmd[:3])}…: {exc}")
@@ -150,9 +148,7 @@ def _paragraphs(text: str) -> list[str]:
 
 
 def _cjk_share(text: str) -> float:
-    return sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef") / max(
-        1, len(text)
-    )
+    return sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef") / max(1, len(text))
 
 
 def _debian_reference(root: Path, lang: str) -> str:
@@ -228,16 +224,12 @@ def build_corpus(rng: random.Random) -> dict[str, list[str]]:
     corpus["python"] = _chunk(rng, list(python_files.values()), n)
     if npm:
         corpus["javascript"] = _chunk(rng, _files(npm, ".js"), n)
-        corpus["typescript"] = _chunk(
-            rng, [t for p, t in npm.items() if "/src/" in p and p.endswith(".ts")], n
-        )
+        corpus["typescript"] = _chunk(rng, [t for p, t in npm.items() if "/src/" in p and p.endswith(".ts")], n)
     rust_sources = []
     markdown = _files(npm, ".md")
     if deb:
         registry = deb / "usr/share/cargo/registry"
-        rust_sources = [
-            p.read_text(encoding="utf-8", errors="replace") for p in sorted(registry.rglob("*.rs"))
-        ]
+        rust_sources = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(registry.rglob("*.rs"))]
         markdown += [p.read_text(encoding="utf-8") for p in sorted(registry.rglob("*.md"))]
         corpus["rust"] = _chunk(rng, rust_sources, n)
     corpus["markdown"] = _chunk(rng, markdown, n)
@@ -248,16 +240,13 @@ def build_corpus(rng: random.Random) -> dict[str, list[str]]:
     corpus["shell"] = shell_outputs(rng, code_docs, n)
 
     cjk_test_texts = [
-        Path(p).read_text(encoding="utf-8")
-        for p in sorted(glob.glob(str(STDLIB / "test/cjkencodings/*-utf8.txt")))
+        Path(p).read_text(encoding="utf-8") for p in sorted(glob.glob(str(STDLIB / "test/cjkencodings/*-utf8.txt")))
     ]
     zh_mixed: list[str] = []
     ja_mixed: list[str] = []
     if deb:
         for lang, bucket in (("zh-cn", "cjk_zh"), ("ja", "cjk_ja")):
-            paragraphs = [
-                _unwrap(p, cjk=True) for p in _paragraphs(_debian_reference(deb, lang)) if "|" not in p
-            ]
+            paragraphs = [_unwrap(p, cjk=True) for p in _paragraphs(_debian_reference(deb, lang)) if "|" not in p]
             pure = [p for p in paragraphs if _cjk_share(p) > 0.6 and len(p) > 40]
             mixed = [p for p in paragraphs if 0.15 < _cjk_share(p) <= 0.6 and len(p) > 40]
             corpus[bucket] = _chunk(
@@ -277,14 +266,98 @@ def build_corpus(rng: random.Random) -> dict[str, list[str]]:
 
 # ---------------------------------------------------------------- synthetic material
 
-_WORDS = (
-    "file path line read write edit search pattern match result output error value list item "
-    "string number boolean object array request response token model message content block tool "
-    "input schema name description default optional required directory project test command run "
-    "shell process status code change diff commit branch repository user session context window "
-    "limit timeout retry stream event parse validate convert format return when the a of to and "
-    "in is for with that this by from if or not be are it as on use can only must should"
-).split()
+_WORDS = [
+    "file",
+    "path",
+    "line",
+    "read",
+    "write",
+    "edit",
+    "search",
+    "pattern",
+    "match",
+    "result",
+    "output",
+    "error",
+    "value",
+    "list",
+    "item",
+    "string",
+    "number",
+    "boolean",
+    "object",
+    "array",
+    "request",
+    "response",
+    "token",
+    "model",
+    "message",
+    "content",
+    "block",
+    "tool",
+    "input",
+    "schema",
+    "name",
+    "description",
+    "default",
+    "optional",
+    "required",
+    "directory",
+    "project",
+    "test",
+    "command",
+    "run",
+    "shell",
+    "process",
+    "status",
+    "code",
+    "change",
+    "diff",
+    "commit",
+    "branch",
+    "repository",
+    "user",
+    "session",
+    "context",
+    "window",
+    "limit",
+    "timeout",
+    "retry",
+    "stream",
+    "event",
+    "parse",
+    "validate",
+    "convert",
+    "format",
+    "return",
+    "when",
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "for",
+    "with",
+    "that",
+    "this",
+    "by",
+    "from",
+    "if",
+    "or",
+    "not",
+    "be",
+    "are",
+    "it",
+    "as",
+    "on",
+    "use",
+    "can",
+    "only",
+    "must",
+    "should",
+]
 
 
 def _sentence(rng: random.Random, words: int) -> str:
@@ -308,9 +381,7 @@ def tool_definitions(rng: random.Random, count: int) -> list[dict]:
             props[name] = prop
         description = " ".join(_sentence(rng, rng.randint(6, 25)) for _ in range(rng.randint(1, 12)))
         if rng.random() < 0.5:
-            description += "\n\nUsage:\n" + "\n".join(
-                f"- {_sentence(rng, 10)}" for _ in range(rng.randint(2, 6))
-            )
+            description += "\n\nUsage:\n" + "\n".join(f"- {_sentence(rng, 10)}" for _ in range(rng.randint(2, 6)))
         out.append(
             {
                 "name": "".join(w.capitalize() for w in rng.sample(_WORDS[:60], 2)),
@@ -343,12 +414,8 @@ def tool_inputs(rng: random.Random, code_docs: list[str], count: int) -> list[di
     while len(out) < count:
         kind = rng.randrange(6)
         if kind == 0:
-            cmd = rng.choice(
-                ("git status", "ls -la", "pytest -q tests/", "npm test", "cargo build --release")
-            )
-            out.append(
-                {"command": f"cd {_path(rng).rsplit('/', 1)[0]} && {cmd}", "description": _sentence(rng, 6)}
-            )
+            cmd = rng.choice(("git status", "ls -la", "pytest -q tests/", "npm test", "cargo build --release"))
+            out.append({"command": f"cd {_path(rng).rsplit('/', 1)[0]} && {cmd}", "description": _sentence(rng, 6)})
         elif kind == 1:
             out.append(
                 {
@@ -380,9 +447,7 @@ def tool_inputs(rng: random.Random, code_docs: list[str], count: int) -> list[di
                 }
             )
         else:
-            out.append(
-                {"file_path": _path(rng), "offset": rng.randint(1, 900), "limit": rng.choice((50, 200, 2000))}
-            )
+            out.append({"file_path": _path(rng), "offset": rng.randint(1, 900), "limit": rng.choice((50, 200, 2000))})
     return out
 
 
@@ -396,21 +461,15 @@ def shell_outputs(rng: random.Random, code_docs: list[str], count: int) -> list[
             start = rng.randint(1, 800)
             out.append("\n".join(f"{start + i:>6}\t{line}" for i, line in enumerate(lines)))
         elif kind == 1:  # git diff
-            changed = [
-                line + "  # changed" if rng.random() < 0.15 else line for line in lines if rng.random() > 0.05
-            ]
-            diff = difflib.unified_diff(
-                lines, changed, "a/" + _path(rng)[18:], "b/" + _path(rng)[18:], lineterm=""
-            )
+            changed = [line + "  # changed" if rng.random() < 0.15 else line for line in lines if rng.random() > 0.05]
+            diff = difflib.unified_diff(lines, changed, "a/" + _path(rng)[18:], "b/" + _path(rng)[18:], lineterm="")
             out.append("\n".join(diff) or code)
         elif kind == 2:  # grep -rn
             out.append(
-                "\n".join(
-                    f"{_path(rng)[18:]}:{rng.randint(1, 3000)}:{line}" for line in lines[:40] if line.strip()
-                )
+                "\n".join(f"{_path(rng)[18:]}:{rng.randint(1, 3000)}:{line}" for line in lines[:40] if line.strip())
             )
         elif kind == 3:  # ls -la
-            rows = ["total %d" % rng.randint(8, 900)]
+            rows = [f"total {rng.randint(8, 900)}"]
             for _ in range(rng.randint(3, 40)):
                 rows.append(
                     f"{rng.choice(('-rw-r--r--', 'drwxr-xr-x', '-rwxr-xr-x'))} {rng.randint(1, 9)} dev dev "
@@ -445,7 +504,7 @@ _EMOJI = "😀😂🥲😍🤔🙏👍👎🔥🚀🎉✅❌⚠️💡📦🐛�
 
 
 def emoji_texts(rng: random.Random, count: int) -> list[str]:
-    singles = [c for c in _EMOJI]
+    singles = list(_EMOJI)
     out: list[str] = []
     for _ in range(count):
         rows = []
@@ -456,8 +515,7 @@ def emoji_texts(rng: random.Random, count: int) -> list[str]:
             elif style == 1:
                 rows.append(
                     " ".join(
-                        rng.choice(_WORDS) + (rng.choice(singles) if rng.random() < 0.3 else "")
-                        for _ in range(12)
+                        rng.choice(_WORDS) + (rng.choice(singles) if rng.random() < 0.3 else "") for _ in range(12)
                     )
                 )
             else:
@@ -486,9 +544,7 @@ def identifier_texts(rng: random.Random, count: int) -> list[str]:
             kind = rng.randrange(5)
             if kind == 0:
                 rows.append(
-                    "-".join(
-                        "".join(rng.choice("0123456789abcdef") for _ in range(k)) for k in (8, 4, 4, 4, 12)
-                    )
+                    "-".join("".join(rng.choice("0123456789abcdef") for _ in range(k)) for k in (8, 4, 4, 4, 12))
                 )
             elif kind == 1:
                 rows.append("toolu_" + "".join(rng.choice(alphabet) for _ in range(24)))
@@ -671,7 +727,7 @@ def reference_counts(tokenizer, texts: list[str]) -> list[int]:
 
 
 def _stats(estimates: list[float], references: list[int]) -> dict:
-    errors = [(e - r) / r for e, r in zip(estimates, references) if r]
+    errors = [(e - r) / r for e, r in zip(estimates, references, strict=False) if r]
     abs_errors = sorted(abs(x) for x in errors)
     return {
         "n": len(errors),
@@ -699,7 +755,7 @@ def evaluate(data: dict[str, tuple[list[str], list[int]]], title: str) -> dict[s
             f"{category:<16}{s['n']:>4}{s['ref_tokens']:>9}{chars:>10.2f}{s['mape']:>8.1%}{s['bias']:>+8.1%}"
             f"{s['p90']:>8.1%}{s['worst']:>8.1%}{s['aggregate']:>+9.1%}"
         )
-    everything = [(t, r) for texts, refs in data.values() for t, r in zip(texts, refs)]
+    everything = [(t, r) for texts, refs in data.values() for t, r in zip(texts, refs, strict=False)]
     s = _stats([token_count.estimate_text_tokens(t) for t, _ in everything], [r for _, r in everything])
     macro = sum(v["mape"] for v in table.values()) / len(table)
     print(
@@ -711,16 +767,14 @@ def evaluate(data: dict[str, tuple[list[str], list[int]]], title: str) -> dict[s
 
 
 def evaluate_by_size(data: dict[str, tuple[list[str], list[int]]]) -> None:
-    pairs = [(t, r) for texts, refs in data.values() for t, r in zip(texts, refs)]
+    pairs = [(t, r) for texts, refs in data.values() for t, r in zip(texts, refs, strict=False)]
     print(f"\n{'reference tokens':<18}{'n':>5}{'MAPE':>8}{'bias':>8}{'p90':>8}{'worst':>8}")
     for low, high in ((1, 10), (10, 50), (50, 200), (200, 1000), (1000, 10**9)):
         chosen = [(t, r) for t, r in pairs if low <= r < high]
         if chosen:
             s = _stats([token_count.estimate_text_tokens(t) for t, _ in chosen], [r for _, r in chosen])
             label = f"{low}-{high - 1}" if high < 10**9 else f"{low}+"
-            print(
-                f"{label:<18}{s['n']:>5}{s['mape']:>8.1%}{s['bias']:>+8.1%}{s['p90']:>8.1%}{s['worst']:>8.1%}"
-            )
+            print(f"{label:<18}{s['n']:>5}{s['mape']:>8.1%}{s['bias']:>+8.1%}{s['p90']:>8.1%}{s['worst']:>8.1%}")
 
 
 def _features(text: str) -> list[float]:
@@ -733,7 +787,7 @@ COEFFICIENT_NAMES = (*token_count.COEFFICIENT_NAMES, "TOKENS_PER_STRING")
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     """Gaussian elimination with partial pivoting (the system is small)."""
     n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    m = [[*row[:], b[i]] for i, row in enumerate(a)]
     for col in range(n):
         pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
         m[col], m[pivot] = m[pivot], m[col]
@@ -742,7 +796,7 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
         for r in range(n):
             if r != col:
                 f = m[r][col] / m[col][col]
-                m[r] = [x - f * y for x, y in zip(m[r], m[col])]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=False)]
     return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-12 else 0.0 for i in range(n)]
 
 
@@ -754,7 +808,7 @@ def fit(data: dict[str, tuple[list[str], list[int]]]) -> list[float]:
     atb = [0.0] * k
     for texts, refs in data.values():
         weight = 1.0 / len(texts)
-        for text, ref in zip(texts, refs):
+        for text, ref in zip(texts, refs, strict=False):
             x = [v / ref for v in _features(text)]
             for i in range(k):
                 atb[i] += weight * x[i]
@@ -771,7 +825,7 @@ def request_mixtures(data: dict[str, tuple[list[str], list[int]]], rng: random.R
     Half are "topical" (a request dominated by two or three kinds of content, like a real
     session), half "adversarial" (every kind interleaved), which is the hard case for sampling.
     """
-    pool = [(c, t, r) for c, (texts, refs) in data.items() for t, r in zip(texts, refs)]
+    pool = [(c, t, r) for c, (texts, refs) in data.items() for t, r in zip(texts, refs, strict=False)]
     categories = sorted(data)
     out = []
     for n in range(count):
@@ -815,9 +869,7 @@ def main() -> None:
     global SAMPLES_PER_CATEGORY
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="fit coefficients and report their error")
-    parser.add_argument(
-        "--write-reference", type=Path, help="store held-out + synthetic samples with their counts"
-    )
+    parser.add_argument("--write-reference", type=Path, help="store held-out + synthetic samples with their counts")
     parser.add_argument("--samples", type=int, default=SAMPLES_PER_CATEGORY, help="samples per category")
     args = parser.parse_args()
     SAMPLES_PER_CATEGORY = args.samples
@@ -832,13 +884,11 @@ def main() -> None:
     measuring = {c: (texts[1::2], refs[1::2]) for c, (texts, refs) in counted.items()}
     held_out = {c: (texts, reference_counts(tokenizer, texts)) for c, texts in HANDWRITTEN.items()}
 
-    print(
-        f"reference: Claude tokenizer from {TOKENIZER_WHEEL}; corpus seed {SEED}; Python {sys.version.split()[0]}"
-    )
+    print(f"reference: Claude tokenizer from {TOKENIZER_WHEEL}; corpus seed {SEED}; Python {sys.version.split()[0]}")
     if args.fit:
         coefficients = fit(fitting)
         print("fitted coefficients (paste into q2api/anthropic/token_count.py):")
-        for name, value in zip(COEFFICIENT_NAMES, coefficients):
+        for name, value in zip(COEFFICIENT_NAMES, coefficients, strict=False):
             print(f"{name} = {value:.4f}")
             setattr(token_count, name, round(value, 4))
     evaluate(measuring, "measurement half of the corpus (each sample priced alone)")
@@ -865,7 +915,7 @@ def main() -> None:
         samples = [
             {"category": c, "text": t, "tokens": n}
             for c, texts in {**HANDWRITTEN, **synthetic}.items()
-            for t, n in zip(texts, reference_counts(tokenizer, texts))
+            for t, n in zip(texts, reference_counts(tokenizer, texts), strict=False)
         ]
         args.write_reference.parent.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -873,9 +923,7 @@ def main() -> None:
             "generated_by": "python bench/calibrate_tokens.py --write-reference tests/anthropic/data/token_reference.json",
             "samples": samples,
         }
-        args.write_reference.write_text(
-            json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-        )
+        args.write_reference.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {len(samples)} samples to {args.write_reference}")
 
 

@@ -227,8 +227,10 @@ def load_settings(env: Mapping[str, str] | None = None, env_file: str | Path | N
 
 
 def _check_consistency(settings: Settings) -> None:
-    if settings.auth_method_setting == "idc" and settings.refresh_token and not (
-        settings.client_id and settings.client_secret
+    if (
+        settings.auth_method_setting == "idc"
+        and settings.refresh_token
+        and not (settings.client_id and settings.client_secret)
     ):
         raise SettingsError(
             "AMAZONQ_AUTH_METHOD=idc needs AMAZONQ_CLIENT_ID and AMAZONQ_CLIENT_SECRET "

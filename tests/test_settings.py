@@ -22,7 +22,10 @@ def test_defaults_without_any_configuration(tmp_path: Path) -> None:
     assert settings.data_dir == Path("data")
     assert settings.max_body_bytes == 32 * 1024 * 1024
     assert (settings.ping_interval, settings.connect_timeout, settings.first_byte_timeout, settings.read_timeout) == (
-        10.0, 10.0, 120.0, 300.0,
+        10.0,
+        10.0,
+        120.0,
+        300.0,
     )
     assert (settings.max_retries, settings.loop_threshold, settings.loop_mode) == (3, 3, "warn")
     assert settings.log_level == "INFO" and settings.log_format == "text"
@@ -97,8 +100,12 @@ def test_auth_method_auto_resolution() -> None:
         {"AMAZONQ_REFRESH_TOKEN": "r", "AMAZONQ_CLIENT_ID": "c", "AMAZONQ_CLIENT_SECRET": "s"}, env_file=None
     )
     forced = load_settings(
-        {"AMAZONQ_REFRESH_TOKEN": "r", "AMAZONQ_CLIENT_ID": "c", "AMAZONQ_CLIENT_SECRET": "s",
-         "AMAZONQ_AUTH_METHOD": "social"},
+        {
+            "AMAZONQ_REFRESH_TOKEN": "r",
+            "AMAZONQ_CLIENT_ID": "c",
+            "AMAZONQ_CLIENT_SECRET": "s",
+            "AMAZONQ_AUTH_METHOD": "social",
+        },
         env_file=None,
     )
     assert (social.auth_method, idc.auth_method, forced.auth_method) == ("social", "idc", "social")

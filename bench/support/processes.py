@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from q2api.testing.simulated_upstream import SimulatedUpstream  # noqa: E402
+from q2api.testing.simulated_upstream import SimulatedUpstream
 
 API_KEY = "bench-client-key"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -114,7 +114,9 @@ class GatewayProcess:
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {key: value for key, value in os.environ.items() if not key.startswith(("Q2API_", "AMAZONQ_"))}
         env.update(sim_env)
-        env.update(Q2API_DATA_DIR=str(data_dir), Q2API_API_KEYS=API_KEY, Q2API_LOG_LEVEL=log_level, PYTHONPATH=str(ROOT))
+        env.update(
+            Q2API_DATA_DIR=str(data_dir), Q2API_API_KEYS=API_KEY, Q2API_LOG_LEVEL=log_level, PYTHONPATH=str(ROOT)
+        )
         self.log_path = data_dir / "gateway.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
@@ -194,7 +196,7 @@ class RssSampler:
 def machine_busy_seconds() -> tuple[float, float]:
     """(busy, steal) CPU-seconds of the whole machine so far, from /proc/stat."""
     values = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = values[:8]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = values[:8]
     return (user + nice + system + irq + softirq) / CLOCK_TICKS, steal / CLOCK_TICKS
 
 

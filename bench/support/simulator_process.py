@@ -28,9 +28,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from q2api.testing import scripts  # noqa: E402
-from q2api.testing.scripts import Pause, Send, StreamReply  # noqa: E402
-from q2api.testing.simulated_upstream import RecordedRequest, SimulatedUpstream  # noqa: E402
+from q2api.testing import scripts
+from q2api.testing.scripts import Pause, Send, StreamReply
+from q2api.testing.simulated_upstream import RecordedRequest, SimulatedUpstream
 
 WORDS = "the quick brown fox jumps over a lazy dog; code: x = f(y) + 1, done. "
 
@@ -42,9 +42,7 @@ def paced_text_reply(chunks: int, delay: float, chunk_chars: int = 16) -> Stream
     conversation event and the first text, so time to first text measures the
     path and not the script's first pause.
     """
-    texts = [
-        (WORDS * (chunk_chars // len(WORDS) + 2))[(i * 7) % len(WORDS) :][:chunk_chars] for i in range(chunks)
-    ]
+    texts = [(WORDS * (chunk_chars // len(WORDS) + 2))[(i * 7) % len(WORDS) :][:chunk_chars] for i in range(chunks)]
     text_frames = [scripts.event("assistantResponseEvent", {"content": text}) for text in texts]
     steps: list[Send | Pause] = [scripts.conversation_event(), text_frames[0]]
     for frame in text_frames[1:]:
@@ -84,7 +82,9 @@ async def serve() -> None:
             if current["last"] is None:
                 return "ERROR no request recorded yet"
             headers, raw = current["last"]  # type: ignore[misc]
-            Path(command["path"]).write_bytes(orjson.dumps({"headers": headers, "body": base64.b64encode(raw).decode()}))
+            Path(command["path"]).write_bytes(
+                orjson.dumps({"headers": headers, "body": base64.b64encode(raw).decode()})
+            )
             return "OK"
         if name == "quit":
             done.set()

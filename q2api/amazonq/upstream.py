@@ -25,7 +25,6 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from q2api import __version__
 from q2api.amazonq.accounts.pool import AccountPool
 from q2api.amazonq.accounts.tokens import TokenManager
-from q2api.amazonq.proxy import proxy_route
 from q2api.amazonq.errors import (
     FailureKind,
     NoAccountConfigured,
@@ -36,6 +35,7 @@ from q2api.amazonq.errors import (
     UpstreamUnavailable,
     parse_error_reply,
 )
+from q2api.amazonq.proxy import proxy_route
 from q2api.settings import Settings
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
@@ -122,7 +122,7 @@ class UpstreamStream:
     async def _read(self) -> bytes:
         try:
             data = await self._response.content.readany()
-        except (aiohttp.ServerTimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ServerTimeoutError):
             raise UpstreamTimeout("between_frames", self._read_timeout) from None
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})") from None
@@ -255,7 +255,7 @@ class UpstreamClient:
                 )
         except aiohttp.ConnectionTimeoutError:
             raise UpstreamTimeout("connect", self._config.connect_timeout) from None
-        except (aiohttp.ServerTimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ServerTimeoutError):
             seconds = min(self._config.first_byte_timeout, self._config.read_timeout)
             raise UpstreamTimeout("first_byte", seconds) from None
         except aiohttp.ClientError as exc:
@@ -351,7 +351,7 @@ class OpenedReply:
 async def _read_error(response: aiohttp.ClientResponse) -> UpstreamHTTPError:
     try:
         body = await response.read()
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         body = b""
     finally:
         response.release()

@@ -19,7 +19,8 @@ import base64
 import binascii
 import math
 import struct
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 
@@ -113,12 +114,12 @@ def text_features(raw: bytes) -> tuple[int, ...]:
         raw.count(b"\n"),
     )
     if raw.isascii():
-        return features + (0, 0, 0)
+        return (*features, 0, 0, 0)
     # Only lead bytes are counted, so a cut through a character still counts right.
     leads = raw.translate(None, _ASCII_AND_CONTINUATION)
     wide = leads.translate(None, _LEADS_2BYTE)
     four = len(wide.translate(None, _LEADS_2_3BYTE))
-    return features + (len(leads) - len(wide), len(wide) - four, four)
+    return (*features, len(leads) - len(wide), len(wide) - four, four)
 
 
 def _priced(text: str) -> float:

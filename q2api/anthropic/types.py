@@ -13,7 +13,7 @@ typed values or raise :class:`InvalidRequest` naming the JSON path.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
@@ -45,7 +45,7 @@ class FileImageSource(Struct, tag_field="type", tag="file"):
     file_id: str
 
 
-ImageSource = Union[Base64ImageSource, URLImageSource, FileImageSource]
+ImageSource = Base64ImageSource | URLImageSource | FileImageSource
 
 
 class Base64DocumentSource(Struct, tag_field="type", tag="base64"):
@@ -79,16 +79,12 @@ class ImageBlock(_Block, tag="image"):
 
 
 class ContentDocumentSource(Struct, tag_field="type", tag="content"):
-    content: str | list[Union[TextBlock, ImageBlock]]
+    content: str | list[TextBlock | ImageBlock]
 
 
-DocumentSource = Union[
-    Base64DocumentSource,
-    PlainTextDocumentSource,
-    ContentDocumentSource,
-    URLDocumentSource,
-    FileDocumentSource,
-]
+DocumentSource = (
+    Base64DocumentSource | PlainTextDocumentSource | ContentDocumentSource | URLDocumentSource | FileDocumentSource
+)
 
 
 class DocumentBlock(_Block, tag="document"):
@@ -107,9 +103,7 @@ class ToolReferenceBlock(_Block, tag="tool_reference"):
     tool_name: str = ""
 
 
-ToolResultContentBlock = Union[
-    TextBlock, ImageBlock, DocumentBlock, SearchResultBlock, ToolReferenceBlock
-]
+ToolResultContentBlock = TextBlock | ImageBlock | DocumentBlock | SearchResultBlock | ToolReferenceBlock
 
 
 class ToolUseBlock(_Block, tag="tool_use"):
@@ -164,9 +158,7 @@ class BashCodeExecutionToolResultBlock(_ServerToolResult, tag="bash_code_executi
     pass
 
 
-class TextEditorCodeExecutionToolResultBlock(
-    _ServerToolResult, tag="text_editor_code_execution_tool_result"
-):
+class TextEditorCodeExecutionToolResultBlock(_ServerToolResult, tag="text_editor_code_execution_tool_result"):
     pass
 
 
@@ -187,24 +179,24 @@ SERVER_TOOL_RESULT_BLOCKS = (
     ToolSearchToolResultBlock,
 )
 
-ContentBlock = Union[
-    TextBlock,
-    ImageBlock,
-    DocumentBlock,
-    SearchResultBlock,
-    ToolUseBlock,
-    ToolResultBlock,
-    ThinkingBlock,
-    RedactedThinkingBlock,
-    ServerToolUseBlock,
-    WebSearchToolResultBlock,
-    WebFetchToolResultBlock,
-    CodeExecutionToolResultBlock,
-    BashCodeExecutionToolResultBlock,
-    TextEditorCodeExecutionToolResultBlock,
-    ToolSearchToolResultBlock,
-    ContainerUploadBlock,
-]
+ContentBlock = (
+    TextBlock
+    | ImageBlock
+    | DocumentBlock
+    | SearchResultBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ServerToolUseBlock
+    | WebSearchToolResultBlock
+    | WebFetchToolResultBlock
+    | CodeExecutionToolResultBlock
+    | BashCodeExecutionToolResultBlock
+    | TextEditorCodeExecutionToolResultBlock
+    | ToolSearchToolResultBlock
+    | ContainerUploadBlock
+)
 
 
 class Message(Struct, kw_only=True):

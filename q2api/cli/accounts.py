@@ -56,7 +56,10 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         print(f"\nq2api accounts {args.accounts_command}: cancelled, nothing changed", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (OSError, sqlite3.Error) as exc:
-        print(f"q2api accounts {args.accounts_command}: cannot use the store in {settings.data_dir}: {exc}", file=sys.stderr)
+        print(
+            f"q2api accounts {args.accounts_command}: cannot use the store in {settings.data_dir}: {exc}",
+            file=sys.stderr,
+        )
         return EXIT_STORE_ERROR
 
 
@@ -89,7 +92,9 @@ def format_table(views: Sequence[AccountView], now: float | None = None) -> str:
         for view in views
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in rows
+    )
 
 
 def _status(view: AccountView) -> str:

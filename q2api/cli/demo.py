@@ -53,7 +53,9 @@ def run_demo() -> int:
     try:
         import anthropic
     except ImportError:
-        print("q2api demo: the `anthropic` package is missing; install it with `pip install anthropic`.", file=sys.stderr)
+        print(
+            "q2api demo: the `anthropic` package is missing; install it with `pip install anthropic`.", file=sys.stderr
+        )
         return 1
     # Quiet logs: the demo's output is the conversation, not the gateway's request log.
     configure_logging("WARNING", "text")

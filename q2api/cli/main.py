@@ -141,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="idc (Builder ID / IAM Identity Center) or social (Kiro); default: idc when a client id is given",
     )
-    add.add_argument("--refresh-token", help="prefer the Q2API_NEW_REFRESH_TOKEN env var: argv is visible to other users")
+    add.add_argument(
+        "--refresh-token", help="prefer the Q2API_NEW_REFRESH_TOKEN env var: argv is visible to other users"
+    )
     add.add_argument("--client-id", help="OIDC client id (idc accounts)")
     add.add_argument("--client-secret", help="prefer the Q2API_NEW_CLIENT_SECRET env var")
     add.add_argument("--profile-arn", help="optional profileArn sent upstream")

@@ -34,13 +34,13 @@ from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.images import capped_images
 from q2api.conversion.options import Conversion, ConversionOptions
+from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import context_pair, system_prompt_text
 from q2api.conversion.text import EMPTY_ASSISTANT_MESSAGE, EMPTY_USER_MESSAGE, IMAGES_ONLY, TOOL_RESULTS_ONLY
 from q2api.conversion.thinking_prompt import thinking_hint, with_hint
 from q2api.conversion.tool_results import answered_results
 from q2api.conversion.tool_specs import tool_specs
 from q2api.conversion.turns import AssistantTurn, TurnBuilder, UserTurn, frame_turns
-from q2api.conversion.report import Finding, FindingKind
 
 __all__ = ["Conversion", "ConversionOptions", "convert_request", "session_conversation_id"]
 

@@ -52,7 +52,8 @@ def validate_conversation(payload: Mapping[str, Any]) -> tuple[Finding, ...]:
     if state.get("chatTriggerType") != CHAT_TRIGGER_MANUAL:
         bad(FindingKind.FIELD_LIMIT, "chatTriggerType", "must be MANUAL")
     conversation_id = state.get("conversationId")
-    if conversation_id is not None and not (isinstance(conversation_id, str) and 1 <= len(conversation_id) <= MAX_CONVERSATION_ID_LENGTH
+    if conversation_id is not None and not (
+        isinstance(conversation_id, str) and 1 <= len(conversation_id) <= MAX_CONVERSATION_ID_LENGTH
     ):
         bad(FindingKind.FIELD_LIMIT, "conversationId", f"must be 1..{MAX_CONVERSATION_ID_LENGTH} characters")
     history = state.get("history") or []

@@ -32,7 +32,7 @@ class Identifiers:
     """Maps the client's tool names and tool-use ids to Amazon Q ones for one conversion,
     reporting each change once. `tool_names` is the reverse map the response path needs."""
 
-    __slots__ = ("tool_names", "_names", "_ids", "_report")
+    __slots__ = ("_ids", "_names", "_report", "tool_names")
 
     def __init__(self, report: list[Finding]) -> None:
         self.tool_names: dict[str, str] = {}  # Q name -> original name (changed names only)

@@ -50,9 +50,7 @@ def q_image(block: ImageBlock, path: str) -> dict[str, Any]:
     )
 
 
-def capped_images(
-    images: list[tuple[int, dict[str, Any]]], limit: int, report: list[Finding]
-) -> list[dict[str, Any]]:
+def capped_images(images: list[tuple[int, dict[str, Any]]], limit: int, report: list[Finding]) -> list[dict[str, Any]]:
     """The most recent `limit` images of one message; each older one is reported."""
     if len(images) <= limit:
         return [image for _, image in images]

@@ -34,9 +34,7 @@ def without_nulls(value: Any) -> Any:
 def _without_nulls_and_empty_keys(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            key: _without_nulls_and_empty_keys(item)
-            for key, item in value.items()
-            if item is not None and key != ""
+            key: _without_nulls_and_empty_keys(item) for key, item in value.items() if item is not None and key != ""
         }
     if isinstance(value, list):
         return [_without_nulls_and_empty_keys(item) for item in value if item is not None]

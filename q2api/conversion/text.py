@@ -30,9 +30,7 @@ EMPTY_USER_MESSAGE = "(empty message)"
 EMPTY_ASSISTANT_MESSAGE = "(empty response)"
 EMPTY_TOOL_RESULT = "(the tool returned no output)"
 CONVERSATION_START = "(The conversation starts with an assistant message.)"
-PREFILL_CONTINUATION = (
-    "(Continue your previous response exactly where it stopped, without repeating any of it.)"
-)
+PREFILL_CONTINUATION = "(Continue your previous response exactly where it stopped, without repeating any of it.)"
 CANCELLED_TOOL_RESULT = "Tool use was cancelled by the user"
 
 

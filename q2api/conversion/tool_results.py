@@ -22,6 +22,7 @@ from q2api.anthropic.types import (
     ToolResultBlock,
 )
 from q2api.conversion.images import q_image
+from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.text import (
     CANCELLED_TOOL_RESULT,
     EMPTY_TOOL_RESULT,
@@ -29,7 +30,6 @@ from q2api.conversion.text import (
     document_text,
     search_result_text,
 )
-from q2api.conversion.report import Finding, FindingKind
 
 TextContent = list[dict[str, Any]]  # [{"text": ...}, ...]
 

@@ -16,8 +16,8 @@ from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import Tool, ToolChoice
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.json_clean import cleaned_schema
-from q2api.conversion.system_context import full_tool_description
 from q2api.conversion.report import Finding, FindingKind
+from q2api.conversion.system_context import full_tool_description
 
 _TRUNCATION_NOTE = "\n… [truncated: the full description is in the conversation context]"
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}

@@ -34,6 +34,7 @@ from q2api.anthropic.types import (
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.images import q_image
 from q2api.conversion.json_clean import cleaned_tool_input
+from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import system_turn_text
 from q2api.conversion.text import (
     CONVERSATION_START,
@@ -44,7 +45,6 @@ from q2api.conversion.text import (
 )
 from q2api.conversion.thinking_prompt import thinking_as_text
 from q2api.conversion.tool_results import ToolResultDraft, orphan_result_text, tool_result_content
-from q2api.conversion.report import Finding, FindingKind
 
 _SERVER_BLOCKS = (ServerToolUseBlock, ContainerUploadBlock, *SERVER_TOOL_RESULT_BLOCKS)
 

@@ -19,8 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from q2api.amazonq.accounts.pool import build_account_pool
-from q2api.amazonq.models import served_models
 from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.models import served_models
 from q2api.amazonq.upstream import UpstreamClient, UpstreamConfig, create_session
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page, model_info
@@ -77,7 +77,12 @@ def create_app(settings: Settings) -> Starlette:
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health (labels only, never a credential).
         accounts = [
-            {"id": view.account_id, "label": view.label, "health": view.health, "resting_seconds": round(view.resting_for)}
+            {
+                "id": view.account_id,
+                "label": view.label,
+                "health": view.health,
+                "resting_seconds": round(view.resting_for),
+            }
             for view in state["pool"].health()
         ]
         return json_response({"status": "ok", "accounts": accounts})

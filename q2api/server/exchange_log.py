@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
+
 @dataclass(slots=True)
 class Exchange:
     """What one request did, for its single INFO log line."""

@@ -7,10 +7,7 @@ import sys
 
 from loguru import logger
 
-TEXT_FORMAT = (
-    "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | "
-    "{message}{extra[fields]}"
-)
+TEXT_FORMAT = "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | {message}{extra[fields]}"
 
 
 def _render_fields(record: dict) -> bool:

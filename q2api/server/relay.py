@@ -29,19 +29,19 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.conversion import debug_summary, guards
-from q2api.amazonq.models import DEFAULT_Q_MODEL
 from q2api.amazonq.errors import UpstreamError
+from q2api.amazonq.models import DEFAULT_Q_MODEL
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.sse import encode_sse, ping_bytes
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
+from q2api.conversion import debug_summary, guards
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.server.disconnects import DisconnectAwareStreamingResponse, unless_client_leaves
 from q2api.server.edge import error_response, json_response
-from q2api.translation.error_mapping import map_upstream_exception
 from q2api.server.exchange_log import Exchange
+from q2api.translation.error_mapping import map_upstream_exception
 from q2api.translation.pump import ReplyPump
 from q2api.translation.translator import StreamTranslator
 
@@ -98,10 +98,12 @@ class MessagesRelay:
             logger.info("\n" + summary)
             # Reproducers for bug reports, built only when a sink takes DEBUG lines (Q2API_LOG_LEVEL=DEBUG).
             logger.opt(lazy=True).debug(
-                "Claude request (redacted): {}", lambda: _json_text(debug_summary.redacted_claude_request(orjson.loads(body)))
+                "Claude request (redacted): {}",
+                lambda: _json_text(debug_summary.redacted_claude_request(orjson.loads(body))),
             )
             logger.opt(lazy=True).debug(
-                "Amazon Q request (redacted): {}", lambda: _json_text(debug_summary.redacted_payload(conversion.payload))
+                "Amazon Q request (redacted): {}",
+                lambda: _json_text(debug_summary.redacted_payload(conversion.payload)),
             )
         return Prepared(request, conversion, input_tokens)
 

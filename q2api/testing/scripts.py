@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Union
 
 import orjson
 
@@ -37,7 +36,7 @@ class Abort:
     """Drop the TCP connection without ending the body (the client sees a broken transfer)."""
 
 
-Step = Union[Send, Pause, Abort]
+Step = Send | Pause | Abort
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +61,7 @@ class Hangup:
     """Close the connection without any reply (the client sees a connection error)."""
 
 
-Reply = Union[StreamReply, ErrorReply, Hangup]
+Reply = StreamReply | ErrorReply | Hangup
 
 
 # -- frames -------------------------------------------------------------------
@@ -172,9 +171,13 @@ def text_reply(
     return stream(*parts, delay=delay)
 
 
-def thinking_reply(thinking: str, text: str, *, style: str = "tags", chunks: int = 1, delay: float = 0.0) -> StreamReply:
+def thinking_reply(
+    thinking: str, text: str, *, style: str = "tags", chunks: int = 1, delay: float = 0.0
+) -> StreamReply:
     """`style="tags"`: `<thinking>` text; `style="reasoning"`: reasoningContentEvent frames."""
-    thought = thinking_tag_events(thinking, chunks) if style == "tags" else reasoning_events(thinking, chunks, "sim-sig")
+    thought = (
+        thinking_tag_events(thinking, chunks) if style == "tags" else reasoning_events(thinking, chunks, "sim-sig")
+    )
     return stream(conversation_event(), thought, text_events(text, chunks), delay=delay)
 
 
@@ -256,7 +259,9 @@ def throttled(retry_after: int | None = None) -> ErrorReply:
 
 def model_overloaded() -> ErrorReply:
     return http_error(
-        429, "ThrottlingException", "I am experiencing high traffic, please try again shortly.",
+        429,
+        "ThrottlingException",
+        "I am experiencing high traffic, please try again shortly.",
         reason="INSUFFICIENT_MODEL_CAPACITY",
     )
 
@@ -284,8 +289,11 @@ def slow_headers(seconds: float, reply: StreamReply | None = None) -> StreamRepl
 
 def bearer_invalid() -> ErrorReply:
     """What the service sends for an expired or revoked access token (no error type at all)."""
-    return ErrorReply(403, orjson.dumps({"message": BEARER_INVALID_MESSAGE, "reason": None}),
-                      {"Content-Type": "application/x-amz-json-1.0"})
+    return ErrorReply(
+        403,
+        orjson.dumps({"message": BEARER_INVALID_MESSAGE, "reason": None}),
+        {"Content-Type": "application/x-amz-json-1.0"},
+    )
 
 
 def access_denied(reason: str = "TEMPORARILY_SUSPENDED") -> ErrorReply:
@@ -293,11 +301,21 @@ def access_denied(reason: str = "TEMPORARILY_SUSPENDED") -> ErrorReply:
 
 
 def server_error(status: int = 500) -> ErrorReply:
-    return http_error(status, "InternalServerException", "Encountered an unexpected error when processing the request, please try again.")
+    return http_error(
+        status,
+        "InternalServerException",
+        "Encountered an unexpected error when processing the request, please try again.",
+    )
 
 
 def service_unavailable() -> ErrorReply:
-    return http_error(500, "ServiceUnavailableException", "The service is temporarily unavailable. Please try again later.", namespaced=False, header=False)
+    return http_error(
+        500,
+        "ServiceUnavailableException",
+        "The service is temporarily unavailable. Please try again later.",
+        namespaced=False,
+        header=False,
+    )
 
 
 def echo_reply(request_body: object) -> StreamReply:

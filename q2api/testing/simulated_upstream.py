@@ -271,9 +271,9 @@ class SimulatedUpstream:
     async def _oidc_token(self, request: web.Request) -> web.Response:
         body = await self._refresh_request(request)
         failure = self.refresh_failure
-        if failure is None and self.oidc_client is not None:
-            if (body.get("clientId"), body.get("clientSecret")) != self.oidc_client:
-                failure = "invalid_client"
+        client = (body.get("clientId"), body.get("clientSecret"))
+        if failure is None and self.oidc_client is not None and client != self.oidc_client:
+            failure = "invalid_client"
         if failure is None and body.get("grantType") != "refresh_token":
             return _oidc_error(400, "unsupported_grant_type", "UnsupportedGrantTypeException")
         if failure is None and not self._refresh_token_valid(body.get("refreshToken")):

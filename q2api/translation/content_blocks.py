@@ -24,7 +24,7 @@ class OpenBlock(Enum):
 
 
 class ContentBlocks:
-    __slots__ = ("open", "count", "index", "_held_space", "_thinking_digest", "_signature")
+    __slots__ = ("_held_space", "_signature", "_thinking_digest", "count", "index", "open")
 
     def __init__(self) -> None:
         self.open = OpenBlock.NONE

@@ -96,7 +96,9 @@ def map_upstream_error(
     return AnthropicError(500, f"Amazon Q failed: {detail}", error_type="api_error")
 
 
-def map_upstream_exception(exc: BaseException, *, input_tokens: int = 0, context_window: int = 200_000) -> AnthropicError:
+def map_upstream_exception(
+    exc: BaseException, *, input_tokens: int = 0, context_window: int = 200_000
+) -> AnthropicError:
     """Map a failure raised while opening or reading an Amazon Q reply (q2api.amazonq.errors).
 
     Anything that is not an upstream failure is a gateway bug: a plain 500

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 from loguru import logger
 
-from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
 from q2api.amazonq.errors import UpstreamError
+from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
 from q2api.anthropic.errors import AnthropicError
 from q2api.translation.error_mapping import map_upstream_exception
 from q2api.translation.translator import StreamTranslator

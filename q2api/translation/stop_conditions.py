@@ -23,7 +23,7 @@ class StopSequenceMatcher:
     would have stopped — and among those the longest.
     """
 
-    __slots__ = ("sequences", "_held")
+    __slots__ = ("_held", "sequences")
 
     def __init__(self, sequences: Iterable[str]) -> None:
         self.sequences = tuple(dict.fromkeys(s for s in sequences if s))
@@ -90,7 +90,7 @@ class OutputTokenCounter:
     a handful of pricings happen before the exact cut.
     """
 
-    __slots__ = ("limit", "_parts", "_chars", "_priced", "_priced_chars")
+    __slots__ = ("_chars", "_parts", "_priced", "_priced_chars", "limit")
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit

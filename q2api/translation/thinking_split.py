@@ -73,7 +73,7 @@ _TEXT_MODE = SplitterMode.TEXT
 class ThinkingTagSplitter:
     """Incremental `<thinking>` tag splitter; `feed(chunk)` → segments, `flush()` at the end."""
 
-    __slots__ = ("enabled", "mode", "_held", "_code", "_code_ticks", "_line_start")
+    __slots__ = ("_code", "_code_ticks", "_held", "_line_start", "enabled", "mode")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled

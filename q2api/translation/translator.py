@@ -29,20 +29,20 @@ which is what lets `feed_all` join a read's texts into one delta.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from q2api.anthropic.errors import AnthropicError
+from q2api.translation.anomalies import StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
-from q2api.translation.usage import ReplyUsage
 from q2api.translation.stop_conditions import OutputTokenCounter, StopSequenceMatcher
 from q2api.translation.stream_failures import bad_payload, in_stream_failure
-from q2api.translation.anomalies import StreamFinding
 from q2api.translation.thinking_split import SegmentKind, ThinkingTagSplitter
 from q2api.translation.tool_input import ToolInputBuffer, ToolInputVerdict, missing_stop_finding, truncation_finding
+from q2api.translation.usage import ReplyUsage
 
 if TYPE_CHECKING:
     from q2api.amazonq.eventstream import Frame
@@ -190,7 +190,7 @@ class StreamTranslator:
         message_type = headers.get(":message-type")
         if message_type == "event":
             self._on_event(headers.get(":event-type"), frame.payload, out)
-        elif message_type == "exception" or message_type == "error":
+        elif message_type in {"exception", "error"}:
             failure = in_stream_failure(
                 frame, input_tokens=self._usage.input_tokens, context_window=self.context_window
             )

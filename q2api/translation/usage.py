@@ -16,13 +16,13 @@ from typing import Any
 
 class ReplyUsage:
     __slots__ = (
-        "input_estimate",
-        "context_window",
-        "_input",
-        "_output",
-        "_context_percentage",
         "_cache_read",
         "_cache_write",
+        "_context_percentage",
+        "_input",
+        "_output",
+        "context_window",
+        "input_estimate",
     )
 
     def __init__(self, input_estimate: int, context_window: int) -> None:

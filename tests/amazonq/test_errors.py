@@ -32,8 +32,11 @@ def test_sanitize_error_code(raw, code) -> None:
     assert sanitize_error_code(raw) == code
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters=":#"), min_size=1, max_size=30).map(str.strip).filter(bool),
-       st.text(max_size=20), st.text(max_size=20))
+@given(
+    st.text(alphabet=st.characters(blacklist_characters=":#"), min_size=1, max_size=30).map(str.strip).filter(bool),
+    st.text(max_size=20),
+    st.text(max_size=20),
+)
 @settings(max_examples=200, deadline=None)
 def test_sanitize_strips_any_namespace_and_suffix(name: str, namespace: str, suffix: str) -> None:
     namespace = namespace.replace(":", "")
@@ -51,8 +54,11 @@ def test_header_code_wins_over_body() -> None:
     [
         ({"code": "ThrottlingException", "Message": "capital"}, "ThrottlingException", "capital"),
         ({"__type": "a.b#InternalServerException", "errorMessage": "em"}, "InternalServerException", "em"),
-        ({"message": "The bearer token included in the request is invalid.", "reason": None}, None,
-         "The bearer token included in the request is invalid."),
+        (
+            {"message": "The bearer token included in the request is invalid.", "reason": None},
+            None,
+            "The bearer token included in the request is invalid.",
+        ),
     ],
 )
 def test_body_fields(body, code, message) -> None:
@@ -61,7 +67,9 @@ def test_body_fields(body, code, message) -> None:
 
 
 def test_plain_text_and_empty_bodies() -> None:
-    error = parse_error_reply(500, {}, b"Encountered unexpectedly high load when processing the request, please try again.")
+    error = parse_error_reply(
+        500, {}, b"Encountered unexpectedly high load when processing the request, please try again."
+    )
     assert error.message.startswith("Encountered unexpectedly high load")
     assert error.kind is FailureKind.OVERLOADED
     assert parse_error_reply(502, {}, b"").message == "HTTP 502 with an empty body"
@@ -102,7 +110,9 @@ def test_classification(status, code, message, reason, kind) -> None:
 
 def test_retryable_and_account_scoped_kinds() -> None:
     assert {kind for kind in FailureKind if kind.retryable} == {
-        FailureKind.THROTTLED, FailureKind.OVERLOADED, FailureKind.SERVER_ERROR,
+        FailureKind.THROTTLED,
+        FailureKind.OVERLOADED,
+        FailureKind.SERVER_ERROR,
     }
     assert not FailureKind.MONTHLY_QUOTA.retryable and FailureKind.MONTHLY_QUOTA.account_scoped
 

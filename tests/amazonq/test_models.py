@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tests.support.converter_helpers import convert, kinds, user
 
 from q2api.amazonq.models import SERVED_MODELS, ModelChoice, resolve_model, served_models
 from q2api.conversion.converter import ConversionOptions
+from tests.support.converter_helpers import convert, kinds, user
 
 
 @pytest.mark.parametrize(
@@ -55,9 +55,13 @@ def test_settings_aliases_extend_and_override_the_table():
 
 
 def test_unknown_model_is_reported_by_the_converter():
-    conversion = convert([user("hi")], model="gpt-4o", options=ConversionOptions(conversation_id="c", default_model="claude-haiku-4.5"))
+    conversion = convert(
+        [user("hi")], model="gpt-4o", options=ConversionOptions(conversation_id="c", default_model="claude-haiku-4.5")
+    )
     assert conversion.model == ModelChoice("claude-haiku-4.5", 200_000, False)
-    assert conversion.payload["conversationState"]["currentMessage"]["userInputMessage"]["modelId"] == "claude-haiku-4.5"
+    assert (
+        conversion.payload["conversationState"]["currentMessage"]["userInputMessage"]["modelId"] == "claude-haiku-4.5"
+    )
     assert "unknown_model" in kinds(conversion)
 
 

@@ -9,7 +9,16 @@ from q2api.amazonq.proxy import ProxyRoute, proxy_route
 
 @pytest.fixture(autouse=True)
 def clean_proxy_environment(monkeypatch):
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "ALL_PROXY", "all_proxy"):
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NETRC", "/nonexistent/netrc")
 

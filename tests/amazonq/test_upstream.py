@@ -8,9 +8,7 @@ import aiohttp
 import pytest
 
 from q2api.amazonq.accounts.pool import AccountPool, build_account_pool
-from q2api.amazonq.eventstream import EventStreamDecoder
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore
-from q2api.amazonq.upstream import TARGET, UpstreamClient, UpstreamConfig, create_session
 from q2api.amazonq.errors import (
     FailureKind,
     NoAccountConfigured,
@@ -18,6 +16,8 @@ from q2api.amazonq.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from q2api.amazonq.eventstream import EventStreamDecoder
+from q2api.amazonq.upstream import TARGET, UpstreamClient, UpstreamConfig, create_session
 from q2api.settings import load_settings
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_PROFILE_ARN, SIM_REFRESH_TOKEN, SimulatedUpstream
@@ -43,7 +43,9 @@ def make_pool(tmp_path: Path, sim: SimulatedUpstream, session, auth_method: str 
     return build_account_pool(settings, AccountStore(settings.data_dir), session)
 
 
-def make_client(pool: AccountPool, sim: SimulatedUpstream, session, endpoint: str | None = None, **config) -> UpstreamClient:
+def make_client(
+    pool: AccountPool, sim: SimulatedUpstream, session, endpoint: str | None = None, **config
+) -> UpstreamClient:
     options = {"backoff_initial": 0.01, "backoff_max": 0.05, **config}
     return UpstreamClient(session, pool, UpstreamConfig(endpoint=endpoint or sim.url, **options))
 
@@ -141,12 +143,20 @@ async def test_connection_refused_is_unavailable_after_retries(tmp_path: Path, s
     ("reply", "status", "code", "reason", "kind"),
     [
         (scripts.improperly_formed(), 400, "ValidationException", None, FailureKind.BAD_REQUEST),
-        (scripts.context_overflow(), 400, "ValidationException", "CONTENT_LENGTH_EXCEEDS_THRESHOLD", FailureKind.CONTEXT_OVERFLOW),
+        (
+            scripts.context_overflow(),
+            400,
+            "ValidationException",
+            "CONTENT_LENGTH_EXCEEDS_THRESHOLD",
+            FailureKind.CONTEXT_OVERFLOW,
+        ),
         (scripts.monthly_quota(), 400, "ThrottlingException", "MONTHLY_REQUEST_COUNT", FailureKind.MONTHLY_QUOTA),
         (scripts.access_denied(), 403, "AccessDeniedException", "TEMPORARILY_SUSPENDED", FailureKind.ACCESS_DENIED),
     ],
 )
-async def test_client_side_failures_are_not_retried(tmp_path: Path, sim, session, reply, status, code, reason, kind) -> None:
+async def test_client_side_failures_are_not_retried(
+    tmp_path: Path, sim, session, reply, status, code, reason, kind
+) -> None:
     sim.enqueue(reply, scripts.text_reply("must not be reached"))
     client = make_client(make_pool(tmp_path, sim, session), sim, session)
     with pytest.raises(UpstreamHTTPError) as caught:
@@ -184,7 +194,7 @@ async def test_rejected_bearer_token_is_refreshed_once_and_retried(tmp_path: Pat
     async with client.open_stream(PAYLOAD) as stream:
         await read_all(stream)
         assert stream.attempts == 1
-    assert [request.access_token for request in sim.requests][0] == "stale-access-SECRET"
+    assert next(request.access_token for request in sim.requests) == "stale-access-SECRET"
     assert sim.requests[1].access_token in sim.valid_access_tokens
     assert sim.refresh_calls == 1 and len(sim.requests) == 2
     joined = "\n".join(log_lines)
@@ -333,7 +343,9 @@ def two_account_pool(tmp_path: Path, sim, session) -> AccountPool:
     store = AccountStore(tmp_path)
     store.add(auth_method="social", refresh_token="first-SECRET", account_id="a", label="first")
     store.add(auth_method="social", refresh_token="second-SECRET", account_id="b", label="second")
-    settings = load_settings({**sim.env("social"), "AMAZONQ_REFRESH_TOKEN": "", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None)
+    settings = load_settings(
+        {**sim.env("social"), "AMAZONQ_REFRESH_TOKEN": "", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None
+    )
     return build_account_pool(settings, store, session)
 
 

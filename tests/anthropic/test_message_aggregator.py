@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.support.pipeline import run_pipeline, text_event, tool_event
 
 from q2api.amazonq.eventstream import encode_event, encode_exception
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import AggregatorState, MessageAggregator
-
+from tests.support.pipeline import run_pipeline, text_event, tool_event
 
 TOOL_BLOCK = {"type": "tool_use", "id": "t", "name": "n", "input": {}}
 
@@ -115,7 +114,7 @@ def test_tool_input_fragments_are_joined_and_parsed():
     start = run_pipeline([])[0]
     aggregator.add(start)
     aggregator.add({"type": "content_block_start", "index": 0, "content_block": TOOL_BLOCK})
-    for piece in ['{"a": ', '[1, ', '2]}']:
+    for piece in ['{"a": ', "[1, ", "2]}"]:
         delta = {"type": "input_json_delta", "partial_json": piece}
         aggregator.add({"type": "content_block_delta", "index": 0, "delta": delta})
     aggregator.add({"type": "content_block_stop", "index": 0})

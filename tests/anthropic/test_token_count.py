@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import struct
 import zlib
@@ -53,12 +54,7 @@ def png(width: int, height: int) -> bytes:
 
     rows = b"".join(b"\x00" + b"\x80\x40\x20" * width for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(rows))
-        + chunk(b"IEND", b"")
-    )
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def gif(width: int, height: int) -> bytes:
@@ -116,7 +112,7 @@ def test_empty_text_is_zero_and_any_text_at_least_one() -> None:
 def test_more_text_more_tokens() -> None:
     sentence = "The gateway forwards every tool result to the upstream service. "
     counts = [estimate_text_tokens(sentence * n) for n in range(1, 40)]
-    assert all(later > earlier for earlier, later in zip(counts, counts[1:]))
+    assert all(later > earlier for earlier, later in itertools.pairwise(counts))
 
 
 def test_english_prose_is_about_four_characters_a_token() -> None:
@@ -155,7 +151,7 @@ def test_long_text_sampling_agrees_with_exact_pricing_of_its_parts() -> None:
 
 
 def test_coefficient_names_match_the_features() -> None:
-    assert len(token_count.text_features("x".encode())) == len(token_count.COEFFICIENT_NAMES)
+    assert len(token_count.text_features(b"x")) == len(token_count.COEFFICIENT_NAMES)
     for name in (*token_count.COEFFICIENT_NAMES, "TOKENS_PER_STRING"):
         assert getattr(token_count, name) > 0
 
@@ -289,7 +285,7 @@ def test_tool_schemas_are_counted() -> None:
         "required": ["command"],
     }
     one = [{"name": "Bash", "description": "Runs a shell command.", "input_schema": schema}]
-    two = one + [{"name": "Shell2", "description": "Runs another shell command.", "input_schema": schema}]
+    two = [*one, {"name": "Shell2", "description": "Runs another shell command.", "input_schema": schema}]
     base = tokens()
     assert tokens(tools=one) > base + TOOL_USE_SYSTEM_PROMPT_TOKENS + 20
     assert tokens(tools=two) > tokens(tools=one) + 20
@@ -303,9 +299,7 @@ def test_tool_use_inputs_are_counted() -> None:
         result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
         return [{"role": "user", "content": "go"}, {"role": "assistant", "content": [call]}, user(result)]
 
-    short, long = tokens(messages=turns("ls")), tokens(
-        messages=turns("ls -la /srv/data && du -sh * | sort -h " * 10)
-    )
+    short, long = tokens(messages=turns("ls")), tokens(messages=turns("ls -la /srv/data && du -sh * | sort -h " * 10))
     assert long > short + 100
 
 
@@ -334,9 +328,7 @@ def test_a_tool_result_image_counts_more_than_none() -> None:
     text = {"type": "text", "text": "screenshot attached"}
     without = tokens(messages=[user({"type": "tool_result", "tool_use_id": "t", "content": [text]})])
     picture = image_block(png(1000, 1000))
-    with_image = tokens(
-        messages=[user({"type": "tool_result", "tool_use_id": "t", "content": [text, picture]})]
-    )
+    with_image = tokens(messages=[user({"type": "tool_result", "tool_use_id": "t", "content": [text, picture]})])
     assert with_image - without == image_tokens(1000, 1000)
 
 

@@ -25,8 +25,7 @@ any_text = st.text(st.characters(codec=None, min_codepoint=0, max_codepoint=0x10
 short_text = st.text(max_size=token_count._EXACT_UP_TO // 8)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=20,
 )
 
@@ -97,12 +96,8 @@ json_text = st.text(max_size=300)
 blocks = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, json_text),
     st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "s"}, json_text),
-    st.builds(
-        lambda v: {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"v": v}}, json_values
-    ),
-    st.builds(
-        lambda t: {"type": "tool_result", "tool_use_id": "toolu_1", "content": t}, json_text | st.none()
-    ),
+    st.builds(lambda v: {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"v": v}}, json_values),
+    st.builds(lambda t: {"type": "tool_result", "tool_use_id": "toolu_1", "content": t}, json_text | st.none()),
     st.builds(
         lambda d: {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": d}},
         st.text(max_size=80),

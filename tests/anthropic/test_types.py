@@ -45,9 +45,21 @@ def test_unknown_fields_and_nulls_are_accepted():
 
 def test_tool_result_with_nested_blocks():
     request = parse_messages_request(
-        body(messages=[{"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-             "content": [{"type": "text", "text": "boom"}]}]}])
+        body(
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "is_error": True,
+                            "content": [{"type": "text", "text": "boom"}],
+                        }
+                    ],
+                }
+            ]
+        )
     )
     block = request.messages[0].content[0]
     assert isinstance(block, ToolResultBlock) and block.is_error and block.content[0].text == "boom"

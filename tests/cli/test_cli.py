@@ -19,8 +19,8 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from q2api.cli.accounts import format_table
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore
+from q2api.cli.accounts import format_table
 from q2api.cli.main import build_parser, main
 from q2api.settings import ENV_VARIABLES
 from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
@@ -101,12 +101,27 @@ def test_accounts_add_infers_idc_from_the_client_registration_and_lists_no_secre
 
 def test_accounts_add_takes_secrets_from_flags_too(data_dir, capsys):
     code, out, err = run(
-        capsys, "accounts", "add", "--label", "flags", "--refresh-token", REFRESH_SECRET,
-        "--client-id", CLIENT_ID, "--client-secret", CLIENT_SECRET, "--profile-arn", "arn:aws:test",
+        capsys,
+        "accounts",
+        "add",
+        "--label",
+        "flags",
+        "--refresh-token",
+        REFRESH_SECRET,
+        "--client-id",
+        CLIENT_ID,
+        "--client-secret",
+        CLIENT_SECRET,
+        "--profile-arn",
+        "arn:aws:test",
     )
     assert code == 0, err
     [stored] = AccountStore(data_dir).accounts()
-    assert (stored.refresh_token, stored.client_secret, stored.profile_arn) == (REFRESH_SECRET, CLIENT_SECRET, "arn:aws:test")
+    assert (stored.refresh_token, stored.client_secret, stored.profile_arn) == (
+        REFRESH_SECRET,
+        CLIENT_SECRET,
+        "arn:aws:test",
+    )
     assert REFRESH_SECRET not in out + err and CLIENT_SECRET not in out + err
 
 
@@ -125,7 +140,7 @@ def test_accounts_add_with_an_existing_label_replaces_its_credentials(data_dir, 
 
 
 def test_accounts_add_without_a_refresh_token_off_a_terminal_exits_2(data_dir, capsys):
-    code, out, err = run(capsys, "accounts", "add", "--label", "work")
+    code, _out, err = run(capsys, "accounts", "add", "--label", "work")
     assert code == 2
     assert "Q2API_NEW_REFRESH_TOKEN" in err
     assert AccountStore(data_dir).accounts() == []
@@ -141,7 +156,7 @@ def test_accounts_add_asks_for_missing_secrets_on_a_terminal(data_dir, capsys, m
 
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
     monkeypatch.setattr("getpass.getpass", fake_getpass)
-    code, out, err = run(capsys, "accounts", "add", "--label", "tty", "--client-id", CLIENT_ID)
+    code, _out, err = run(capsys, "accounts", "add", "--label", "tty", "--client-id", CLIENT_ID)
     assert code == 0, err
     assert len(prompts) == 2
     [stored] = AccountStore(data_dir).accounts()
@@ -164,7 +179,7 @@ def test_accounts_remove_by_id_and_refuses_an_ambiguous_label(data_dir, capsys):
     assert code == 1 and first.id in err and second.id in err
     assert len(store.accounts()) == 2
 
-    code, out, _ = run(capsys, "accounts", "remove", first.id)
+    code, _out, _ = run(capsys, "accounts", "remove", first.id)
     assert code == 0
     assert [account.id for account in store.accounts()] == [second.id]
 
@@ -196,7 +211,7 @@ def test_accounts_list_on_an_empty_store_says_how_accounts_get_there(data_dir, c
 
 def test_a_bad_setting_stops_accounts_with_exit_2_and_the_message(data_dir, capsys, monkeypatch):
     monkeypatch.setenv("Q2API_MAX_RETRIES", "many")
-    code, out, err = run(capsys, "accounts", "list")
+    code, _out, err = run(capsys, "accounts", "list")
     assert code == 2
     assert "Q2API_MAX_RETRIES must be an integer" in err
 
@@ -223,7 +238,11 @@ def test_a_bad_setting_stops_serve_with_exit_2_and_no_traceback(tmp_path):
     env = {**clean_environment(), "Q2API_LOG_FORMAT": "xml"}
     done = subprocess.run(
         [sys.executable, "-m", "q2api", "serve", "--port", "0"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "Q2API_LOG_FORMAT must be one of text, json" in done.stderr
@@ -272,7 +291,9 @@ class ServeProcess:
 
 
 @contextlib.contextmanager
-def serve(tmp_path: Path, upstream_env: dict[str, str], *, workers: int = 1, log_format: str = "text") -> Iterator[ServeProcess]:
+def serve(
+    tmp_path: Path, upstream_env: dict[str, str], *, workers: int = 1, log_format: str = "text"
+) -> Iterator[ServeProcess]:
     env = {
         **clean_environment(),
         **upstream_env,
@@ -285,7 +306,11 @@ def serve(tmp_path: Path, upstream_env: dict[str, str], *, workers: int = 1, log
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "q2api", "serve", "--port", "0", "--workers", str(workers)],
-        env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,  # its own process group, so the workers can be stopped with it
     )
     try:

@@ -18,7 +18,8 @@ def demo_environment() -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ENV_VARIABLES and not key.startswith(("Q2API_", "AMAZONQ_", "ANTHROPIC_"))
+        if key not in ENV_VARIABLES
+        and not key.startswith(("Q2API_", "AMAZONQ_", "ANTHROPIC_"))
         and key.lower() not in ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
     }
     # A proxy that does not work: the demo must keep its loopback traffic away from any proxy.

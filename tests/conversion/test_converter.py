@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
+from q2api.conversion.converter import ConversionOptions
+from q2api.conversion.guards import validate_conversation
+from q2api.conversion.text import CANCELLED_TOOL_RESULT, EMPTY_TOOL_RESULT, PREFILL_CONTINUATION, TOOL_RESULTS_ONLY
 from tests.support.converter_helpers import (
     PNG,
     all_text,
@@ -23,10 +27,6 @@ from tests.support.converter_helpers import (
     tool_use,
     user,
 )
-
-from q2api.conversion.converter import ConversionOptions
-from q2api.conversion.text import CANCELLED_TOOL_RESULT, EMPTY_TOOL_RESULT, PREFILL_CONTINUATION, TOOL_RESULTS_ONLY
-from q2api.conversion.guards import validate_conversation
 
 
 def valid(conversion):
@@ -93,8 +93,17 @@ def test_one_tool_round():
 def test_several_tool_rounds_keep_every_result():
     messages = [user("investigate")]
     for round_number in range(1, 4):
-        messages.append(assistant([tool_use(f"t{round_number}a"), tool_use(f"t{round_number}b", "Read", {"file_path": "/x"})]))
-        messages.append(user([tool_result(f"t{round_number}a", f"out {round_number}a"), tool_result(f"t{round_number}b", f"out {round_number}b")]))
+        messages.append(
+            assistant([tool_use(f"t{round_number}a"), tool_use(f"t{round_number}b", "Read", {"file_path": "/x"})])
+        )
+        messages.append(
+            user(
+                [
+                    tool_result(f"t{round_number}a", f"out {round_number}a"),
+                    tool_result(f"t{round_number}b", f"out {round_number}b"),
+                ]
+            )
+        )
     conversion = valid(convert(messages))
     assert roles(conversion) == ["user", "assistant"] * 3
     ids = [result["toolUseId"] for result in all_tool_results(conversion)]
@@ -109,7 +118,9 @@ def test_tool_result_turn_followed_by_another_user_turn():
         convert(
             [
                 user("check index.html"),
-                assistant([tool_use("t1", "Bash", {"command": "git diff"}), tool_use("t2", "Bash", {"command": "git status"})]),
+                assistant(
+                    [tool_use("t1", "Bash", {"command": "git diff"}), tool_use("t2", "Bash", {"command": "git status"})]
+                ),
                 user([tool_result("t1", "diff output")]),
                 user([tool_result("t2", "status output")]),
                 user("did the commit succeed?"),
@@ -167,7 +178,16 @@ def test_tool_result_content_forms():
                         tool_result("t0", "plain string"),
                         tool_result("t1", [text("block one"), text("block two")]),
                         tool_result("t2", [text("see image"), image()]),
-                        tool_result("t3", [{"type": "document", "title": "notes", "source": {"type": "text", "media_type": "text/plain", "data": "doc body"}}]),
+                        tool_result(
+                            "t3",
+                            [
+                                {
+                                    "type": "document",
+                                    "title": "notes",
+                                    "source": {"type": "text", "media_type": "text/plain", "data": "doc body"},
+                                }
+                            ],
+                        ),
                         tool_result("t4", []),
                         tool_result("t5", "failed", is_error=True),
                     ]
@@ -206,7 +226,11 @@ def test_orphan_tool_result_travels_as_labelled_text():
 
 
 def test_tool_result_in_the_first_user_turn_is_an_orphan():
-    conversion = valid(convert([user([tool_result("old", "earlier output"), text("continue the work")]), assistant("ok"), user("next")]))
+    conversion = valid(
+        convert(
+            [user([tool_result("old", "earlier output"), text("continue the work")]), assistant("ok"), user("next")]
+        )
+    )
     first = history(conversion)[0]["userInputMessage"]
     assert "userInputMessageContext" not in first
     assert "earlier output" in first["content"]
@@ -215,7 +239,15 @@ def test_tool_result_in_the_first_user_turn_is_an_orphan():
 def test_unanswered_tool_use_gets_a_cancelled_result():
     """The user interrupted: a tool_use whose result never comes."""
     conversion = valid(
-        convert([user("go"), assistant([tool_use("t1"), tool_use("t2")]), user([tool_result("t2", "done")]), assistant("ok"), user("stop")])
+        convert(
+            [
+                user("go"),
+                assistant([tool_use("t1"), tool_use("t2")]),
+                user([tool_result("t2", "done")]),
+                assistant("ok"),
+                user("stop"),
+            ]
+        )
     )
     answered = tool_results_of(history(conversion)[2]["userInputMessage"])
     assert answered[0] == {"toolUseId": "t1", "content": [{"text": CANCELLED_TOOL_RESULT}], "status": "error"}
@@ -247,7 +279,19 @@ def test_duplicate_tool_use_id_in_one_turn_is_dropped():
 
 def test_tool_input_nulls_and_empty_keys_are_removed():
     conversion = valid(
-        convert([user("go"), assistant([tool_use("t1", "Bash", {"command": "ls", "timeout": None, "": 1, "opts": {"a": None, "b": [1, None]}})]), user([tool_result("t1")])])
+        convert(
+            [
+                user("go"),
+                assistant(
+                    [
+                        tool_use(
+                            "t1", "Bash", {"command": "ls", "timeout": None, "": 1, "opts": {"a": None, "b": [1, None]}}
+                        )
+                    ]
+                ),
+                user([tool_result("t1")]),
+            ]
+        )
     )
     [tool] = history(conversion)[1]["assistantResponseMessage"]["toolUses"]
     assert tool["input"] == {"command": "ls", "opts": {"b": [1]}}
@@ -255,7 +299,11 @@ def test_tool_input_nulls_and_empty_keys_are_removed():
 
 
 def test_a_string_mentioning_null_is_kept_intact():
-    conversion = valid(convert([user("go"), assistant([tool_use("t1", "Bash", {"command": 'echo ":null"'})]), user([tool_result("t1")])]))
+    conversion = valid(
+        convert(
+            [user("go"), assistant([tool_use("t1", "Bash", {"command": 'echo ":null"'})]), user([tool_result("t1")])]
+        )
+    )
     assert history(conversion)[1]["assistantResponseMessage"]["toolUses"][0]["input"] == {"command": 'echo ":null"'}
     assert "tool_input_repaired" not in kinds(conversion)
 
@@ -265,7 +313,14 @@ def test_a_string_mentioning_null_is_kept_intact():
 
 def test_consecutive_assistant_turns_merge():
     conversion = valid(
-        convert([user("go"), assistant([text("one"), tool_use("t1")]), assistant([text("two"), tool_use("t2")]), user([tool_result("t1"), tool_result("t2")])])
+        convert(
+            [
+                user("go"),
+                assistant([text("one"), tool_use("t1")]),
+                assistant([text("two"), tool_use("t2")]),
+                user([tool_result("t1"), tool_result("t2")]),
+            ]
+        )
     )
     [message] = list(assistant_messages(conversion))
     assert message["content"] == "one\n\ntwo"
@@ -297,7 +352,9 @@ def test_assistant_only_conversation():
 
 
 def test_output_shape():
-    conversion = valid(convert([user("hi"), assistant("hello"), user("bye")], options=ConversionOptions(conversation_id="abc")))
+    conversion = valid(
+        convert([user("hi"), assistant("hello"), user("bye")], options=ConversionOptions(conversation_id="abc"))
+    )
     conversation_state = state(conversion)
     assert conversation_state["conversationId"] == "abc"
     assert conversation_state["chatTriggerType"] == "MANUAL"
@@ -309,9 +366,14 @@ def test_output_shape():
 
 
 def test_system_prompt_becomes_a_stable_first_pair():
-    system_prompt = [{"type": "text", "text": "You are helpful.", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "Be brief."}]
+    system_prompt = [
+        {"type": "text", "text": "You are helpful.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Be brief."},
+    ]
     earlier = valid(convert([user("one"), assistant("two"), user("three")], system=system_prompt))
-    later = valid(convert([user("one"), assistant("two"), user("three"), assistant("four"), user("five")], system=system_prompt))
+    later = valid(
+        convert([user("one"), assistant("two"), user("three"), assistant("four"), user("five")], system=system_prompt)
+    )
     first = history(earlier)[0]["userInputMessage"]["content"]
     assert "You are helpful." in first and "Be brief." in first
     assert roles(earlier) == ["user", "assistant", "user", "assistant"]
@@ -359,7 +421,9 @@ def test_image_conversion_and_jpg_alias():
 
 
 def test_at_most_ten_images_per_message_keeping_the_most_recent():
-    conversion = valid(convert([user([image(f"img{n}") for n in range(8)]), user([image(f"img{n}") for n in range(8, 13)])]))
+    conversion = valid(
+        convert([user([image(f"img{n}") for n in range(8)]), user([image(f"img{n}") for n in range(8, 13)])])
+    )
     kept = [entry["source"]["bytes"] for entry in current(conversion)["images"]]
     assert kept == [f"img{n}" for n in range(3, 13)]
     dropped = [finding for finding in conversion.report if finding.kind == "image_dropped"]
@@ -401,7 +465,13 @@ def test_history_thinking_becomes_recognisable_text():
         convert(
             [
                 user("q"),
-                assistant([{"type": "thinking", "thinking": "let me see", "signature": "sig"}, {"type": "redacted_thinking", "data": "xx"}, text("answer")]),
+                assistant(
+                    [
+                        {"type": "thinking", "thinking": "let me see", "signature": "sig"},
+                        {"type": "redacted_thinking", "data": "xx"},
+                        text("answer"),
+                    ]
+                ),
                 user("next"),
             ]
         )
@@ -414,13 +484,40 @@ def test_history_thinking_becomes_recognisable_text():
 
 
 def test_pdf_document_is_reported_not_silently_dropped():
-    conversion = valid(convert([user([{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}, text("summarise")])]))
+    conversion = valid(
+        convert(
+            [
+                user(
+                    [
+                        {
+                            "type": "document",
+                            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+                        },
+                        text("summarise"),
+                    ]
+                )
+            ]
+        )
+    )
     assert "Document omitted" in current(conversion)["content"]
     assert "document_omitted" in kinds(conversion)
 
 
 def test_base64_text_document_is_decoded():
-    conversion = valid(convert([user([{"type": "document", "source": {"type": "base64", "media_type": "text/plain", "data": "aGVsbG8gZG9j"}}])]))
+    conversion = valid(
+        convert(
+            [
+                user(
+                    [
+                        {
+                            "type": "document",
+                            "source": {"type": "base64", "media_type": "text/plain", "data": "aGVsbG8gZG9j"},
+                        }
+                    ]
+                )
+            ]
+        )
+    )
     assert "hello doc" in current(conversion)["content"]
 
 
@@ -429,7 +526,13 @@ def test_server_tool_artefacts_are_dropped_and_reported():
         convert(
             [
                 user("search"),
-                assistant([{"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "x"}}, {"type": "web_search_tool_result", "tool_use_id": "srv1", "content": []}, text("found it")]),
+                assistant(
+                    [
+                        {"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "x"}},
+                        {"type": "web_search_tool_result", "tool_use_id": "srv1", "content": []},
+                        text("found it"),
+                    ]
+                ),
                 user("thanks"),
             ]
         )
@@ -440,7 +543,20 @@ def test_server_tool_artefacts_are_dropped_and_reported():
 
 def test_search_result_block_becomes_text():
     conversion = valid(
-        convert([user([{"type": "search_result", "source": "https://example.com", "title": "Example", "content": [text("result body")]}])])
+        convert(
+            [
+                user(
+                    [
+                        {
+                            "type": "search_result",
+                            "source": "https://example.com",
+                            "title": "Example",
+                            "content": [text("result body")],
+                        }
+                    ]
+                )
+            ]
+        )
     )
     assert "result body" in current(conversion)["content"] and "Example" in current(conversion)["content"]
 
@@ -453,7 +569,9 @@ def _parsed(metadata):
 
     from q2api.anthropic.types import parse_messages_request
 
-    return parse_messages_request(orjson.dumps({"model": "m", "max_tokens": 1, "messages": [user("x")], "metadata": metadata}))
+    return parse_messages_request(
+        orjson.dumps({"model": "m", "max_tokens": 1, "messages": [user("x")], "metadata": metadata})
+    )
 
 
 def test_session_conversation_id_is_stable_per_session():

@@ -7,7 +7,6 @@ from typing import Any
 
 import orjson
 import pytest
-from tests.support.converter_helpers import PNG, assistant, convert, image, request_body, system, text, tool_result, tool_use, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +14,18 @@ from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.guards import validate_conversation
+from tests.support.converter_helpers import (
+    PNG,
+    assistant,
+    convert,
+    image,
+    request_body,
+    system,
+    text,
+    tool_result,
+    tool_use,
+    user,
+)
 
 SCHEMA = {"type": "object", "properties": {}}
 
@@ -31,9 +42,18 @@ def convert_raw(raw: bytes):
         (request_body([user("x")], max_tokens="many"), "max_tokens"),
         (request_body([{"role": "user", "content": 5}]), "messages.0.content"),
         (request_body([user([{"type": "hologram"}])]), "messages.0.content.0.type"),
-        (request_body([user("x"), assistant([{"type": "tool_use", "id": "t", "name": "n", "input": [1]}])]), "messages.1.content.0.input"),
-        (request_body([user([{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}])]), "messages.0.content.0.source"),
-        (request_body([user([{"type": "image", "source": {"type": "file", "file_id": "file_1"}}])]), "messages.0.content.0.source"),
+        (
+            request_body([user("x"), assistant([{"type": "tool_use", "id": "t", "name": "n", "input": [1]}])]),
+            "messages.1.content.0.input",
+        ),
+        (
+            request_body([user([{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}])]),
+            "messages.0.content.0.source",
+        ),
+        (
+            request_body([user([{"type": "image", "source": {"type": "file", "file_id": "file_1"}}])]),
+            "messages.0.content.0.source",
+        ),
         (request_body([user([image(PNG, "image/bmp")])]), "messages.0.content.0.source.media_type"),
         (request_body([user([image("", "image/png")])]), "messages.0.content.0.source.data"),
         (request_body([user("x")], tools=[{"name": "NoSchema", "description": "d"}]), "tools.0.input_schema"),
@@ -42,7 +62,12 @@ def convert_raw(raw: bytes):
         (request_body([user("x"), assistant([tool_result("t1")])]), "messages.1.content.0.type"),
         (request_body([system([image()]), user("x")]), "messages.0.content.0.type"),
         (request_body([system(""), system(None)]), "messages"),
-        (request_body([user("go"), assistant([tool_use("t1")]), user([tool_result("t1", [image("", "image/png")])])]), "messages.2.content.0.content.0.source.data"),
+        (
+            request_body(
+                [user("go"), assistant([tool_use("t1")]), user([tool_result("t1", [image("", "image/png")])])]
+            ),
+            "messages.2.content.0.content.0.source.data",
+        ),
     ],
 )
 def test_bad_input_is_a_400_naming_the_path(body, path):
@@ -64,9 +89,18 @@ def test_url_image_message_is_clear():
     [
         ([user([text("x" * 10 * 1024 * 1024)])], "messages.0.content.0.text"),
         ([user("x" * 10 * 1024 * 1024)], "messages.0.content"),
-        ([user("go"), assistant([tool_use("t1")]), user([tool_result("t1", "y" * 700_000)])], "messages.2.content.0.content"),
-        ([user("go"), assistant([tool_use("t1")]), user([tool_result("t1", [text("ok"), text("y" * 700_000)])])], "messages.2.content.0.content.1.text"),
-        ([user("go"), assistant([{"type": "thinking", "thinking": "z" * 700_000, "signature": "s"}]), user("x")], "messages.1.content.0.thinking"),
+        (
+            [user("go"), assistant([tool_use("t1")]), user([tool_result("t1", "y" * 700_000)])],
+            "messages.2.content.0.content",
+        ),
+        (
+            [user("go"), assistant([tool_use("t1")]), user([tool_result("t1", [text("ok"), text("y" * 700_000)])])],
+            "messages.2.content.0.content.1.text",
+        ),
+        (
+            [user("go"), assistant([{"type": "thinking", "thinking": "z" * 700_000, "signature": "s"}]), user("x")],
+            "messages.1.content.0.thinking",
+        ),
         ([user("go"), assistant([text("ok"), text("z" * 700_000)])], "messages.1.content.1.text"),
     ],
 )
@@ -88,15 +122,59 @@ def test_the_message_limit_is_an_option():
 
 # ---------------------------------------------------------------- nothing raises uncaught
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
-    ["", "user", "assistant", "system", "text", "image", "tool_use", "tool_result", "base64", "url", "image/png", "t1", "enabled", "none", "x"]
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(
+        [
+            "",
+            "user",
+            "assistant",
+            "system",
+            "text",
+            "image",
+            "tool_use",
+            "tool_result",
+            "base64",
+            "url",
+            "image/png",
+            "t1",
+            "enabled",
+            "none",
+            "x",
+        ]
+    )
 )
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["type", "role", "content", "text", "id", "name", "input", "tool_use_id", "source", "data", "media_type", "is_error", "messages", "model", "max_tokens", "x"]),
-        children,
-        max_size=5,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "type",
+                    "role",
+                    "content",
+                    "text",
+                    "id",
+                    "name",
+                    "input",
+                    "tool_use_id",
+                    "source",
+                    "data",
+                    "media_type",
+                    "is_error",
+                    "messages",
+                    "model",
+                    "max_tokens",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
     ),
     max_leaves=20,
 )
@@ -105,13 +183,33 @@ BASE_BODY: dict[str, Any] = request_body(
     [
         system([text("env")]),
         user([text("hi"), image()]),
-        assistant([{"type": "thinking", "thinking": "hmm", "signature": "s"}, text("calling"), tool_use("t1"), tool_use("t2", "Read", {"file_path": "/a"})]),
-        user([tool_result("t1", [text("out"), image()]), tool_result("t2", "out2", is_error=True), tool_result("t9", "orphan")]),
+        assistant(
+            [
+                {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                text("calling"),
+                tool_use("t1"),
+                tool_use("t2", "Read", {"file_path": "/a"}),
+            ]
+        ),
+        user(
+            [
+                tool_result("t1", [text("out"), image()]),
+                tool_result("t2", "out2", is_error=True),
+                tool_result("t9", "orphan"),
+            ]
+        ),
         user([{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc"}}]),
         assistant("done"),
     ],
     system=[text("sys")],
-    tools=[{"name": "Bash", "description": "run", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}, {"name": "Read", "input_schema": SCHEMA}],
+    tools=[
+        {
+            "name": "Bash",
+            "description": "run",
+            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+        {"name": "Read", "input_schema": SCHEMA},
+    ],
     thinking={"type": "enabled", "budget_tokens": 2048},
     tool_choice={"type": "auto"},
 )

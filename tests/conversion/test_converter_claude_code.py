@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import orjson
-from q2api.testing.claude_code_request import DEFERRED_TOOL_NAME, MCP_TOOL_NAME, claude_code_request, claude_code_tools
-from tests.support.converter_helpers import all_text, all_tool_results, current, history, kinds
 
 from q2api.amazonq.types import IDENTIFIER_PATTERN
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
-from q2api.conversion.report import Severity
 from q2api.conversion.guards import validate_conversation
+from q2api.conversion.report import Severity
+from q2api.testing.claude_code_request import DEFERRED_TOOL_NAME, MCP_TOOL_NAME, claude_code_request, claude_code_tools
+from tests.support.converter_helpers import all_text, all_tool_results, current, history, kinds
 
 
 def convert_body(body):
@@ -46,15 +46,23 @@ def test_claude_code_request_converts_cleanly():
     names = [entry["toolSpecification"]["name"] for entry in current(conversion)["userInputMessageContext"]["tools"]]
     assert len(names) == len(claude_code_tools())
     assert all(IDENTIFIER_PATTERN.fullmatch(name) for name in names)
-    assert conversion.tool_names == {next(name for name in names if name not in {t["name"] for t in claude_code_tools()}): MCP_TOOL_NAME}
+    assert conversion.tool_names == {
+        next(name for name in names if name not in {t["name"] for t in claude_code_tools()}): MCP_TOOL_NAME
+    }
 
     context = history(conversion)[0]["userInputMessage"]["content"]
     assert "You are Claude Code" in context
-    assert "<env>" in all_text(conversion) and "<thinking_mode>enabled</thinking_mode>" in current(conversion)["content"]
+    assert (
+        "<env>" in all_text(conversion) and "<thinking_mode>enabled</thinking_mode>" in current(conversion)["content"]
+    )
     assert current(conversion)["content"].endswith("Thanks. Now run the test suite.")
 
     expected_results = sum(
-        1 for message in body["messages"] if isinstance(message["content"], list) for block in message["content"] if block.get("type") == "tool_result"
+        1
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
     )
     assert len(all_tool_results(conversion)) == expected_results
     assert "empty_system_turn_dropped" in kinds(conversion)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from tests.support.converter_helpers import all_text, all_tool_results, assistant_messages, user_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from q2api.amazonq.types import MAX_IMAGES_PER_MESSAGE
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.guards import validate_conversation
+from tests.support.converter_helpers import all_text, all_tool_results, assistant_messages, user_messages
 
 TOOL_NAMES = ["Bash", "Read", "mcp__server_with_a_rather_long_name__and_a_long_tool_name_to_match_it", "srv.tool"]
 
@@ -89,8 +89,17 @@ def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
                     tool_id = marker("toolu_")
                     expected.tool_uses.append(tool_id)
                     open_tool_ids.append(tool_id)
-                    tool_input = draw(st.sampled_from([{}, {"command": "ls"}, {"path": None, "deep": {"x": [1, None]}}]))
-                    blocks.append({"type": "tool_use", "id": tool_id, "name": draw(st.sampled_from(TOOL_NAMES)), "input": tool_input})
+                    tool_input = draw(
+                        st.sampled_from([{}, {"command": "ls"}, {"path": None, "deep": {"x": [1, None]}}])
+                    )
+                    blocks.append(
+                        {
+                            "type": "tool_use",
+                            "id": tool_id,
+                            "name": draw(st.sampled_from(TOOL_NAMES)),
+                            "input": tool_input,
+                        }
+                    )
             if len(blocks) == 1 and blocks[0]["type"] == "text" and draw(st.booleans()):
                 messages.append({"role": "assistant", "content": blocks[0]["text"]})
             else:
@@ -99,13 +108,19 @@ def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
             if draw(st.booleans()):
                 value = marker("SYS")
                 expected.texts.append(value)
-                messages.append({"role": "system", "content": value if draw(st.booleans()) else [{"type": "text", "text": value}]})
+                messages.append(
+                    {"role": "system", "content": value if draw(st.booleans()) else [{"type": "text", "text": value}]}
+                )
             else:
                 messages.append({"role": "system", "content": draw(st.sampled_from(["", None, []]))})
         else:
             blocks = []
             answerable = list(open_tool_ids)
-            for kind in draw(st.lists(st.sampled_from(["text", "image", "burst", "result", "result", "orphan", "document"]), max_size=5)):
+            for kind in draw(
+                st.lists(
+                    st.sampled_from(["text", "image", "burst", "result", "result", "orphan", "document"]), max_size=5
+                )
+            ):
                 if kind == "text":
                     value = marker("USR")
                     expected.texts.append(value)
@@ -117,7 +132,12 @@ def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
                 elif kind == "document":
                     value = marker("DOC")
                     expected.texts.append(value)
-                    blocks.append({"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": value}]}})
+                    blocks.append(
+                        {
+                            "type": "document",
+                            "source": {"type": "content", "content": [{"type": "text", "text": value}]},
+                        }
+                    )
                 else:
                     if kind == "result" and answerable:
                         tool_id = draw(st.sampled_from(answerable))  # may answer twice: a duplicate
@@ -138,18 +158,26 @@ def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
         expected.texts.append(value)
         messages.append({"role": "user", "content": value})
 
-    body: dict[str, Any] = {"model": draw(st.sampled_from(["claude-sonnet-4-5", "claude-opus-4-8[1m]", "gpt-4"])), "max_tokens": 100, "messages": messages}
+    body: dict[str, Any] = {
+        "model": draw(st.sampled_from(["claude-sonnet-4-5", "claude-opus-4-8[1m]", "gpt-4"])),
+        "max_tokens": 100,
+        "messages": messages,
+    }
     if draw(st.booleans()):
         value = marker("PROMPT")
         expected.texts.append(value)
         body["system"] = [{"type": "text", "text": value, "cache_control": {"type": "ephemeral"}}]
     offered = draw(st.lists(st.sampled_from(TOOL_NAMES), unique=True))
     if offered:
-        body["tools"] = [{"name": name, "description": "", "input_schema": {"type": "object", "properties": {}}} for name in offered]
+        body["tools"] = [
+            {"name": name, "description": "", "input_schema": {"type": "object", "properties": {}}} for name in offered
+        ]
     if draw(st.booleans()):
         body["tool_choice"] = {"type": draw(st.sampled_from(["auto", "any", "none"]))}
     if draw(st.booleans()):
-        body["thinking"] = draw(st.sampled_from([{"type": "adaptive"}, {"type": "enabled", "budget_tokens": 2048}, {"type": "disabled"}]))
+        body["thinking"] = draw(
+            st.sampled_from([{"type": "adaptive"}, {"type": "enabled", "budget_tokens": 2048}, {"type": "disabled"}])
+        )
     return body, expected
 
 
@@ -180,10 +208,14 @@ def test_converted_conversations_are_valid_and_complete(case):
         else:  # an orphan: labelled text in the user content
             assert tool_id in corpus and all(value in corpus for value in texts)
 
-    sent_tool_uses = [tool["toolUseId"] for message in assistant_messages(conversion) for tool in message.get("toolUses", [])]
+    sent_tool_uses = [
+        tool["toolUseId"] for message in assistant_messages(conversion) for tool in message.get("toolUses", [])
+    ]
     assert sorted(sent_tool_uses) == sorted(expected.tool_uses)
 
-    sent_images = [image["source"]["bytes"] for message in user_messages(conversion) for image in message.get("images", [])]
+    sent_images = [
+        image["source"]["bytes"] for message in user_messages(conversion) for image in message.get("images", [])
+    ]
     assert all(len(message.get("images", [])) <= MAX_IMAGES_PER_MESSAGE for message in user_messages(conversion))
     dropped = sum(1 for finding in conversion.report if finding.kind == "image_dropped")
     assert set(sent_images) <= set(expected.images)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.converter_helpers import assistant, convert, current, history, kinds, tool_result, tool_use, user
-
 from q2api.amazonq.types import IDENTIFIER_PATTERN, MAX_TOOL_DESCRIPTION_LENGTH
-from q2api.conversion.identifiers import shortened_identifier
 from q2api.conversion.guards import validate_conversation
+from q2api.conversion.identifiers import shortened_identifier
+from tests.support.converter_helpers import assistant, convert, current, history, kinds, tool_result, tool_use, user
 
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 LONG_NAME = "mcp__some_really_long_server_name__and_an_even_longer_tool_name_here_x"
@@ -19,7 +18,10 @@ def tool(name, description="does things", schema=SCHEMA, **extra):
 
 
 def specs(conversion):
-    return [entry["toolSpecification"] for entry in (current(conversion).get("userInputMessageContext") or {}).get("tools", [])]
+    return [
+        entry["toolSpecification"]
+        for entry in (current(conversion).get("userInputMessageContext") or {}).get("tools", [])
+    ]
 
 
 def test_tools_go_on_the_current_message_only():
@@ -102,7 +104,11 @@ def test_history_tools_listed_even_without_any_tools():
 def test_server_tools_are_dropped_and_reported():
     conversion = convert(
         [user("go")],
-        tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}, {"type": "bash_20250124", "name": "bash"}, tool("Bash")],
+        tools=[
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
+            {"type": "bash_20250124", "name": "bash"},
+            tool("Bash"),
+        ],
     )
     assert [spec["name"] for spec in specs(conversion)] == ["Bash"]
     assert kinds(conversion).count("server_tool_dropped") == 2

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import orjson
-from q2api.testing.claude_code_request import claude_code_request
-from tests.support.converter_helpers import PNG, assistant, convert, image, text, tool_result, tool_use, user
 
 from q2api.conversion.debug_summary import REDACTED, conversion_summary, redacted_claude_request, redacted_payload
 from q2api.conversion.report import Finding, FindingKind
+from q2api.testing.claude_code_request import claude_code_request
+from tests.support.converter_helpers import PNG, assistant, convert, image, text, tool_result, tool_use, user
 
 
 def seven_messages():
@@ -52,7 +52,10 @@ def test_findings_are_listed_under_the_summary_one_line_each():
     assert len(report_lines) == len(conversion.report) + 1
     assert report_lines[0] == "[info] merged_user_turn message=1: merged into the user turn of message 0"
     assert any(line.startswith("[warning] cancelled_tool_result message=2 tool=t1") for line in report_lines)
-    assert report_lines[-1] == "[warning] tool_loop_same_input message=2: Bash was called with the same input 3 times in a row"
+    assert (
+        report_lines[-1]
+        == "[warning] tool_loop_same_input message=2: Bash was called with the same input 3 times in a row"
+    )
 
 
 def test_summary_never_holds_image_bytes():
@@ -72,12 +75,25 @@ def test_redacted_payload_replaces_image_bytes_and_keeps_texts():
     assert f"<{len(PNG)} base64 characters>" in dumped
     assert redacted["profileArn"] == REDACTED
     assert "a long text " * 200 in dumped
-    assert conversion.payload["conversationState"]["currentMessage"]["userInputMessage"]["images"][0]["source"]["bytes"] == PNG  # not mutated
+    assert (
+        conversion.payload["conversationState"]["currentMessage"]["userInputMessage"]["images"][0]["source"]["bytes"]
+        == PNG
+    )  # not mutated
 
 
 def test_redacted_claude_request_hides_base64_data_and_secrets():
     body = claude_code_request(size_kb=20)
-    body["messages"].append(user([image(PNG), {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}}]))
+    body["messages"].append(
+        user(
+            [
+                image(PNG),
+                {
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"},
+                },
+            ]
+        )
+    )
     body["metadata"]["access_token"] = "aoa-secret-token"
     dumped = orjson.dumps(redacted_claude_request(body)).decode()
     assert PNG not in dumped and "JVBERi0xLjQK" not in dumped and "aoa-secret-token" not in dumped

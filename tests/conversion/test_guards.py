@@ -6,12 +6,12 @@ import copy
 
 import orjson
 import pytest
-from tests.support.converter_helpers import assistant, convert, request_body, tool_result, tool_use, user
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.report import FindingKind, Severity
 from q2api.conversion.guards import LoopMode, LoopPolicy, check_tool_loops, detect_tool_loops, validate_conversation
+from q2api.conversion.report import FindingKind, Severity
+from tests.support.converter_helpers import assistant, convert, request_body, tool_result, tool_use, user
 
 
 def good_payload():
@@ -40,34 +40,104 @@ def current(payload):
 
 
 BREAKAGES = {
-    "history starts with assistant": (lambda p: state(p)["history"].insert(0, {"assistantResponseMessage": {"content": "x"}}), FindingKind.INVALID_ORDER),
-    "two user messages in a row": (lambda p: state(p)["history"].insert(1, {"userInputMessage": {"content": "x", "origin": "AI_EDITOR"}}), FindingKind.INVALID_ORDER),
+    "history starts with assistant": (
+        lambda p: state(p)["history"].insert(0, {"assistantResponseMessage": {"content": "x"}}),
+        FindingKind.INVALID_ORDER,
+    ),
+    "two user messages in a row": (
+        lambda p: state(p)["history"].insert(1, {"userInputMessage": {"content": "x", "origin": "AI_EDITOR"}}),
+        FindingKind.INVALID_ORDER,
+    ),
     "history ends with user": (lambda p: state(p)["history"].pop(), FindingKind.INVALID_ORDER),
-    "result answers nothing": (lambda p: current(p)["userInputMessageContext"]["toolResults"][0].update(toolUseId="zzz"), FindingKind.UNMATCHED_TOOL_RESULT),
-    "tool use unanswered": (lambda p: current(p)["userInputMessageContext"].pop("toolResults"), FindingKind.UNANSWERED_TOOL_USE),
-    "duplicate result": (lambda p: current(p)["userInputMessageContext"]["toolResults"].append(dict(current(p)["userInputMessageContext"]["toolResults"][0])), FindingKind.UNMATCHED_TOOL_RESULT),
-    "tool name not listed": (lambda p: current(p)["userInputMessageContext"].pop("tools"), FindingKind.MISSING_TOOL_SPEC),
-    "tool name too long": (lambda p: current(p)["userInputMessageContext"]["tools"][0]["toolSpecification"].update(name="x" * 65), FindingKind.FIELD_LIMIT),
-    "tool name bad characters": (lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0].update(name="a.b"), FindingKind.FIELD_LIMIT),
-    "tool use id too long": (lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0].update(toolUseId="i" * 65), FindingKind.FIELD_LIMIT),
-    "empty description": (lambda p: current(p)["userInputMessageContext"]["tools"][0]["toolSpecification"].update(description=""), FindingKind.FIELD_LIMIT),
-    "description too long": (lambda p: current(p)["userInputMessageContext"]["tools"][0]["toolSpecification"].update(description="d" * 10_241), FindingKind.FIELD_LIMIT),
-    "duplicate tool names": (lambda p: current(p)["userInputMessageContext"]["tools"].append(current(p)["userInputMessageContext"]["tools"][0]), FindingKind.FIELD_LIMIT),
-    "eleven images": (lambda p: current(p).update(images=[{"format": "png", "source": {"bytes": "AA"}}] * 11), FindingKind.FIELD_LIMIT),
-    "bad image format": (lambda p: current(p).update(images=[{"format": "bmp", "source": {"bytes": "AA"}}]), FindingKind.FIELD_LIMIT),
+    "result answers nothing": (
+        lambda p: current(p)["userInputMessageContext"]["toolResults"][0].update(toolUseId="zzz"),
+        FindingKind.UNMATCHED_TOOL_RESULT,
+    ),
+    "tool use unanswered": (
+        lambda p: current(p)["userInputMessageContext"].pop("toolResults"),
+        FindingKind.UNANSWERED_TOOL_USE,
+    ),
+    "duplicate result": (
+        lambda p: current(p)["userInputMessageContext"]["toolResults"].append(
+            dict(current(p)["userInputMessageContext"]["toolResults"][0])
+        ),
+        FindingKind.UNMATCHED_TOOL_RESULT,
+    ),
+    "tool name not listed": (
+        lambda p: current(p)["userInputMessageContext"].pop("tools"),
+        FindingKind.MISSING_TOOL_SPEC,
+    ),
+    "tool name too long": (
+        lambda p: current(p)["userInputMessageContext"]["tools"][0]["toolSpecification"].update(name="x" * 65),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "tool name bad characters": (
+        lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0].update(name="a.b"),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "tool use id too long": (
+        lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0].update(toolUseId="i" * 65),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "empty description": (
+        lambda p: current(p)["userInputMessageContext"]["tools"][0]["toolSpecification"].update(description=""),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "description too long": (
+        lambda p: current(p)["userInputMessageContext"]["tools"][0]["toolSpecification"].update(
+            description="d" * 10_241
+        ),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "duplicate tool names": (
+        lambda p: current(p)["userInputMessageContext"]["tools"].append(
+            current(p)["userInputMessageContext"]["tools"][0]
+        ),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "eleven images": (
+        lambda p: current(p).update(images=[{"format": "png", "source": {"bytes": "AA"}}] * 11),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "bad image format": (
+        lambda p: current(p).update(images=[{"format": "bmp", "source": {"bytes": "AA"}}]),
+        FindingKind.FIELD_LIMIT,
+    ),
     "a null": (lambda p: current(p).update(images=None), FindingKind.NULL_VALUE),
-    "nested null": (lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0]["input"].update(x=None), FindingKind.NULL_VALUE),
-    "model id in history": (lambda p: state(p)["history"][0]["userInputMessage"].update(modelId="m"), FindingKind.FIELD_LIMIT),
+    "nested null": (
+        lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0]["input"].update(x=None),
+        FindingKind.NULL_VALUE,
+    ),
+    "model id in history": (
+        lambda p: state(p)["history"][0]["userInputMessage"].update(modelId="m"),
+        FindingKind.FIELD_LIMIT,
+    ),
     "no model id": (lambda p: current(p).pop("modelId"), FindingKind.FIELD_LIMIT),
-    "tools in history": (lambda p: state(p)["history"][0]["userInputMessage"].update(userInputMessageContext={"tools": []}), FindingKind.FIELD_LIMIT),
+    "tools in history": (
+        lambda p: state(p)["history"][0]["userInputMessage"].update(userInputMessageContext={"tools": []}),
+        FindingKind.FIELD_LIMIT,
+    ),
     "empty content": (lambda p: current(p).update(content=""), FindingKind.FIELD_LIMIT),
     "no origin": (lambda p: current(p).pop("origin"), FindingKind.FIELD_LIMIT),
-    "bad status": (lambda p: current(p)["userInputMessageContext"]["toolResults"][0].update(status="ok"), FindingKind.FIELD_LIMIT),
-    "empty result content": (lambda p: current(p)["userInputMessageContext"]["toolResults"][0].update(content=[]), FindingKind.FIELD_LIMIT),
-    "input not an object": (lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0].update(input="{}"), FindingKind.FIELD_LIMIT),
+    "bad status": (
+        lambda p: current(p)["userInputMessageContext"]["toolResults"][0].update(status="ok"),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "empty result content": (
+        lambda p: current(p)["userInputMessageContext"]["toolResults"][0].update(content=[]),
+        FindingKind.FIELD_LIMIT,
+    ),
+    "input not an object": (
+        lambda p: state(p)["history"][1]["assistantResponseMessage"]["toolUses"][0].update(input="{}"),
+        FindingKind.FIELD_LIMIT,
+    ),
     "wrong trigger": (lambda p: state(p).update(chatTriggerType="AUTO"), FindingKind.FIELD_LIMIT),
     "first user with results": (
-        lambda p: state(p)["history"][0]["userInputMessage"].update(userInputMessageContext={"toolResults": [{"toolUseId": "a", "content": [{"text": "x"}], "status": "success"}]}),
+        lambda p: state(p)["history"][0]["userInputMessage"].update(
+            userInputMessageContext={
+                "toolResults": [{"toolUseId": "a", "content": [{"text": "x"}], "status": "success"}]
+            }
+        ),
         FindingKind.INVALID_ORDER,
     ),
 }
@@ -85,7 +155,9 @@ def test_each_rule_is_detected(breakage):
 
 def test_missing_state_and_current_message():
     assert found({}) == {FindingKind.INVALID_ORDER}
-    assert FindingKind.INVALID_ORDER in found({"conversationState": {"chatTriggerType": "MANUAL", "currentMessage": {}}})
+    assert FindingKind.INVALID_ORDER in found(
+        {"conversationState": {"chatTriggerType": "MANUAL", "currentMessage": {}}}
+    )
 
 
 # ---------------------------------------------------------------- loop detection
@@ -106,7 +178,10 @@ def test_the_same_call_three_times_is_a_loop():
 
 
 def test_two_identical_calls_are_not_a_loop():
-    assert detect_tool_loops(request_with_calls({"command": "ls"}, {"command": "git status"}, {"command": "git status"})) == ()
+    assert (
+        detect_tool_loops(request_with_calls({"command": "ls"}, {"command": "git status"}, {"command": "git status"}))
+        == ()
+    )
 
 
 def test_key_order_does_not_hide_a_loop():
@@ -141,14 +216,21 @@ def test_polling_with_changing_input_never_blocks():
 def test_a_loop_the_conversation_moved_on_from_is_ignored():
     messages = [user("start")]
     for number in range(4):
-        messages += [assistant([tool_use(f"t{number}", "Bash", {"command": "ls"})]), user([tool_result(f"t{number}", "x")])]
+        messages += [
+            assistant([tool_use(f"t{number}", "Bash", {"command": "ls"})]),
+            user([tool_result(f"t{number}", "x")]),
+        ]
     messages += [assistant([tool_use("r1", "Read", {"file_path": "/a"})]), user([tool_result("r1", "x")])]
     request = parse_messages_request(orjson.dumps(request_body(messages)))
     assert detect_tool_loops(request) == ()
 
 
 def test_parallel_identical_calls_in_one_turn_count():
-    messages = [user("go"), assistant([tool_use(f"t{n}", "Bash", {"command": "ls"}) for n in range(3)]), user([tool_result(f"t{n}") for n in range(3)])]
+    messages = [
+        user("go"),
+        assistant([tool_use(f"t{n}", "Bash", {"command": "ls"}) for n in range(3)]),
+        user([tool_result(f"t{n}") for n in range(3)]),
+    ]
     request = parse_messages_request(orjson.dumps(request_body(messages)))
     assert [finding.kind for finding in detect_tool_loops(request)] == [FindingKind.TOOL_LOOP_SAME_INPUT]
 

@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from q2api.testing.gateway_server import GatewayThread
+from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.gateway_harness import (
     CLIENT_KEY,
     MODEL,
@@ -27,8 +29,6 @@ from tests.support.gateway_harness import (
     find_secrets,
     gateway_settings,
 )
-from q2api.testing.gateway_server import GatewayThread
-from q2api.testing.simulated_upstream import SimulatedUpstream
 
 BODY_LIMIT = 2048
 
@@ -41,9 +41,7 @@ def upstream() -> Iterator:
 
 @pytest.fixture(scope="module")
 def base_url(upstream, tmp_path_factory) -> Iterator[str]:
-    settings = gateway_settings(
-        upstream, tmp_path_factory.mktemp("edge-data"), Q2API_MAX_BODY_BYTES=str(BODY_LIMIT)
-    )
+    settings = gateway_settings(upstream, tmp_path_factory.mktemp("edge-data"), Q2API_MAX_BODY_BYTES=str(BODY_LIMIT))
     with GatewayThread(settings) as gateway:
         yield gateway.base_url
 
@@ -111,7 +109,13 @@ def test_count_tokens_has_the_same_body_limit(client) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"{not json", b"", b'{"model": "m",', b"\xff\xfe\x00", b'{"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]} trailing'],
+    [
+        b"{not json",
+        b"",
+        b'{"model": "m",',
+        b"\xff\xfe\x00",
+        b'{"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]} trailing',
+    ],
     ids=["unquoted-key", "empty", "truncated", "not-utf8", "trailing-garbage"],
 )
 def test_malformed_json_is_a_400_saying_so(client, body) -> None:
@@ -130,7 +134,10 @@ def test_malformed_json_is_a_400_saying_so(client, body) -> None:
         (request_body(messages="hi"), "messages"),
         (request_body(messages=[{"role": "user", "content": 5}]), "messages.0.content"),
         (request_body(messages=[{"role": "robot", "content": "hi"}]), "messages.0.role"),
-        (request_body(messages=[{"role": "user", "content": [{"type": "text", "text": 3}]}]), "messages.0.content.0.text"),
+        (
+            request_body(messages=[{"role": "user", "content": [{"type": "text", "text": 3}]}]),
+            "messages.0.content.0.text",
+        ),
         (request_body(messages=[{"role": "user", "content": [{"type": "text"}]}]), "messages.0.content.0"),
         (request_body(system=7), "system"),
         (request_body(tools=[{"description": "no name"}]), "tools.0"),
@@ -174,8 +181,13 @@ def test_get_on_messages_is_405_naming_the_allowed_method(client) -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"x-api-key": "not-the-key"}, {"x-api-key": ""}, {"authorization": "Bearer not-the-key"},
-     {"authorization": f"Basic {CLIENT_KEY}"}],
+    [
+        {},
+        {"x-api-key": "not-the-key"},
+        {"x-api-key": ""},
+        {"authorization": "Bearer not-the-key"},
+        {"authorization": f"Basic {CLIENT_KEY}"},
+    ],
     ids=["none", "wrong-x-api-key", "empty-x-api-key", "wrong-bearer", "basic-scheme"],
 )
 def test_a_missing_or_wrong_client_key_is_401(base_url, headers) -> None:
@@ -202,10 +214,10 @@ def test_every_other_route_writes_one_log_line_with_its_status(base_url) -> None
 
 def test_requests_refused_at_the_edge_still_get_their_log_line(base_url) -> None:
     with capture_logs() as logs, httpx2.Client(base_url=base_url) as http:
-        refused_key = http.post("/v1/messages", content=orjson.dumps(request_body()), headers={"x-api-key": "presented-key-7f3a"})
-        too_large = http.post(
-            "/v1/messages", content=b"x" * (BODY_LIMIT + 1), headers={"x-api-key": CLIENT_KEY}
+        refused_key = http.post(
+            "/v1/messages", content=orjson.dumps(request_body()), headers={"x-api-key": "presented-key-7f3a"}
         )
+        too_large = http.post("/v1/messages", content=b"x" * (BODY_LIMIT + 1), headers={"x-api-key": CLIENT_KEY})
     for response, status in ((refused_key, 401), (too_large, 413)):
         assert response.status_code == status
         lines = [
@@ -219,8 +231,11 @@ def test_requests_refused_at_the_edge_still_get_their_log_line(base_url) -> None
 
 @pytest.mark.parametrize(
     "headers",
-    [{"x-api-key": CLIENT_KEY}, {"authorization": f"Bearer {CLIENT_KEY}"},
-     {"x-api-key": "", "authorization": f"Bearer {CLIENT_KEY}"}],
+    [
+        {"x-api-key": CLIENT_KEY},
+        {"authorization": f"Bearer {CLIENT_KEY}"},
+        {"x-api-key": "", "authorization": f"Bearer {CLIENT_KEY}"},
+    ],
     ids=["x-api-key", "bearer", "empty-x-api-key-and-bearer"],
 )
 def test_the_client_key_is_accepted_in_either_header(base_url, headers) -> None:
@@ -286,7 +301,9 @@ def test_every_response_carries_a_request_id(client, base_url) -> None:
 
 # ------------------------------------------------------------------ property: no input is a 500
 
-_json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20)
+_json_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20)
+)
 _json_values = st.recursive(
     _json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
@@ -299,9 +316,17 @@ _block_types = st.sampled_from(
 _blocks = st.fixed_dictionaries(
     {"type": _block_types},
     optional={
-        "text": _json_values, "id": _json_values, "name": _json_values, "input": _json_values,
-        "tool_use_id": _json_values, "content": _json_values, "source": _json_values, "thinking": _json_values,
-        "signature": _json_values, "is_error": _json_values, "cache_control": _json_values,
+        "text": _json_values,
+        "id": _json_values,
+        "name": _json_values,
+        "input": _json_values,
+        "tool_use_id": _json_values,
+        "content": _json_values,
+        "source": _json_values,
+        "thinking": _json_values,
+        "signature": _json_values,
+        "is_error": _json_values,
+        "cache_control": _json_values,
     },
 )
 _content = st.text(max_size=30) | st.lists(_blocks, max_size=3) | _json_values
@@ -314,12 +339,18 @@ _request_like = st.fixed_dictionaries(
         "messages": _messages,
         "system": st.text(max_size=20) | st.lists(_blocks, max_size=2) | _json_values,
         "tools": st.lists(
-            st.fixed_dictionaries({"name": _json_values, "input_schema": _json_values}, optional={"type": _json_values}),
+            st.fixed_dictionaries(
+                {"name": _json_values, "input_schema": _json_values}, optional={"type": _json_values}
+            ),
             max_size=2,
-        ) | _json_values,
+        )
+        | _json_values,
         "tool_choice": _json_values,
-        "thinking": st.fixed_dictionaries({"type": st.sampled_from(["enabled", "adaptive", "disabled", "x"])},
-                                          optional={"budget_tokens": _json_values}) | _json_values,
+        "thinking": st.fixed_dictionaries(
+            {"type": st.sampled_from(["enabled", "adaptive", "disabled", "x"])},
+            optional={"budget_tokens": _json_values},
+        )
+        | _json_values,
         "stop_sequences": _json_values,
         "temperature": _json_values,
         "metadata": _json_values,
@@ -340,7 +371,9 @@ _bodies = (
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=_bodies)
 def test_no_body_makes_the_gateway_fail(client, body: bytes) -> None:
     with capture_logs() as logs:

@@ -18,19 +18,19 @@ import anthropic
 import httpx2
 import pytest
 
+from q2api.testing import scripts
+from q2api.testing.scripts import Reply
+from q2api.testing.simulated_upstream import SimulatedUpstream
+from q2api.translation.error_mapping import DEFAULT_THROTTLE_RETRY_AFTER
 from tests.support.gateway_harness import (
-    assert_error_envelope,
     ask,
+    assert_error_envelope,
     capture_logs,
     find_secrets,
     gateway,
     sdk,
     with_upstream_request_id,
 )
-from q2api.translation.error_mapping import DEFAULT_THROTTLE_RETRY_AFTER
-from q2api.testing import scripts
-from q2api.testing.scripts import Reply
-from q2api.testing.simulated_upstream import SimulatedUpstream
 
 NO_GATEWAY_RETRIES = {"Q2API_MAX_RETRIES": "0"}
 
@@ -49,49 +49,93 @@ class Case:
 
 CASES = {
     "context_overflow": Case(
-        scripts.context_overflow(), 400, "invalid_request_error", anthropic.BadRequestError,
+        scripts.context_overflow(),
+        400,
+        "invalid_request_error",
+        anthropic.BadRequestError,
         r"^prompt is too long: \d+ tokens > \d+ maximum$",
     ),
     "monthly_quota": Case(
-        scripts.monthly_quota(), 429, "rate_limit_error", anthropic.RateLimitError,
-        r"monthly request limit", headers={"x-should-retry": "false"},
+        scripts.monthly_quota(),
+        429,
+        "rate_limit_error",
+        anthropic.RateLimitError,
+        r"monthly request limit",
+        headers={"x-should-retry": "false"},
     ),
     "throttled_without_hint": Case(
-        scripts.throttled(), 429, "rate_limit_error", anthropic.RateLimitError,
-        r"throttling", headers={"retry-after": str(DEFAULT_THROTTLE_RETRY_AFTER)}, env=NO_GATEWAY_RETRIES,
+        scripts.throttled(),
+        429,
+        "rate_limit_error",
+        anthropic.RateLimitError,
+        r"throttling",
+        headers={"retry-after": str(DEFAULT_THROTTLE_RETRY_AFTER)},
+        env=NO_GATEWAY_RETRIES,
     ),
     # A hint longer than the gateway's own backoff is passed to the client instead of waited out.
     "throttled_with_long_hint": Case(
-        scripts.throttled(retry_after=30), 429, "rate_limit_error", anthropic.RateLimitError,
-        r"throttling", headers={"retry-after": "30"},
+        scripts.throttled(retry_after=30),
+        429,
+        "rate_limit_error",
+        anthropic.RateLimitError,
+        r"throttling",
+        headers={"retry-after": "30"},
     ),
     "suspended": Case(
-        scripts.access_denied("TEMPORARILY_SUSPENDED"), 403, "permission_error", anthropic.PermissionDeniedError,
+        scripts.access_denied("TEMPORARILY_SUSPENDED"),
+        403,
+        "permission_error",
+        anthropic.PermissionDeniedError,
         r"suspended",
     ),
     "model_overloaded": Case(
-        scripts.model_overloaded(), 529, "overloaded_error", anthropic.OverloadedError,
-        r"overloaded", env=NO_GATEWAY_RETRIES,
+        scripts.model_overloaded(),
+        529,
+        "overloaded_error",
+        anthropic.OverloadedError,
+        r"overloaded",
+        env=NO_GATEWAY_RETRIES,
     ),
     "service_unavailable": Case(
-        scripts.service_unavailable(), 529, "overloaded_error", anthropic.OverloadedError,
-        r"overloaded", env=NO_GATEWAY_RETRIES,
+        scripts.service_unavailable(),
+        529,
+        "overloaded_error",
+        anthropic.OverloadedError,
+        r"overloaded",
+        env=NO_GATEWAY_RETRIES,
     ),
     "server_error_500": Case(
-        scripts.server_error(500), 500, "api_error", anthropic.InternalServerError,
-        r"Amazon Q failed", env=NO_GATEWAY_RETRIES,
+        scripts.server_error(500),
+        500,
+        "api_error",
+        anthropic.InternalServerError,
+        r"Amazon Q failed",
+        env=NO_GATEWAY_RETRIES,
     ),
     "improperly_formed": Case(
-        scripts.improperly_formed(), 400, "invalid_request_error", anthropic.BadRequestError,
+        scripts.improperly_formed(),
+        400,
+        "invalid_request_error",
+        anthropic.BadRequestError,
         r"Improperly formed request",
     ),
     "first_byte_timeout": Case(
-        scripts.slow_headers(1.0), 504, "timeout_error", anthropic.GatewayTimeoutError,
-        r"did not answer in time", env={"Q2API_FIRST_BYTE_TIMEOUT": "0.3"}, upstream_answered=False,
+        scripts.slow_headers(1.0),
+        504,
+        "timeout_error",
+        anthropic.GatewayTimeoutError,
+        r"did not answer in time",
+        env={"Q2API_FIRST_BYTE_TIMEOUT": "0.3"},
+        upstream_answered=False,
     ),
     "connection_dropped": Case(
-        scripts.hangup(), 502, "api_error", anthropic.InternalServerError,
-        r"could not be reached", env=NO_GATEWAY_RETRIES, upstream_answered=False,
+        scripts.hangup(),
+        502,
+        "api_error",
+        anthropic.InternalServerError,
+        r"could not be reached",
+        env=NO_GATEWAY_RETRIES,
+        upstream_answered=False,
     ),
 }
 
@@ -103,9 +147,8 @@ async def test_upstream_failure_maps_to_the_anthropic_error(name: str, stream: b
     upstream_request_id = f"upstream-{uuid.uuid4()}"
     async with SimulatedUpstream() as sim, gateway(sim, tmp_path, **case.env) as url:
         sim.enqueue(with_upstream_request_id(case.reply, upstream_request_id))
-        with capture_logs() as logs:
-            with pytest.raises(anthropic.APIStatusError) as caught:
-                await ask(sdk(url), stream=stream)
+        with capture_logs() as logs, pytest.raises(anthropic.APIStatusError) as caught:
+            await ask(sdk(url), stream=stream)
 
         error = caught.value
         assert isinstance(error, case.exception), type(error)

@@ -13,18 +13,18 @@ from typing import Any
 import anthropic
 import pytest
 
+from q2api.testing import scripts
+from q2api.testing.scripts import StreamReply
 from tests.support.gateway_harness import (
     CLIENT_KEY,
     MODEL,
     Gateway,
     capture_logs,
-    find_secrets,
     current_user_message,
+    find_secrets,
     open_gateway,
     user,
 )
-from q2api.testing import scripts
-from q2api.testing.scripts import StreamReply
 
 WEATHER_TOOL = {
     "name": "get_weather",
@@ -85,7 +85,9 @@ async def test_create_returns_the_upstream_text_and_sends_a_conversation_state(g
 
 async def test_tool_use_round_trip_reaches_amazon_q_as_tool_results(gw: Gateway):
     gw.sim.enqueue(
-        scripts.tool_reply("get_weather", {"city": "Paris", "unit": "C"}, tool_use_id="tooluse_w1", text_before="Checking.")
+        scripts.tool_reply(
+            "get_weather", {"city": "Paris", "unit": "C"}, tool_use_id="tooluse_w1", text_before="Checking."
+        )
     )
     first = await gw.client.messages.create(
         model=MODEL, max_tokens=200, tools=[WEATHER_TOOL], messages=[user("Weather in Paris?")]
@@ -198,7 +200,11 @@ async def test_beta_messages_with_beta_query_and_headers(gw: Gateway):
         model=MODEL,
         max_tokens=100,
         messages=[user("beta?")],
-        betas=["interleaved-thinking-2025-05-14", "context-management-2025-06-27", "fine-grained-tool-streaming-2025-05-14"],
+        betas=[
+            "interleaved-thinking-2025-05-14",
+            "context-management-2025-06-27",
+            "fine-grained-tool-streaming-2025-05-14",
+        ],
         extra_query={"beta": "true"},
     )
     assert message.content[0].text == "beta works"

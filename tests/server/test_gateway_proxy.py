@@ -85,7 +85,9 @@ async def _ask_through_gateway(sim, data_dir):
     async with running_gateway(settings) as base_url:
         # The test's own client connects directly (no trust_env), so every proxied call is the gateway's.
         direct = httpx2.AsyncClient(trust_env=False)
-        async with anthropic.AsyncAnthropic(base_url=base_url, api_key="unused", max_retries=0, http_client=direct) as client:
+        async with anthropic.AsyncAnthropic(
+            base_url=base_url, api_key="unused", max_retries=0, http_client=direct
+        ) as client:
             return await client.messages.create(
                 model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
             )

@@ -17,11 +17,11 @@ import anthropic
 import httpx2
 import pytest
 
-from q2api.testing.claude_code_request import MCP_TOOL_NAME, claude_code_request
-from tests.support.gateway_harness import MODEL, Gateway, RawEvent, capture_logs, open_gateway, read_sse, user
 from q2api.testing import scripts
+from q2api.testing.claude_code_request import MCP_TOOL_NAME, claude_code_request
 from q2api.testing.scripts import Pause
 from q2api.translation.translator import StreamTranslator
+from tests.support.gateway_harness import MODEL, Gateway, RawEvent, capture_logs, open_gateway, read_sse, user
 
 MESSAGE = {"model": MODEL, "max_tokens": 200}
 
@@ -84,7 +84,9 @@ async def test_claude_code_request_streams_thinking_then_text(gw: Gateway):
 
     starts = [event.content_block.type for event in events if event.type == "content_block_start"]
     assert starts == ["thinking", "text"]
-    thinking = "".join(e.delta.thinking for e in events if e.type == "content_block_delta" and e.delta.type == "thinking_delta")
+    thinking = "".join(
+        e.delta.thinking for e in events if e.type == "content_block_delta" and e.delta.type == "thinking_delta"
+    )
     assert thinking == "The user wants the tests run."
     assert streamed_text(events) == "Running the test suite now."
     assert events[-1].type == "message_stop"
@@ -124,10 +126,12 @@ async def test_exception_after_content_ends_the_stream_with_an_error_event(gw: G
 )
 async def test_a_broken_body_never_looks_like_a_finished_reply(gw: Gateway, reply):
     gw.sim.enqueue(reply, reply)
-    async with gw.http() as http:
-        async with http.stream("POST", "/v1/messages", json={**MESSAGE, "stream": True, "messages": [user("hi")]}) as response:
-            assert response.status_code == 200
-            events = [event async for event in read_sse(response)]
+    async with (
+        gw.http() as http,
+        http.stream("POST", "/v1/messages", json={**MESSAGE, "stream": True, "messages": [user("hi")]}) as response,
+    ):
+        assert response.status_code == 200
+        events = [event async for event in read_sse(response)]
 
     names = [event.name for event in events]
     assert names[0] == "message_start" and names[-1] == "error"
@@ -147,7 +151,9 @@ async def test_a_broken_body_never_looks_like_a_finished_reply(gw: Gateway, repl
 
 
 async def test_failure_before_any_content_is_a_real_http_status(gw: Gateway):
-    gw.sim.enqueue(scripts.stream(scripts.conversation_event(), scripts.exception_frame("Encountered an unexpected error")))
+    gw.sim.enqueue(
+        scripts.stream(scripts.conversation_event(), scripts.exception_frame("Encountered an unexpected error"))
+    )
     with pytest.raises(anthropic.APIStatusError) as raised:
         await gw.client.messages.create(**MESSAGE, messages=[user("hi")], stream=True)
 

@@ -21,10 +21,10 @@ import anthropic
 import httpx2
 import pytest
 
-from tests.support.gateway_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk
 from q2api.amazonq.accounts.store import DB_FILENAME, ENV_ACCOUNT_ID, AccountStore, EnvAccount
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
+from tests.support.gateway_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk
 
 
 async def test_twenty_concurrent_requests_share_one_refresh(tmp_path) -> None:
@@ -217,7 +217,9 @@ def test_workers_starting_together_all_open_a_fresh_store(tmp_path: Path) -> Non
     for round_ in range(15):
         release = context.Event()
         data_dir = str(tmp_path / f"round-{round_}" / "data")
-        processes = [context.Process(target=_open_store_when_released, args=(data_dir, release, failures)) for _ in range(4)]
+        processes = [
+            context.Process(target=_open_store_when_released, args=(data_dir, release, failures)) for _ in range(4)
+        ]
         for process in processes:
             process.start()
         release.set()

@@ -43,7 +43,12 @@ def text(value: str) -> dict[str, Any]:
 
 
 def tool_use(tool_id: str, name: str = "Bash", tool_input: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input if tool_input is not None else {"command": "ls"}}
+    return {
+        "type": "tool_use",
+        "id": tool_id,
+        "name": name,
+        "input": tool_input if tool_input is not None else {"command": "ls"},
+    }
 
 
 def tool_result(tool_id: str, content: Any = "ok", is_error: bool | None = None) -> dict[str, Any]:

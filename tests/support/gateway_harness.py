@@ -52,7 +52,9 @@ def gateway_settings(
 
 
 @contextlib.asynccontextmanager
-async def gateway(sim: SimulatedUpstream, data_dir: Path, *, auth_method: str = "idc", **env: str) -> AsyncIterator[str]:
+async def gateway(
+    sim: SimulatedUpstream, data_dir: Path, *, auth_method: str = "idc", **env: str
+) -> AsyncIterator[str]:
     """The real gateway on a free loopback port; yields its base URL."""
     async with running_gateway(gateway_settings(sim, data_dir, auth_method=auth_method, **env)) as url:
         yield url
@@ -99,7 +101,6 @@ def find_secrets(text: str) -> list[str]:
     return [match.group(0) for pattern in _SECRET_PATTERNS for match in pattern.finditer(text)]
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Gateway:
     sim: SimulatedUpstream
@@ -109,7 +110,9 @@ class Gateway:
 
     def http(self, **options: Any) -> httpx2.AsyncClient:
         """A raw client that carries the client key, for looking below the SDK."""
-        return httpx2.AsyncClient(base_url=self.base_url, headers={"x-api-key": CLIENT_KEY}, **{"timeout": 10, **options})
+        return httpx2.AsyncClient(
+            base_url=self.base_url, headers={"x-api-key": CLIENT_KEY}, **{"timeout": 10, **options}
+        )
 
     def upstream_body(self, index: int = -1) -> dict[str, Any]:
         """The JSON body of a GenerateAssistantResponse call the simulator received."""

@@ -159,7 +159,7 @@ class SdkLoopback:
         bodies = self._bodies
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 body = bodies.pop(self.headers.get("x-test-body", ""), None)
                 if body is None:
@@ -215,6 +215,7 @@ def sdk() -> SdkLoopback:
 
 def dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
+
 
 def check_grammar(events: list[dict[str, Any]]) -> None:
     """The SSE grammar of PROTOCOL.md D6.2, as the SDK needs it."""

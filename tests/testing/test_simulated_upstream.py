@@ -101,8 +101,11 @@ async def test_monthly_quota_is_a_400_throttling_exception(sim) -> None:
 
 
 async def test_faulty_streams(sim) -> None:
-    sim.enqueue(scripts.mid_stream_exception(reason="MODEL_TEMPORARILY_UNAVAILABLE"), scripts.truncated_reply(),
-                scripts.corrupted_reply())
+    sim.enqueue(
+        scripts.mid_stream_exception(reason="MODEL_TEMPORARILY_UNAVAILABLE"),
+        scripts.truncated_reply(),
+        scripts.corrupted_reply(),
+    )
     _, _, body = await post(sim.url, PAYLOAD)
     last = frames_of(body)[-1]
     assert last.message_type == "exception" and last.exception_type == "error"
@@ -133,7 +136,9 @@ async def test_responder_and_echo(sim) -> None:
     text = "".join(p["content"] for p in payloads(frames_of(body), "assistantResponseEvent"))
     assert "simulated" in text and "ping" in text
 
-    sim.responder = lambda request: scripts.text_reply("picked for " + request.body["conversationState"]["currentMessage"]["userInputMessage"]["content"])
+    sim.responder = lambda request: scripts.text_reply(
+        "picked for " + request.body["conversationState"]["currentMessage"]["userInputMessage"]["content"]
+    )
     _, _, body = await post(sim.url, PAYLOAD)
     assert payloads(frames_of(body), "assistantResponseEvent") == [{"content": "picked for ping"}]
 
@@ -141,7 +146,12 @@ async def test_responder_and_echo(sim) -> None:
 async def test_oidc_refresh_issues_and_rotates(sim) -> None:
     sim.rotate_refresh_tokens = True
     sim.valid_refresh_tokens = {"r0"}
-    request = {"clientId": SIM_CLIENT_ID, "clientSecret": SIM_CLIENT_SECRET, "grantType": "refresh_token", "refreshToken": "r0"}
+    request = {
+        "clientId": SIM_CLIENT_ID,
+        "clientSecret": SIM_CLIENT_SECRET,
+        "grantType": "refresh_token",
+        "refreshToken": "r0",
+    }
     status, _, body = await post(sim.oidc_url + "/token", request)
     issued = orjson.loads(body)
     assert status == 200 and issued["accessToken"] in sim.valid_access_tokens and issued["expiresIn"] == 3600

@@ -9,13 +9,17 @@ the very same message from the same events, and the translator's status
 from __future__ import annotations
 
 import asyncio
-
+import itertools
 from typing import Any
 
 import anthropic
 import orjson
 import pytest
 from anthropic._streaming import SSEDecoder
+
+from q2api.amazonq.eventstream import encode_error, encode_event, encode_exception
+from q2api.anthropic.sse import encode_sse
+from q2api.translation.pump import ReplyPump
 from tests.support.pipeline import (
     MODEL,
     aggregate,
@@ -27,10 +31,6 @@ from tests.support.pipeline import (
     text_event,
     tool_event,
 )
-
-from q2api.amazonq.eventstream import encode_error, encode_event, encode_exception
-from q2api.anthropic.sse import encode_sse
-from q2api.translation.pump import ReplyPump
 
 
 def final_via_sdk(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -232,12 +232,12 @@ def test_tool_with_input_less_first_frame_and_empty_input():
 def test_tool_input_in_fifty_fragments():
     original = {
         "file_path": "/tmp/ünïcode 文件.py",
-        "content": 'print("hello")\n' * 20 + "# \\ backslash \" quote \t tab 🙂",
+        "content": 'print("hello")\n' * 20 + '# \\ backslash " quote \t tab 🙂',
         "flags": [True, False, None, 1.5, -3],
     }
     text = orjson.dumps(original).decode()
     bounds = [len(text) * i // 50 for i in range(51)]
-    fragments = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    fragments = [text[a:b] for a, b in itertools.pairwise(bounds)]
     assert len(fragments) == 50 and all(fragments)
     upstream = [tool_event("w1", "Write")]
     upstream += [tool_event("w1", "Write", fragment) for fragment in fragments]

@@ -7,17 +7,17 @@ from typing import Any
 from anthropic.lib.streaming._messages import accumulate_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from q2api.amazonq.eventstream import encode_event, encode_exception
 from tests.support.pipeline import (
     aggregate,
+    check_grammar,
     coalesced,
     run_pipeline,
     strip_none,
     text_event,
     tool_event,
 )
-from tests.support.pipeline import check_grammar
-
-from q2api.amazonq.eventstream import encode_event, encode_exception
 
 # A palette of upstream frames; random streams are drawn from it.
 PALETTE: list[bytes] = [

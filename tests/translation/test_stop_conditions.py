@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.pipeline import aggregate, make_translator, run_pipeline, text_event
 
 from q2api.anthropic.token_count import estimate_text_tokens
 from q2api.translation.stop_conditions import OutputTokenCounter, StopSequenceMatcher
+from tests.support.pipeline import aggregate, make_translator, run_pipeline, text_event
 
 
 def match_in_chunks(sequences: list[str], chunks: list[str]) -> tuple[str, str | None]:
@@ -46,7 +46,7 @@ def test_empty_and_duplicate_sequences_are_ignored():
 )
 def test_matching_is_chunking_independent_and_cuts_at_the_first_end(text, sequences, cuts):
     points = sorted({c for c in cuts if 0 < c < len(text)})
-    chunks = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    chunks = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=False)]
     emitted, matched = match_in_chunks(sequences, chunks)
     assert (emitted, matched) == match_in_chunks(sequences, [text])
     ends = [text.find(s) + len(s) for s in sequences if s in text]
@@ -127,9 +127,7 @@ def test_reply_that_fits_exactly_ends_normally():
 @settings(max_examples=100, deadline=None)
 @given(
     limit=st.integers(1, 40),
-    pieces=st.lists(
-        st.sampled_from(["Hello ", "world", " 你好", "🙂", "\n\n", "<", "x`y"]), min_size=1, max_size=30
-    ),
+    pieces=st.lists(st.sampled_from(["Hello ", "world", " 你好", "🙂", "\n\n", "<", "x`y"]), min_size=1, max_size=30),
     cuts=st.lists(st.integers(0, 2000), max_size=6),
 )
 def test_max_tokens_result_does_not_depend_on_framing(limit, pieces, cuts):

@@ -9,9 +9,9 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.pipeline import aggregate, run_pipeline, tool_event
 
 from q2api.translation.tool_input import ToolInputBuffer, ToolInputVerdict
+from tests.support.pipeline import aggregate, run_pipeline, tool_event
 
 
 def judged(*fragments) -> tuple[ToolInputVerdict, str]:
@@ -71,7 +71,7 @@ def sdk_partial_parse_every_prefix(deltas: list[str]) -> object:
 def test_any_fragmentation_yields_valid_prefixes_and_the_original_input(value, cuts, pretty, batched):
     text = json.dumps(value, indent=2 if pretty else None, ensure_ascii=False)
     points = sorted({c for c in cuts if 0 < c < len(text)})
-    fragments = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    fragments = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=False)]
     upstream = [tool_event("t", "n"), *(tool_event("t", "n", f) for f in fragments), tool_event("t", "n", stop=True)]
     events = run_pipeline(upstream, per_frame=not batched)
     deltas = [e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"]

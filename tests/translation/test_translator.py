@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.support.pipeline import aggregate, check_grammar, make_translator, text_event, tool_event
 
 from q2api.amazonq.eventstream import (
     EventStreamDecoder,
@@ -18,6 +17,7 @@ from q2api.amazonq.eventstream import (
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.token_count import estimate_text_tokens
 from q2api.translation.translator import Phase, StreamTranslator
+from tests.support.pipeline import aggregate, check_grammar, make_translator, text_event, tool_event
 
 
 def frames(*encoded: bytes) -> list[Frame]:
@@ -35,8 +35,6 @@ def run(translator: StreamTranslator, *encoded: bytes, finish: bool = True) -> l
 
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] if e["type"] != "content_block_delta" else e["delta"]["type"] for e in events]
-
-
 
 
 # ---------------------------------------------------------------------- phases and start

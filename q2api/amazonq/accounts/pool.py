@@ -16,9 +16,9 @@ from collections.abc import Callable, Collection, Sequence
 import aiohttp
 from loguru import logger
 
-from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore, EnvAccount
+from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.settings import Settings
 
@@ -182,4 +182,3 @@ def build_account_pool(settings: Settings, store: AccountStore, session: aiohttp
             "or run `q2api accounts add`"
         )
     return AccountPool(managers)
-

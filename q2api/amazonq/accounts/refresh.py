@@ -9,16 +9,15 @@ try again later). No token ever reaches a log line or an exception message.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 
 import aiohttp
 import orjson
 
-from q2api.amazonq.proxy import proxy_route
 from q2api.amazonq.accounts.store import Account
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, sanitize_error_code
+from q2api.amazonq.proxy import proxy_route
 
 # OAuth / OIDC error codes meaning "this credential will never work again" (PROTOCOL.md C1).
 _DEAD_CREDENTIAL_CODES = frozenset(
@@ -94,8 +93,10 @@ async def _post_json(
             raw = await response.read()
             status = response.status
             error_type = response.headers.get("x-amzn-errortype")
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-        raise RefreshUnavailable(f"the token service for account {label!r} is unreachable ({type(exc).__name__})") from None
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise RefreshUnavailable(
+            f"the token service for account {label!r} is unreachable ({type(exc).__name__})"
+        ) from None
 
     document = _json_object(raw)
     if status == 200 and document is not None:

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS accounts (
 """
 
 
-class AccountStatus(str, enum.Enum):
+class AccountStatus(enum.StrEnum):
     ACTIVE = "active"
     NEEDS_LOGIN = "needs_login"  # the refresh token was rejected; an operator must sign in again
     DISABLED = "disabled"  # switched off by the operator
@@ -204,8 +204,19 @@ class AccountStore:
                     status = 'active', status_detail = NULL,
                     token_generation = accounts.token_generation + 1, updated_at = excluded.updated_at
                 """,
-                (account_id, label or account_id, auth_method, refresh_token, client_id, client_secret,
-                 profile_arn, access_token, expires_at, now, now),
+                (
+                    account_id,
+                    label or account_id,
+                    auth_method,
+                    refresh_token,
+                    client_id,
+                    client_secret,
+                    profile_arn,
+                    access_token,
+                    expires_at,
+                    now,
+                    now,
+                ),
             )
         account = self.get(account_id)
         assert account is not None
@@ -236,8 +247,19 @@ class AccountStore:
                                           created_at, updated_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
                     """,
-                    (ENV_ACCOUNT_ID, env.label, env.auth_method, env.refresh_token, env.client_id,
-                     env.client_secret, env.profile_arn, env.access_token, fingerprint, now, now),
+                    (
+                        ENV_ACCOUNT_ID,
+                        env.label,
+                        env.auth_method,
+                        env.refresh_token,
+                        env.client_id,
+                        env.client_secret,
+                        env.profile_arn,
+                        env.access_token,
+                        fingerprint,
+                        now,
+                        now,
+                    ),
                 )
             elif row["seed_fingerprint"] != fingerprint:
                 db.execute(
@@ -248,8 +270,17 @@ class AccountStore:
                         token_generation = token_generation + 1, updated_at = ?
                     WHERE id = ?
                     """,
-                    (env.auth_method, env.refresh_token, env.client_id, env.client_secret, env.profile_arn,
-                     env.access_token, fingerprint, now, ENV_ACCOUNT_ID),
+                    (
+                        env.auth_method,
+                        env.refresh_token,
+                        env.client_id,
+                        env.client_secret,
+                        env.profile_arn,
+                        env.access_token,
+                        fingerprint,
+                        now,
+                        ENV_ACCOUNT_ID,
+                    ),
                 )
             elif _config_differs(row, env):
                 db.execute(

@@ -164,7 +164,9 @@ class TokenManager:
             )
             if still_valid:
                 # Refreshing early failed, but the old token has not expired: keep serving with it.
-                logger.bind(account=self.label).warning(f"token refresh failed, using the current token until it expires: {exc}")
+                logger.bind(account=self.label).warning(
+                    f"token refresh failed, using the current token until it expires: {exc}"
+                )
                 self._account = stored
                 return stored.access_token  # type: ignore[return-value]
             logger.bind(account=self.label).error(f"token refresh failed: {exc}")

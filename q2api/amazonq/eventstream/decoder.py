@@ -45,7 +45,7 @@ _set_frame_payload = Frame.payload.__set__  # type: ignore[attr-defined]
 class EventStreamDecoder:
     """Incremental decoder: `feed(chunk) -> [Frame, ...]`, then `close()` at end of body."""
 
-    __slots__ = ("_pending", "_need", "_offset", "_fault", "_header_memo")
+    __slots__ = ("_fault", "_header_memo", "_need", "_offset", "_pending")
 
     def __init__(self) -> None:
         self._pending = bytearray()  # bytes of an incomplete frame
@@ -170,9 +170,7 @@ class EventStreamDecoder:
         elif total < MIN_FRAME_LENGTH + headers_length:
             problem = f"total length {total} is too small for {headers_length} header bytes"
         else:
-            problem = (
-                f"payload length {total - MIN_FRAME_LENGTH - headers_length} exceeds {MAX_PAYLOAD_LENGTH}"
-            )
+            problem = f"payload length {total - MIN_FRAME_LENGTH - headers_length} exceeds {MAX_PAYLOAD_LENGTH}"
         return InvalidPrelude(f"{problem} ({where})")
 
 
@@ -241,6 +239,4 @@ def _timestamp(milliseconds: int, name: str) -> datetime:
     try:
         return EPOCH + timedelta(milliseconds=milliseconds)
     except OverflowError:
-        raise InvalidHeader(
-            f"header {name!r} timestamp {milliseconds} ms is outside the representable range"
-        ) from None
+        raise InvalidHeader(f"header {name!r} timestamp {milliseconds} ms is outside the representable range") from None

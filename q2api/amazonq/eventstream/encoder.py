@@ -6,7 +6,7 @@ import struct
 import uuid
 import zlib
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 
 import orjson
@@ -61,7 +61,7 @@ def _encode_header_value(name: str, value: object) -> bytes:
             raise ValueError(f"header {name!r}: {value} does not fit wire type {type_code}") from None
     if isinstance(value, datetime):
         if value.tzinfo is None:  # naive datetimes are taken as UTC
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return b"\x08" + FIXED_WIDTH[8].pack((value - EPOCH) // ONE_MILLISECOND)
     if isinstance(value, uuid.UUID):
         return b"\x09" + value.bytes
@@ -99,9 +99,7 @@ def _frame(header_bytes: bytes, payload: bytes | bytearray | memoryview) -> byte
 
 @lru_cache(maxsize=128)
 def _event_header_bytes(event_type: str) -> bytes:
-    return encode_headers(
-        {":event-type": event_type, ":content-type": "application/json", ":message-type": "event"}
-    )
+    return encode_headers({":event-type": event_type, ":content-type": "application/json", ":message-type": "event"})
 
 
 def encode_event(event_type: str, payload: Mapping[str, object] | bytes) -> bytes:

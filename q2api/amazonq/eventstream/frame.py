@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 HeaderValue = bool | int | bytes | str | uuid.UUID | datetime
 
@@ -26,7 +26,7 @@ FIXED_WIDTH = {
     5: struct.Struct(">q"),
     8: struct.Struct(">q"),  # timestamp: milliseconds since the epoch
 }
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MILLISECOND = timedelta(milliseconds=1)
 
 

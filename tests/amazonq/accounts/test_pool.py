@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from q2api.amazonq.accounts.pool import QUOTA_COOLDOWN, AccountPool, build_account_pool, env_account
-from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore
+from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.settings import load_settings
 

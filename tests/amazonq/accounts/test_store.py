@@ -96,7 +96,7 @@ def test_add_list_remove(tmp_path: Path) -> None:
     store = AccountStore(tmp_path)
     added = store.add(auth_method="social", refresh_token="social-SECRET", label="kiro-main", profile_arn="arn:p")
     store.add(auth_method="idc", refresh_token="idc-SECRET", client_id="cid-0123456789", client_secret="cs-SECRET")
-    assert [account.label for account in store.accounts()][0] == "kiro-main"
+    assert next(account.label for account in store.accounts()) == "kiro-main"
 
     views = store.list_views()
     assert len(views) == 2

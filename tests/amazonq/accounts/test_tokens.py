@@ -10,9 +10,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStatus, AccountStore, EnvAccount
+from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.testing.simulated_upstream import (
     SIM_CLIENT_ID,
@@ -51,7 +51,9 @@ def manager_for(store: AccountStore, session, sim: SimulatedUpstream, clock=time
     account = store.get(ENV_ACCOUNT_ID)
     assert account is not None
     endpoints = RefreshEndpoints(oidc=sim.oidc_url, kiro=sim.kiro_refresh_url)
-    return TokenManager(account, store, functools.partial(refresh_access_token, session, endpoints=endpoints), clock=clock)
+    return TokenManager(
+        account, store, functools.partial(refresh_access_token, session, endpoints=endpoints), clock=clock
+    )
 
 
 async def test_first_call_refreshes_and_later_calls_reuse(tmp_path: Path, sim, session) -> None:
@@ -127,7 +129,9 @@ def test_two_processes_share_one_refresh(tmp_path: Path) -> None:
         context = multiprocessing.get_context("fork")
         results = context.Queue()
         processes = [
-            context.Process(target=_worker_process, args=(str(tmp_path), handle.sim.oidc_url, handle.sim.kiro_refresh_url, results))
+            context.Process(
+                target=_worker_process, args=(str(tmp_path), handle.sim.oidc_url, handle.sim.kiro_refresh_url, results)
+            )
             for _ in range(3)
         ]
         for process in processes:
@@ -212,8 +216,13 @@ async def test_invalid_grant_raises_refresh_rejected_for_the_operator(tmp_path: 
 
     # The operator stores a fresh login; the running manager picks it up.
     sim.valid_refresh_tokens = {"fresh-login-token"}
-    store.add(auth_method="idc", refresh_token="fresh-login-token", client_id=SIM_CLIENT_ID,
-              client_secret=SIM_CLIENT_SECRET, account_id=ENV_ACCOUNT_ID)
+    store.add(
+        auth_method="idc",
+        refresh_token="fresh-login-token",
+        client_id=SIM_CLIENT_ID,
+        client_secret=SIM_CLIENT_SECRET,
+        account_id=ENV_ACCOUNT_ID,
+    )
     now[0] += 10
     assert await manager.access_token() in sim.valid_access_tokens
     assert not manager.needs_login

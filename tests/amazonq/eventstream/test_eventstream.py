@@ -3,7 +3,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -32,9 +32,7 @@ from q2api.amazonq.eventstream import (
 )
 
 # AWS CRT test vectors (PROTOCOL.md B1).
-VECTOR_NO_HEADERS = (
-    bytes.fromhex("0000001D00000000FD528C5A") + b"{'foo':'bar'}" + bytes.fromhex("C3653936")
-)
+VECTOR_NO_HEADERS = bytes.fromhex("0000001D00000000FD528C5A") + b"{'foo':'bar'}" + bytes.fromhex("C3653936")
 VECTOR_ONE_HEADER = (
     bytes.fromhex("0000003D0000002007FD8396")
     + b"\x0ccontent-type\x07\x00\x10application/json"
@@ -51,7 +49,7 @@ ALL_TYPES_HEADERS = {
     "long": Int64(2**63 - 1),
     "bytes": b"\x00\xff\x80",
     "string": "héllo ✓",
-    "timestamp": datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=timezone.utc),
+    "timestamp": datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC),
     "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
 }
 
@@ -120,7 +118,7 @@ def test_every_header_type_round_trips() -> None:
         (b"ab", 6, b"\x00\x02ab"),
         ("ab", 7, b"\x00\x02ab"),
         (Timestamp(1_700_000_000_123), 8, struct.pack(">q", 1_700_000_000_123)),
-        (datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc), 8, struct.pack(">q", 1000)),
+        (datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), 8, struct.pack(">q", 1000)),
         (uuid.UUID(int=1), 9, (1).to_bytes(16, "big")),
     ],
 )
@@ -131,12 +129,12 @@ def test_encoder_picks_wire_type_from_python_type(value: object, type_code: int,
 
 def test_timestamp_decodes_to_utc_datetime_with_millisecond_precision() -> None:
     [frame] = decode_all(encode_frame({"t": Timestamp(-1)}, b""))
-    assert frame.headers["t"] == datetime(1970, 1, 1, tzinfo=timezone.utc) - timedelta(milliseconds=1)
+    assert frame.headers["t"] == datetime(1970, 1, 1, tzinfo=UTC) - timedelta(milliseconds=1)
 
 
 def test_naive_datetime_is_encoded_as_utc() -> None:
     [frame] = decode_all(encode_frame({"t": datetime(2020, 1, 1)}, b""))
-    assert frame.headers["t"] == datetime(2020, 1, 1, tzinfo=timezone.utc)
+    assert frame.headers["t"] == datetime(2020, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
