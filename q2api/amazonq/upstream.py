@@ -16,6 +16,7 @@ import dataclasses
 import random
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import orjson
@@ -36,7 +37,6 @@ from q2api.amazonq.errors import (
     parse_error_reply,
 )
 from q2api.amazonq.proxy import proxy_route
-from q2api.settings import Settings
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
 REQUEST_ID_HEADER = "x-amzn-requestid"
@@ -58,18 +58,8 @@ class UpstreamConfig:
     backoff_initial: float = 0.5
     backoff_max: float = 8.0  # also the longest Retry-After honoured by waiting instead of failing
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> UpstreamConfig:
-        return cls(
-            endpoint=settings.endpoint,
-            connect_timeout=settings.connect_timeout,
-            first_byte_timeout=settings.first_byte_timeout,
-            read_timeout=settings.read_timeout,
-            max_retries=settings.max_retries,
-        )
 
-
-def create_session(settings: Settings | None = None) -> aiohttp.ClientSession:
+def create_session() -> aiohttp.ClientSession:
     """The one shared client session (call inside the running loop, e.g. in the app's lifespan).
 
     `limit=0`: no connection-pool ceiling, so the 101st concurrent stream opens
@@ -170,7 +160,7 @@ class UpstreamClient:
             sock_read=config.read_timeout,
         )
 
-    def open_stream(self, payload: dict) -> OpenedReply:
+    def open_stream(self, payload: dict[str, Any]) -> OpenedReply:
         """Open a reply for `payload` (the converter's `{"conversationState": ...}`): `async with` it.
 
         Raises on entry: UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable,
@@ -178,7 +168,7 @@ class UpstreamClient:
         """
         return OpenedReply(self, payload)
 
-    async def _open(self, payload: dict) -> UpstreamStream:
+    async def _open(self, payload: dict[str, Any]) -> UpstreamStream:
         if not len(self._pool):
             raise NoAccountConfigured()
         started = time.monotonic()
@@ -302,7 +292,7 @@ class UpstreamClient:
 class _Attempt:
     """What one `open_stream` call carries across its retries."""
 
-    def __init__(self, payload: dict) -> None:
+    def __init__(self, payload: dict[str, Any]) -> None:
         self._payload = payload
         self._bodies: dict[str | None, bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
@@ -327,9 +317,9 @@ class OpenedReply:
     reply streams; this one lets go of it as soon as the reply is open.
     """
 
-    def __init__(self, client: UpstreamClient, payload: dict) -> None:
+    def __init__(self, client: UpstreamClient, payload: dict[str, Any]) -> None:
         self._client = client
-        self._payload: dict | None = payload
+        self._payload: dict[str, Any] | None = payload
         self._stream: UpstreamStream | None = None
 
     async def __aenter__(self) -> UpstreamStream:

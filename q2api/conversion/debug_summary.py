@@ -9,7 +9,7 @@ marker, secret-looking keys (tokens, keys, passwords, authorization, profile ARN
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from q2api.conversion.options import Conversion
 from q2api.conversion.report import Finding
@@ -46,13 +46,13 @@ def conversion_summary(
 
 def redacted_payload(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The Amazon Q body with image bytes replaced by a length marker and secrets removed."""
-    return _redacted(payload)  # type: ignore[return-value]
+    return cast(dict[str, Any], _redacted(payload))
 
 
 def redacted_claude_request(body: Mapping[str, Any]) -> dict[str, Any]:
     """A Claude request body (as parsed JSON) with base64 image/document data replaced by a
     length marker and secrets removed: a reproducer that is safe to attach to a bug report."""
-    return _redacted(body)  # type: ignore[return-value]
+    return cast(dict[str, Any], _redacted(body))
 
 
 def _redacted(value: Any) -> Any:

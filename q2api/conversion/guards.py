@@ -171,7 +171,7 @@ def _check_tools(tools: list[Mapping[str, Any]], bad: Any) -> set[str]:
             bad(FindingKind.FIELD_LIMIT, where, f"description must be 1..{MAX_TOOL_DESCRIPTION_LENGTH} characters")
         if not isinstance((spec.get("inputSchema") or {}).get("json"), dict):
             bad(FindingKind.FIELD_LIMIT, where, "inputSchema.json must be an object")
-        offered.add(name)
+        offered.add(str(name))
     return offered
 
 

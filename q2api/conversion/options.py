@@ -36,8 +36,10 @@ class Conversion:
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        return self.payload["conversationState"].get("history", [])
+        history: list[dict[str, Any]] = self.payload["conversationState"].get("history", [])
+        return history
 
     @property
     def current_message(self) -> dict[str, Any]:
-        return self.payload["conversationState"]["currentMessage"]["userInputMessage"]
+        message: dict[str, Any] = self.payload["conversationState"]["currentMessage"]["userInputMessage"]
+        return message

@@ -103,6 +103,6 @@ def document_text(
     elif isinstance(source, FileDocumentSource):
         what = f"file {source.file_id} is not available (the Files API is not supported)"
     else:
-        what = f"its content ({source.media_type}) cannot be forwarded to Amazon Q as text"
+        what = f"its content ({getattr(source, 'media_type', 'structured content')}) cannot be forwarded to Amazon Q as text"
     report.append(Finding(FindingKind.DOCUMENT_OMITTED, message_index, detail=f"{path}: {what}"))
     return f"{label}\n(Document omitted: {what}.)", images

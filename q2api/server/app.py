@@ -21,13 +21,14 @@ from starlette.routing import Route
 from q2api.amazonq.accounts.pool import build_account_pool
 from q2api.amazonq.accounts.store import AccountStore
 from q2api.amazonq.models import served_models
-from q2api.amazonq.upstream import UpstreamClient, UpstreamConfig, create_session
+from q2api.amazonq.upstream import UpstreamClient, create_session
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page, model_info
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.server.relay import MessagesRelay
+from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
 from q2api.settings import Settings, load_settings
 
 
@@ -42,10 +43,11 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if not client_keys.required:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
-        session = create_session(settings)
+        session = create_session()
         try:
-            pool = build_account_pool(settings, AccountStore(settings.data_dir), session)
-            upstream = UpstreamClient(session, pool, UpstreamConfig.from_settings(settings))
+            store = AccountStore(settings.data_dir)
+            pool = build_account_pool(store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings))
+            upstream = UpstreamClient(session, pool, upstream_config(settings))
             state["pool"] = pool
             state["relay"] = MessagesRelay(upstream=upstream, settings=settings, model_aliases=dict(settings.model_map))
             logger.info(f"q2api ready: {len(pool)} Amazon Q account(s), endpoint {settings.endpoint}")
@@ -55,13 +57,14 @@ def create_app(settings: Settings) -> Starlette:
 
     async def messages(request: Request) -> Response:
         request_id = request.state.request_id  # given by RequestIdMiddleware
+        relay: MessagesRelay = state["relay"]
         try:
             client_keys.check(request)
             body = await read_body(request, settings.max_body_bytes)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
-            return state["relay"].refuse(request_id, error)
-        return await state["relay"].handle(request, body, request_id)
+            return relay.refuse(request_id, error)
+        return await relay.handle(request, body, request_id)
 
     async def count_tokens(request: Request) -> Response:
         client_keys.check(request)

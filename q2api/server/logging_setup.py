@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from loguru import logger
+
+if TYPE_CHECKING:
+    from loguru import Record
 
 TEXT_FORMAT = "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | {message}{extra[fields]}"
 
 
-def _render_fields(record: dict) -> bool:
+def _render_fields(record: Record) -> bool:
     """Append the bound fields as `key=value` pairs after the message (text format only)."""
     extra = record["extra"]
     fields = {key: value for key, value in extra.items() if key != "fields"}

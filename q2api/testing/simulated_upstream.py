@@ -284,7 +284,7 @@ class SimulatedUpstream:
             return _oidc_error(400, "invalid_grant", "InvalidGrantException", "Invalid refresh token provided")
         if failure is not None:
             return _oidc_error(500, "server_error", "InternalServerException")
-        return _json(self._issue(body.get("refreshToken"), kiro=False))
+        return _json(self._issue(str(body.get("refreshToken")), kiro=False))
 
     async def _kiro_refresh(self, request: web.Request) -> web.Response:
         body = await self._refresh_request(request)
@@ -295,7 +295,7 @@ class SimulatedUpstream:
             return _json({"message": "Invalid refresh token"}, status=401)
         if failure is not None:
             return _json({"message": "Internal error"}, status=500)
-        return _json(self._issue(body.get("refreshToken"), kiro=True))
+        return _json(self._issue(str(body.get("refreshToken")), kiro=True))
 
     def _refresh_token_valid(self, token: object) -> bool:
         if not isinstance(token, str) or not token:

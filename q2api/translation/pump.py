@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 from loguru import logger
@@ -21,7 +22,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.translation.error_mapping import map_upstream_exception
 from q2api.translation.translator import StreamTranslator
 
-Events = list[dict]
+Events = list[dict[str, Any]]
 
 
 class ReplyPump:

@@ -109,7 +109,7 @@ class StreamTranslator:
         self._counter = OutputTokenCounter(max_tokens)
         self._pending_tool: ToolInputBuffer | None = None
         self._judged_tool_ids: set[str] = set()
-        self._handlers: dict[str, Callable[[dict[str, Any], list[Event]], None]] = {
+        self._handlers: dict[object, Callable[[dict[str, Any], list[Event]], None]] = {
             "assistantResponseEvent": self._on_assistant_response,
             "reasoningContentEvent": self._on_reasoning,
             "toolUseEvent": self._on_tool_use,
@@ -154,7 +154,7 @@ class StreamTranslator:
         if self.lifecycle is not Lifecycle.NOT_STARTED:
             return []
         self.lifecycle = _STREAMING
-        message = {
+        message: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",
@@ -184,8 +184,11 @@ class StreamTranslator:
         self._feed_general(frame, out)
         return out
 
-    def _feed_general(self, frame: Frame, out: list[Event]) -> None:
-        """Any frame, without the text fast paths (their callers already tried them)."""
+    def _feed_general(self, frame: Frame, out: list[Event]) -> bool:
+        """Any frame, without the text fast paths (their callers already tried them).
+
+        Returns whether the reply is finished now (an exception frame, a stop condition).
+        """
         headers = frame.headers
         message_type = headers.get(":message-type")
         if message_type == "event":
@@ -196,7 +199,8 @@ class StreamTranslator:
             )
             self._fail_into(out, failure)
         else:
-            self._ignore(f":message-type {message_type}")
+            self._ignore(f":message-type {message_type!s}")
+        return self.finished
 
     def feed_all(self, frames: Iterable[Frame]) -> list[Event]:
         """The events of several frames (one upstream read); stops once finished.
@@ -231,8 +235,7 @@ class StreamTranslator:
                 texts.clear()
             if self.finished:
                 return out
-            self._feed_general(frame, out)
-            if self.finished:
+            if self._feed_general(frame, out):
                 return out
         if texts:
             self._on_text("".join(texts), out)
@@ -269,7 +272,7 @@ class StreamTranslator:
     # ------------------------------------------------------------------ upstream events
 
     def _on_event(self, event_type: object, raw: bytes, out: list[Event]) -> None:
-        handler = self._handlers.get(event_type)  # type: ignore[arg-type]
+        handler = self._handlers.get(event_type)
         if handler is None:
             self._ignore(str(event_type))
             return

@@ -54,7 +54,7 @@ class ReplyUsage:
     def note_context_usage(self, payload: dict[str, Any]) -> None:
         percentage = payload.get("contextUsagePercentage")
         # Anything but a finite share of the window is noise (and 1e308 would overflow the arithmetic).
-        if type(percentage) in (int, float) and math.isfinite(percentage) and 0 <= percentage <= 100:
+        if isinstance(percentage, int | float) and math.isfinite(percentage) and 0 <= percentage <= 100:
             self._context_percentage = float(percentage)
 
     @property

@@ -18,6 +18,7 @@ from q2api.amazonq.errors import (
 )
 from q2api.amazonq.eventstream import EventStreamDecoder
 from q2api.amazonq.upstream import TARGET, UpstreamClient, UpstreamConfig, create_session
+from q2api.server.wiring import env_account, refresh_endpoints
 from q2api.settings import load_settings
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_PROFILE_ARN, SIM_REFRESH_TOKEN, SimulatedUpstream
@@ -40,7 +41,9 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 def make_pool(tmp_path: Path, sim: SimulatedUpstream, session, auth_method: str = "idc", **env: str) -> AccountPool:
     settings = load_settings({**sim.env(auth_method), "Q2API_DATA_DIR": str(tmp_path), **env}, env_file=None)
-    return build_account_pool(settings, AccountStore(settings.data_dir), session)
+    return build_account_pool(
+        AccountStore(settings.data_dir), session, endpoints=refresh_endpoints(settings), seed=env_account(settings)
+    )
 
 
 def make_client(
@@ -284,7 +287,7 @@ async def test_fully_read_reply_keeps_the_connection_for_reuse(tmp_path: Path, s
 
 def test_session_has_no_pool_limit_and_leaves_proxies_to_the_callers() -> None:
     async def check() -> None:
-        session = create_session(load_settings({}, env_file=None))
+        session = create_session()
         try:
             # trust_env would look up ~/.netrc in a thread on every request; proxies are
             # resolved once per URL instead (q2api.amazonq.proxy, tested below).
@@ -346,7 +349,7 @@ def two_account_pool(tmp_path: Path, sim, session) -> AccountPool:
     settings = load_settings(
         {**sim.env("social"), "AMAZONQ_REFRESH_TOKEN": "", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None
     )
-    return build_account_pool(settings, store, session)
+    return build_account_pool(store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings))
 
 
 async def test_throttled_account_rests_and_the_retry_uses_another(tmp_path: Path, sim, session, log_lines) -> None:

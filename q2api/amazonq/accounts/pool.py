@@ -20,7 +20,6 @@ from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_toke
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore, EnvAccount
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
-from q2api.settings import Settings
 
 # How long an account rests after each account-scoped failure, unless the upstream said otherwise.
 THROTTLE_COOLDOWN = 30.0
@@ -147,29 +146,19 @@ def _health(slot: _Slot, now: float) -> AccountHealth:
     return AccountHealth.READY
 
 
-def env_account(settings: Settings) -> EnvAccount | None:
-    """The account the AMAZONQ_* variables describe, if any."""
-    if not settings.has_env_account:
-        return None
-    return EnvAccount(
-        auth_method=settings.auth_method,
-        refresh_token=settings.refresh_token,
-        access_token=settings.access_token,
-        client_id=settings.client_id,
-        client_secret=settings.client_secret,
-        profile_arn=settings.profile_arn,
-    )
-
-
-def build_account_pool(settings: Settings, store: AccountStore, session: aiohttp.ClientSession) -> AccountPool:
+def build_account_pool(
+    store: AccountStore,
+    session: aiohttp.ClientSession,
+    *,
+    endpoints: RefreshEndpoints,
+    seed: EnvAccount | None = None,
+) -> AccountPool:
     """Seed the environment account, then one token manager per enabled stored account.
 
     Call once at start-up (it does blocking SQLite I/O, which is brief).
     """
-    seed = env_account(settings)
     if seed is not None:
         store.seed_from_env(seed)
-    endpoints = RefreshEndpoints(oidc=settings.oidc_endpoint, kiro=settings.kiro_refresh_endpoint)
     refresh = functools.partial(refresh_access_token, session, endpoints=endpoints)
     managers = [
         TokenManager(account, store, refresh)

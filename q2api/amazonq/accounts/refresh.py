@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import aiohttp
 import orjson
@@ -79,8 +80,8 @@ async def refresh_access_token(
 
 
 async def _post_json(
-    session: aiohttp.ClientSession, url: str, body: dict, label: str, timeout: float, auth_method: str
-) -> dict:
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], label: str, timeout: float, auth_method: str
+) -> dict[str, Any]:
     try:
         async with session.post(
             url,
@@ -117,7 +118,7 @@ def _credential_is_dead(status: int, code: str | None, auth_method: str) -> bool
     return auth_method == "social" and status == 400
 
 
-def _refreshed_token(document: dict, label: str) -> RefreshedToken:
+def _refreshed_token(document: dict[str, Any], label: str) -> RefreshedToken:
     access_token = document.get("accessToken")
     if not isinstance(access_token, str) or not access_token:
         raise RefreshUnavailable(f"the token service for account {label!r} sent no access token")
@@ -133,7 +134,7 @@ def _refreshed_token(document: dict, label: str) -> RefreshedToken:
     )
 
 
-def _json_object(raw: bytes) -> dict | None:
+def _json_object(raw: bytes) -> dict[str, Any] | None:
     try:
         document = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
@@ -141,12 +142,12 @@ def _json_object(raw: bytes) -> dict | None:
     return document if isinstance(document, dict) else None
 
 
-def _description(document: dict | None) -> str:
+def _description(document: dict[str, Any] | None) -> str:
     description = (document or {}).get("error_description")
     return f": {description[:200]}" if isinstance(description, str) and description else ""
 
 
-def _error_code(document: dict | None) -> str | None:
+def _error_code(document: dict[str, Any] | None) -> str | None:
     if document is None:
         return None
     for key in ("error", "__type", "code"):

@@ -38,8 +38,8 @@ _HEADER_MEMO_LIMIT = 256
 # A frozen dataclass's generated __init__ goes through object.__setattr__ per field, which
 # doubles the cost of building a frame; the decoder's hot loop fills the slots directly.
 _new_object = object.__new__
-_set_frame_headers = Frame.headers.__set__  # type: ignore[attr-defined]
-_set_frame_payload = Frame.payload.__set__  # type: ignore[attr-defined]
+_set_frame_headers = Frame.__dict__["headers"].__set__
+_set_frame_payload = Frame.__dict__["payload"].__set__
 
 
 class EventStreamDecoder:
@@ -201,10 +201,9 @@ def _parse_headers(data: bytes) -> dict[str, HeaderValue]:
         elif 2 <= type_code <= 5 or type_code == 8:
             unpacker = FIXED_WIDTH[type_code]
             raw = _take(data, pos, unpacker.size, f"header {name!r}")
-            value = unpacker.unpack(raw)[0]
+            number: int = unpacker.unpack(raw)[0]
             pos += unpacker.size
-            if type_code == 8:
-                value = _timestamp(value, name)
+            value = _timestamp(number, name) if type_code == 8 else number
         elif type_code == 6:
             length = _length_prefix(data, pos, name)
             value = _take(data, pos + 2, length, f"header {name!r}")
@@ -225,7 +224,8 @@ def _take(data: bytes, pos: int, length: int, what: str) -> bytes:
 
 
 def _length_prefix(data: bytes, pos: int, name: str) -> int:
-    return UINT16.unpack(_take(data, pos, 2, f"length of header {name!r}"))[0]
+    length: int = UINT16.unpack(_take(data, pos, 2, f"length of header {name!r}"))[0]
+    return length
 
 
 def _utf8(raw: bytes, what: str) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from q2api.amazonq.accounts.pool import QUOTA_COOLDOWN, AccountPool, build_account_pool, env_account
+from q2api.amazonq.accounts.pool import QUOTA_COOLDOWN, AccountPool, build_account_pool
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
+from q2api.server.wiring import env_account, refresh_endpoints
 from q2api.settings import load_settings
 
 
@@ -82,7 +83,7 @@ def test_build_pool_seeds_env_and_skips_disabled(tmp_path: Path) -> None:
     store = AccountStore(tmp_path)
     store.add(auth_method="social", refresh_token="x", account_id="off")
     store.set_status("off", AccountStatus.DISABLED)
-    pool = build_account_pool(settings, store, session=None)  # type: ignore[arg-type]  # no refresh happens
+    pool = build_account_pool(store, None, endpoints=refresh_endpoints(settings), seed=env_account(settings))  # type: ignore[arg-type]  # no refresh happens
     assert [manager.account_id for manager in pool.managers()] == ["env"]
     assert env_account(load_settings({}, env_file=None)) is None
 
