@@ -9,13 +9,22 @@ stops, and `message_delta.usage` overwriting only the keys it carries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from enum import Enum
-from typing import Any
+from typing import Any, assert_never
 
 import orjson
 
 from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.events import (
+    ContentBlockDeltaEvent,
+    ContentBlockStartEvent,
+    ContentBlockStopEvent,
+    ErrorEvent,
+    MessageDeltaEvent,
+    MessageStartEvent,
+    StreamEvent,
+)
 
 # `error.type` → HTTP status, to rebuild an AnthropicError from an `error` event.
 _STATUS_BY_ERROR_TYPE: dict[str, int] = {
@@ -48,34 +57,30 @@ class MessageAggregator:
         self._content: list[dict[str, Any]] = []
         self._tool_json: dict[int, list[str]] = {}
 
-    def add(self, event: Mapping[str, Any]) -> None:
+    def add(self, event: StreamEvent) -> None:
         if self.state is AggregatorState.FAILED:
             return
-        kind = event["type"]
-        if kind == "content_block_delta":
-            self._on_delta(event)
-        elif kind == "content_block_start":
-            self._on_block_start(event)
-        elif kind == "content_block_stop":
-            self._on_block_stop(event)
-        elif kind == "message_start":
-            self._on_message_start(event)
-        elif kind == "message_delta":
-            self._on_message_delta(event)
-        elif kind == "message_stop":
-            self.state = AggregatorState.COMPLETE
-        elif kind == "error":
-            error = event.get("error") or {}
-            error_type = error.get("type") or "api_error"
-            self.error = AnthropicError(
-                _STATUS_BY_ERROR_TYPE.get(error_type, 500),
-                error.get("message") or "the upstream reply failed",
-                error_type=error_type,
-            )
-            self.state = AggregatorState.FAILED
-        # ping and unknown events carry nothing for the message
+        match event["type"]:
+            case "content_block_delta":
+                self._on_delta(event)
+            case "content_block_start":
+                self._on_block_start(event)
+            case "content_block_stop":
+                self._on_block_stop(event)
+            case "message_start":
+                self._on_message_start(event)
+            case "message_delta":
+                self._on_message_delta(event)
+            case "message_stop":
+                self.state = AggregatorState.COMPLETE
+            case "error":
+                self._on_error(event)
+            case "ping":
+                pass  # carries nothing for the message
+            case unknown:
+                assert_never(unknown)
 
-    def add_all(self, events: Iterable[Mapping[str, Any]]) -> None:
+    def add_all(self, events: Iterable[StreamEvent]) -> None:
         for event in events:
             self.add(event)
 
@@ -89,7 +94,16 @@ class MessageAggregator:
 
     # ------------------------------------------------------------------ events
 
-    def _on_message_start(self, event: Mapping[str, Any]) -> None:
+    def _on_error(self, event: ErrorEvent) -> None:
+        error_type = event["error"]["type"] or "api_error"
+        self.error = AnthropicError(
+            _STATUS_BY_ERROR_TYPE.get(error_type, 500),
+            event["error"]["message"] or "the upstream reply failed",
+            error_type=error_type,
+        )
+        self.state = AggregatorState.FAILED
+
+    def _on_message_start(self, event: MessageStartEvent) -> None:
         started = event["message"]
         self._message = {
             "id": started["id"],
@@ -103,30 +117,29 @@ class MessageAggregator:
         }
         self.state = AggregatorState.OPEN
 
-    def _on_block_start(self, event: Mapping[str, Any]) -> None:
-        block = dict(event["content_block"])
+    def _on_block_start(self, event: ContentBlockStartEvent) -> None:
+        block: dict[str, Any] = dict(event["content_block"])
         if block["type"] == "tool_use":
-            block["input"] = dict(block.get("input") or {})
+            block["input"] = dict(block["input"])
             self._tool_json[event["index"]] = []
         self._content.append(block)
 
-    def _on_delta(self, event: Mapping[str, Any]) -> None:
+    def _on_delta(self, event: ContentBlockDeltaEvent) -> None:
         index = event["index"]
         block = self._content[index]
         delta = event["delta"]
-        kind = delta["type"]
-        if kind == "text_delta":
+        if delta["type"] == "text_delta":
             block["text"] += delta["text"]
-        elif kind == "thinking_delta":
+        elif delta["type"] == "thinking_delta":
             block["thinking"] += delta["thinking"]
-        elif kind == "signature_delta":
-            block["signature"] = delta["signature"]
-        elif kind == "input_json_delta":
+        elif delta["type"] == "signature_delta":
+            block["signature"] = delta["signature"]  # the SDK overwrites, too
+        elif delta["type"] == "input_json_delta":
             self._tool_json[index].append(delta["partial_json"])
-        elif kind == "citations_delta":
-            block.setdefault("citations", []).append(delta["citation"])
+        else:
+            assert_never(delta)
 
-    def _on_block_stop(self, event: Mapping[str, Any]) -> None:
+    def _on_block_stop(self, event: ContentBlockStopEvent) -> None:
         index = event["index"]
         fragments = self._tool_json.pop(index, None)
         if fragments:
@@ -137,11 +150,11 @@ class MessageAggregator:
                 raise AnthropicError(500, "a tool call's input is not valid JSON") from None
             self._content[index]["input"] = value
 
-    def _on_message_delta(self, event: Mapping[str, Any]) -> None:
-        delta = event.get("delta") or {}
-        self._message["stop_reason"] = delta.get("stop_reason")
-        self._message["stop_sequence"] = delta.get("stop_sequence")
+    def _on_message_delta(self, event: MessageDeltaEvent) -> None:
+        delta = event["delta"]
+        self._message["stop_reason"] = delta["stop_reason"]
+        self._message["stop_sequence"] = delta.get("stop_sequence")  # as tolerant as the SDK
         usage = self._message["usage"]
-        for key, value in (event.get("usage") or {}).items():
+        for key, value in event["usage"].items():
             if value is not None:
                 usage[key] = value

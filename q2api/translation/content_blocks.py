@@ -14,7 +14,7 @@ import hashlib
 from enum import Enum
 from typing import Any
 
-Event = dict[str, Any]
+from q2api.anthropic.events import BlockDelta, ContentBlock, ContentBlockDeltaEvent, StreamEvent
 
 
 class OpenBlock(Enum):
@@ -34,7 +34,7 @@ class ContentBlocks:
         self._thinking_digest: Any = None
         self._signature: str | None = None  # the upstream's, for the open or next thinking block
 
-    def text(self, text: str, out: list[Event]) -> None:
+    def text(self, text: str, out: list[StreamEvent]) -> None:
         if self.open is not OpenBlock.TEXT:
             if not text.strip():
                 # No block for whitespace alone (the API rejects whitespace-only text blocks
@@ -48,7 +48,7 @@ class ContentBlocks:
                 self._held_space = ""
         out.append(_delta(self.index, {"type": "text_delta", "text": text}))
 
-    def thinking(self, text: str, out: list[Event]) -> None:
+    def thinking(self, text: str, out: list[StreamEvent]) -> None:
         if self.open is not OpenBlock.THINKING:
             self._start({"type": "thinking", "thinking": "", "signature": ""}, out)
             self.open = OpenBlock.THINKING
@@ -59,17 +59,17 @@ class ContentBlocks:
     def note_signature(self, signature: str) -> None:
         self._signature = signature
 
-    def redacted_thinking(self, data: str, out: list[Event]) -> None:
+    def redacted_thinking(self, data: str, out: list[StreamEvent]) -> None:
         self._start({"type": "redacted_thinking", "data": data}, out)
         out.append({"type": "content_block_stop", "index": self.index})
 
-    def tool_use(self, tool_use_id: str, name: str, input_json: str, out: list[Event]) -> None:
+    def tool_use(self, tool_use_id: str, name: str, input_json: str, out: list[StreamEvent]) -> None:
         """A whole tool_use block: its input JSON, already validated, in one delta."""
         self._start({"type": "tool_use", "id": tool_use_id, "name": name, "input": {}}, out)
         out.append(_delta(self.index, {"type": "input_json_delta", "partial_json": input_json}))
         out.append({"type": "content_block_stop", "index": self.index})
 
-    def close(self, out: list[Event]) -> None:
+    def close(self, out: list[StreamEvent]) -> None:
         if self.open is OpenBlock.NONE:
             return
         if self.open is OpenBlock.THINKING:
@@ -77,7 +77,7 @@ class ContentBlocks:
         out.append({"type": "content_block_stop", "index": self.index})
         self.open = OpenBlock.NONE
 
-    def _start(self, block: dict[str, Any], out: list[Event]) -> None:
+    def _start(self, block: ContentBlock, out: list[StreamEvent]) -> None:
         self.close(out)
         if block["type"] != "text":
             self._held_space = ""
@@ -94,5 +94,5 @@ class ContentBlocks:
         return "q2api." + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def _delta(index: int, delta: dict[str, Any]) -> Event:
+def _delta(index: int, delta: BlockDelta) -> ContentBlockDeltaEvent:
     return {"type": "content_block_delta", "index": index, "delta": delta}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 from loguru import logger
@@ -19,10 +18,11 @@ from loguru import logger
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
 from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.events import StreamEvent, error_event
 from q2api.translation.error_mapping import map_upstream_exception
 from q2api.translation.translator import StreamTranslator
 
-Events = list[dict[str, Any]]
+Events = list[StreamEvent]
 
 
 class ReplyPump:
@@ -97,4 +97,4 @@ class ReplyPump:
         # The translator's state is suspect, so the error event is built here, not by it.
         error = AnthropicError(500, "internal gateway error while relaying Amazon Q's reply; see the gateway log")
         self._internal_failure = error
-        return [{"type": "error", "error": {"type": error.error_type, "message": error.message}}]
+        return [error_event(error.error_type, error.message)]

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.events import MessageStopEvent, StartedMessage, StreamEvent, Usage, error_event
 from q2api.translation.anomalies import StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
 from q2api.translation.stop_conditions import OutputTokenCounter, StopSequenceMatcher
@@ -47,7 +48,7 @@ from q2api.translation.usage import ReplyUsage
 if TYPE_CHECKING:
     from q2api.amazonq.eventstream import Frame
 
-Event = dict[str, Any]
+Event = StreamEvent
 
 
 class Phase(Enum):
@@ -71,7 +72,7 @@ _TEXT = SegmentKind.TEXT
 _THINKING = SegmentKind.THINKING
 _TEXT_OPEN = OpenBlock.TEXT
 _STREAMING = Lifecycle.STREAMING
-_MESSAGE_STOP: Event = {"type": "message_stop"}
+_MESSAGE_STOP: MessageStopEvent = {"type": "message_stop"}
 _loads = orjson.loads
 
 
@@ -143,7 +144,7 @@ class StreamTranslator:
         return self.lifecycle is Lifecycle.DONE or self.lifecycle is Lifecycle.FAILED
 
     @property
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> Usage:
         """Cumulative usage so far (the final one once finished)."""
         return self._usage.snapshot(self._counter.total)
 
@@ -154,7 +155,7 @@ class StreamTranslator:
         if self.lifecycle is not Lifecycle.NOT_STARTED:
             return []
         self.lifecycle = _STREAMING
-        message: dict[str, Any] = {
+        message: StartedMessage = {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",
@@ -444,8 +445,13 @@ class StreamTranslator:
         self._blocks.close(out)
         self.stop_reason = reason
         self.lifecycle = Lifecycle.DONE
-        delta = {"stop_reason": reason, "stop_sequence": self.stop_sequence}
-        out.append({"type": "message_delta", "delta": delta, "usage": self.usage})
+        out.append(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": self.stop_sequence},
+                "usage": self.usage,
+            }
+        )
         out.append(_MESSAGE_STOP)
 
     def _fail_into(self, out: list[Event], error: AnthropicError) -> None:
@@ -458,4 +464,4 @@ class StreamTranslator:
             self._pending_tool = None
         self.failure = error
         self.lifecycle = Lifecycle.FAILED
-        out.append({"type": "error", "error": {"type": error.error_type, "message": error.message}})
+        out.append(error_event(error.error_type, error.message))

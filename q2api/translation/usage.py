@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from q2api.anthropic.events import Usage
+
 
 class ReplyUsage:
     __slots__ = (
@@ -65,7 +67,7 @@ class ReplyUsage:
             return round(self._context_percentage * self.context_window / 100)
         return self.input_estimate
 
-    def snapshot(self, counted_output: int) -> dict[str, int]:
+    def snapshot(self, counted_output: int) -> Usage:
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self._output or max(1, counted_output),
@@ -73,7 +75,7 @@ class ReplyUsage:
             "cache_read_input_tokens": self._cache_read,
         }
 
-    def initial(self) -> dict[str, int]:
+    def initial(self) -> Usage:
         """The usage of `message_start`: the estimate, one output token so far."""
         return {
             "input_tokens": self.input_estimate,

@@ -1,0 +1,160 @@
+"""The Claude stream events, typed once (PROTOCOL.md D6.2, D6.3).
+
+Plain dicts at run time — what `orjson.dumps` writes is exactly what the SDKs
+parse — and TypedDicts for the type checker, so a misspelt key or a missing
+`usage` is an error before it is a broken stream. The translator builds them,
+the SSE encoder and the message aggregator read them, and dispatch over
+`StreamEvent` ends in `assert_never`, so a new kind of event cannot be
+forgotten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+# ---------------------------------------------------------------------- usage
+
+
+class Usage(TypedDict, total=False):
+    """Cumulative token counts; `input_tokens` and `output_tokens` are always present on the wire."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+# ---------------------------------------------------------------------- content blocks
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingBlock(TypedDict):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(TypedDict):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+class ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+ContentBlock = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock
+
+
+class TextDelta(TypedDict):
+    type: Literal["text_delta"]
+    text: str
+
+
+class ThinkingDelta(TypedDict):
+    type: Literal["thinking_delta"]
+    thinking: str
+
+
+class SignatureDelta(TypedDict):
+    type: Literal["signature_delta"]
+    signature: str
+
+
+class InputJsonDelta(TypedDict):
+    type: Literal["input_json_delta"]
+    partial_json: str
+
+
+BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta
+
+# ---------------------------------------------------------------------- the message
+
+
+class StartedMessage(TypedDict):
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    model: str
+    content: list[ContentBlock]
+    stop_reason: str | None
+    stop_sequence: str | None
+    usage: Usage
+
+
+class StopDelta(TypedDict):
+    stop_reason: str
+    stop_sequence: str | None
+
+
+class ErrorBody(TypedDict):
+    type: str  # the Anthropic error type, e.g. "overloaded_error"
+    message: str
+
+
+# ---------------------------------------------------------------------- the events
+
+
+class MessageStartEvent(TypedDict):
+    type: Literal["message_start"]
+    message: StartedMessage
+
+
+class ContentBlockStartEvent(TypedDict):
+    type: Literal["content_block_start"]
+    index: int
+    content_block: ContentBlock
+
+
+class ContentBlockDeltaEvent(TypedDict):
+    type: Literal["content_block_delta"]
+    index: int
+    delta: BlockDelta
+
+
+class ContentBlockStopEvent(TypedDict):
+    type: Literal["content_block_stop"]
+    index: int
+
+
+class MessageDeltaEvent(TypedDict):
+    type: Literal["message_delta"]
+    delta: StopDelta
+    usage: Usage
+
+
+class MessageStopEvent(TypedDict):
+    type: Literal["message_stop"]
+
+
+class PingEvent(TypedDict):
+    type: Literal["ping"]
+
+
+class ErrorEvent(TypedDict):
+    type: Literal["error"]
+    error: ErrorBody
+    request_id: NotRequired[str]
+
+
+StreamEvent = (
+    MessageStartEvent
+    | ContentBlockStartEvent
+    | ContentBlockDeltaEvent
+    | ContentBlockStopEvent
+    | MessageDeltaEvent
+    | MessageStopEvent
+    | PingEvent
+    | ErrorEvent
+)
+
+
+def error_event(error_type: str, message: str) -> ErrorEvent:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
