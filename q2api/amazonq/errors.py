@@ -1,5 +1,15 @@
 """Amazon-Q-side failures: the exception classes and how an error reply is classified.
 
+    UpstreamError                      no reply could be obtained from Amazon Q
+    ├── UpstreamHTTPError              (status, code, message, reason, request_id, retry_after); `.kind`
+    ├── UpstreamTimeout                (phase: TimeoutPhase, seconds)
+    ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
+    ├── RefreshRejected                (account_label, detail): the account needs a new login
+    │   └── NoAccountConfigured
+    └── RefreshUnavailable             the token service could not be reached; tokens are kept
+
+Frame-level faults of the event stream have their own tree (`q2api.amazonq.eventstream.errors`).
+
 Pure: nothing here does I/O. The upstream client raises these classes; the
 app maps them to Anthropic errors (``q2api.translation.error_mapping``); the account pool
 reads :class:`FailureKind` to decide on cool-downs.
@@ -66,11 +76,17 @@ class UpstreamHTTPError(UpstreamError):
         )
 
 
+class TimeoutPhase(enum.StrEnum):
+    CONNECT = "connect"  # opening the connection
+    FIRST_BYTE = "first_byte"  # waiting for the response headers
+    BETWEEN_FRAMES = "between_frames"  # silence between two reads of the body
+
+
 class UpstreamTimeout(UpstreamError):
     """No connection, no response headers, or no bytes between frames within the configured time."""
 
-    def __init__(self, phase: str, seconds: float) -> None:
-        self.phase = phase  # "connect" | "first_byte" | "between_frames"
+    def __init__(self, phase: TimeoutPhase, seconds: float) -> None:
+        self.phase = phase
         self.seconds = seconds
         super().__init__(f"Amazon Q did not answer in time ({phase.replace('_', ' ')} timeout, {seconds:g}s)")
 

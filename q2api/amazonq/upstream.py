@@ -30,6 +30,7 @@ from q2api.amazonq.errors import (
     FailureKind,
     NoAccountConfigured,
     RefreshRejected,
+    TimeoutPhase,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeout,
@@ -113,7 +114,7 @@ class UpstreamStream:
         try:
             data = await self._response.content.readany()
         except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamTimeout("between_frames", self._read_timeout) from None
+            raise UpstreamTimeout(TimeoutPhase.BETWEEN_FRAMES, self._read_timeout) from None
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})") from None
         if not data:
@@ -244,10 +245,10 @@ class UpstreamClient:
                     self._config.endpoint, data=body, headers=headers, timeout=self._timeout, **self._proxy
                 )
         except aiohttp.ConnectionTimeoutError:
-            raise UpstreamTimeout("connect", self._config.connect_timeout) from None
+            raise UpstreamTimeout(TimeoutPhase.CONNECT, self._config.connect_timeout) from None
         except (TimeoutError, aiohttp.ServerTimeoutError):
             seconds = min(self._config.first_byte_timeout, self._config.read_timeout)
-            raise UpstreamTimeout("first_byte", seconds) from None
+            raise UpstreamTimeout(TimeoutPhase.FIRST_BYTE, seconds) from None
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"cannot reach Amazon Q ({type(exc).__name__}: {exc})") from None
 
@@ -257,7 +258,7 @@ class UpstreamClient:
         if isinstance(exc, UpstreamUnavailable):
             return True
         if isinstance(exc, UpstreamTimeout):
-            return exc.phase == "connect"  # a slow model is not fixed by asking again
+            return exc.phase is TimeoutPhase.CONNECT  # a slow model is not fixed by asking again
         if isinstance(exc, UpstreamHTTPError):
             kind = exc.kind
             if kind is FailureKind.THROTTLED and (exc.retry_after or 0) > self._config.backoff_max:

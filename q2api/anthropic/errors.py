@@ -3,6 +3,12 @@
 Every error q2api returns, before or after streaming starts, is built from an
 :class:`AnthropicError`, so clients (Claude Code, the official SDKs) classify,
 retry or compact exactly as they would against the real API.
+
+    AnthropicError (Exception)         (status, message, error_type, headers) → the envelope
+                                       {"type":"error","error":{"type":…,"message":…},"request_id":…}
+
+One class rather than a tree: the SDKs classify by HTTP status (PROTOCOL.md D7.2), so the
+status and `error.type` carried here are the whole classification.
 """
 
 from __future__ import annotations

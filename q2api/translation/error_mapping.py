@@ -1,4 +1,12 @@
-"""Amazon Q failures → the Anthropic errors clients know how to handle.
+"""Amazon Q failures → the Anthropic errors clients know how to handle: the one place.
+
+Three ways a failure reaches us, one mapping for all of them: an HTTP error
+status while opening the reply (`map_upstream_exception`), an `exception` or
+`error` frame inside a 200 event stream (`in_stream_failure`: the exception
+name is in `:exception-type` and the JSON payload carries `message`/`reason`;
+an `error` frame carries `:error-code`/`:error-message` headers and no
+payload, PROTOCOL.md A4.2, B3), and a reply that breaks while it is read
+(`broken_reply`, `corrupt_stream`, `cut_off`, `bad_payload`).
 
 The mapping decides what Claude Code does next, so each branch is chosen for
 the client's reaction (FIELD_NOTES.md, "How real clients react"):
@@ -18,9 +26,17 @@ module decides what the client sees.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
 from q2api.amazonq import errors as upstream
-from q2api.amazonq.errors import FailureKind, classify_failure
+from q2api.amazonq.errors import FailureKind, classify_failure, sanitize_error_code
 from q2api.anthropic.errors import AnthropicError
+
+if TYPE_CHECKING:
+    from q2api.amazonq.eventstream import Frame
 
 # Seconds a throttled client should wait when the upstream gave no hint.
 DEFAULT_THROTTLE_RETRY_AFTER = 20
@@ -125,3 +141,75 @@ def map_upstream_exception(
     if isinstance(exc, upstream.UpstreamUnavailable):
         return AnthropicError(502, f"Amazon Q could not be reached: {exc}", error_type="api_error")
     return AnthropicError(500, "internal gateway error; see the gateway log for details", error_type="api_error")
+
+
+# ---------------------------------------------------------------------- failures inside a 200 reply
+
+# The one modelled stream error member, `error`, is an InternalServerException (A4.2).
+_MODELLED_ERROR = "InternalServerException"
+
+
+def in_stream_failure(frame: Frame, *, input_tokens: int, context_window: int) -> AnthropicError:
+    """The error for an `exception` or `error` frame."""
+    if frame.message_type == "error":
+        code = frame.error_code
+        message = frame.error_message
+        payload: Mapping[str, Any] = {}
+        code = code if type(code) is str and code else _MODELLED_ERROR
+        message = message if type(message) is str else ""
+    else:
+        payload = _payload_object(frame.payload)
+        exception_type = frame.exception_type
+        named = exception_type if type(exception_type) is str and exception_type not in ("", "error") else None
+        code = named or _first_str(payload, "__type", "code") or _MODELLED_ERROR
+        message = _first_str(payload, "message", "Message", "errorMessage") or ""
+    reason = payload.get("reason")
+    return map_upstream_error(
+        status=None,
+        code=sanitize_error_code(code),
+        message=message,
+        reason=reason if type(reason) is str else None,
+        input_tokens=input_tokens,
+        context_window=context_window,
+    )
+
+
+def broken_reply(exc: BaseException) -> AnthropicError:
+    """The connection dropped while the reply was being read."""
+    return AnthropicError(502, f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})")
+
+
+def corrupt_stream(exc: BaseException) -> AnthropicError:
+    return AnthropicError(502, f"Amazon Q sent a corrupt event stream: {exc}")
+
+
+def cut_off(exc: BaseException) -> AnthropicError:
+    return AnthropicError(502, f"Amazon Q's reply was cut off mid-frame: {exc}")
+
+
+def internal_failure() -> AnthropicError:
+    """A fault of our own while decoding or translating (logged with its traceback elsewhere)."""
+    return AnthropicError(500, "internal gateway error while relaying Amazon Q's reply; see the gateway log")
+
+
+def bad_payload(event_type: object, problem: str) -> AnthropicError:
+    message = f"Amazon Q sent a {event_type} event whose payload {problem}"
+    return AnthropicError(500, message, error_type="api_error")
+
+
+def _payload_object(raw: bytes) -> Mapping[str, Any]:
+    if not raw:
+        return {}
+    try:
+        payload = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {"message": raw.decode("utf-8", "replace")[:500]}
+    return payload if type(payload) is dict else {}
+
+
+def _first_str(payload: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = payload.get(key)
+        if type(value) is str and value:
+            return value
+    return None

@@ -19,7 +19,13 @@ from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import StreamEvent, error_event
-from q2api.translation.error_mapping import map_upstream_exception
+from q2api.translation.error_mapping import (
+    broken_reply,
+    corrupt_stream,
+    cut_off,
+    internal_failure,
+    map_upstream_exception,
+)
 from q2api.translation.translator import StreamTranslator
 
 Events = list[StreamEvent]
@@ -71,7 +77,7 @@ class ReplyPump:
         except UpstreamError as exc:  # a between-frames timeout or a dropped connection
             return self._fail(map_upstream_exception(exc, context_window=self._translator.context_window))
         except aiohttp.ClientError as exc:
-            return self._fail(AnthropicError(502, f"the connection to Amazon Q broke mid-reply ({type(exc).__name__})"))
+            return self._fail(broken_reply(exc))
 
         try:
             frames = self._decoder.feed(chunk)
@@ -80,14 +86,14 @@ class ReplyPump:
             events = self._translator.feed_all(exc.frames)
             if self._translator.finished:
                 return events
-            return events + self._fail(AnthropicError(502, f"Amazon Q sent a corrupt event stream: {exc}"))
+            return events + self._fail(corrupt_stream(exc))
         return self._translator.feed_all(frames)
 
     def _end_of_body(self) -> Events:
         try:
             self._decoder.close()
         except EventStreamError as exc:
-            return self._fail(AnthropicError(502, f"Amazon Q's reply was cut off mid-frame: {exc}"))
+            return self._fail(cut_off(exc))
         return self._translator.finish()
 
     def _fail(self, error: AnthropicError) -> Events:
@@ -95,6 +101,6 @@ class ReplyPump:
 
     def _fail_internally(self) -> Events:
         # The translator's state is suspect, so the error event is built here, not by it.
-        error = AnthropicError(500, "internal gateway error while relaying Amazon Q's reply; see the gateway log")
+        error = internal_failure()
         self._internal_failure = error
         return [error_event(error.error_type, error.message)]

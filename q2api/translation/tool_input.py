@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from q2api.translation.anomalies import StreamFinding
+from q2api.translation.anomalies import AnomalyKind, StreamFinding
 
 
 class ToolInputVerdict(Enum):
@@ -73,7 +73,7 @@ class ToolInputBuffer:
 def truncation_finding(buffer: ToolInputBuffer, name: str, verdict: ToolInputVerdict) -> StreamFinding:
     # The input itself is not recorded: it may hold file contents or credentials.
     return StreamFinding(
-        "tool_input_truncated",
+        AnomalyKind.TOOL_INPUT_TRUNCATED,
         "withheld a tool call whose input was cut off or invalid; the reply ends with max_tokens",
         {
             "tool_use_id": buffer.tool_use_id,
@@ -87,7 +87,7 @@ def truncation_finding(buffer: ToolInputBuffer, name: str, verdict: ToolInputVer
 
 def missing_stop_finding(buffer: ToolInputBuffer, name: str) -> StreamFinding:
     return StreamFinding(
-        "tool_use_without_stop",
+        AnomalyKind.TOOL_USE_WITHOUT_STOP,
         "a tool call ended without `stop: true`; its input was a complete object, so it was kept",
         {"tool_use_id": buffer.tool_use_id, "tool_name": name},
     )

@@ -37,10 +37,10 @@ import orjson
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import MessageStopEvent, StartedMessage, StreamEvent, Usage, error_event
-from q2api.translation.anomalies import StreamFinding
+from q2api.translation.anomalies import AnomalyKind, StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
+from q2api.translation.error_mapping import bad_payload, in_stream_failure
 from q2api.translation.stop_conditions import OutputTokenCounter, StopSequenceMatcher
-from q2api.translation.stream_failures import bad_payload, in_stream_failure
 from q2api.translation.thinking_split import SegmentKind, ThinkingTagSplitter
 from q2api.translation.tool_input import ToolInputBuffer, ToolInputVerdict, missing_stop_finding, truncation_finding
 from q2api.translation.usage import ReplyUsage
@@ -254,7 +254,9 @@ class StreamTranslator:
             self._judge_tool(out, stream_ended=True)
         if not self.finished:
             if not self.has_content and not self.tools_withheld:
-                self.findings.append(StreamFinding("empty_reply", "Amazon Q ended the reply without any content"))
+                self.findings.append(
+                    StreamFinding(AnomalyKind.EMPTY_REPLY, "Amazon Q ended the reply without any content")
+                )
             if self.tools_withheld:
                 reason = "max_tokens"
             elif self.tools_emitted:
@@ -326,7 +328,9 @@ class StreamTranslator:
         if pending is None:
             if tool_use_id in self._judged_tool_ids:
                 detail = {"tool_use_id": tool_use_id}
-                self.findings.append(StreamFinding("late_tool_use_event", "ignored an event of a judged call", detail))
+                self.findings.append(
+                    StreamFinding(AnomalyKind.LATE_TOOL_USE_EVENT, "ignored an event of a judged call", detail)
+                )
                 return
             self._settle_tagged_text(out)
             if self.finished:
@@ -342,7 +346,9 @@ class StreamTranslator:
 
     def _on_invalid_state(self, payload: dict[str, Any], out: list[Event]) -> None:
         detail = {"reason": payload.get("reason"), "message": payload.get("message")}
-        self.findings.append(StreamFinding("invalid_state_event", "Amazon Q reported an invalid state", detail))
+        self.findings.append(
+            StreamFinding(AnomalyKind.INVALID_STATE_EVENT, "Amazon Q reported an invalid state", detail)
+        )
 
     def _ignore(self, event_type: str) -> None:
         self.ignored_events[event_type] = self.ignored_events.get(event_type, 0) + 1
@@ -460,7 +466,9 @@ class StreamTranslator:
         self._blocks.close(out)
         if self._pending_tool is not None:
             detail = {"tool_use_id": self._pending_tool.tool_use_id}
-            self.findings.append(StreamFinding("tool_input_lost", "the stream failed during a tool call", detail))
+            self.findings.append(
+                StreamFinding(AnomalyKind.TOOL_INPUT_LOST, "the stream failed during a tool call", detail)
+            )
             self._pending_tool = None
         self.failure = error
         self.lifecycle = Lifecycle.FAILED

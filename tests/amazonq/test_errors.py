@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from q2api.amazonq.errors import (
     FailureKind,
     RefreshRejected,
+    TimeoutPhase,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeout,
@@ -118,6 +119,10 @@ def test_retryable_and_account_scoped_kinds() -> None:
 
 
 def test_every_error_is_an_upstream_error() -> None:
-    for error in (UpstreamHTTPError(500, None, "m"), UpstreamTimeout("first_byte", 1), RefreshRejected("acc", "d")):
+    for error in (
+        UpstreamHTTPError(500, None, "m"),
+        UpstreamTimeout(TimeoutPhase.FIRST_BYTE, 1),
+        RefreshRejected("acc", "d"),
+    ):
         assert isinstance(error, UpstreamError)
     assert "q2api accounts add" in str(RefreshRejected("acc", "invalid_grant"))

@@ -98,13 +98,10 @@ class EventStreamDecoder:
                 pending += memoryview(data)[pos:]
                 self._offset += pos
                 return frames
-            if _crc32(data[pos + 8 : frame_end - 4], prelude_crc) != _unpack_uint32(data, frame_end - 4)[0]:
-                raise self._fail(
-                    MessageChecksumMismatch(
-                        f"message CRC mismatch in the {total}-byte frame at offset {self._offset + pos}"
-                    ),
-                    frames,
-                )
+            calculated = _crc32(data[pos + 8 : frame_end - 4], prelude_crc)
+            expected = _unpack_uint32(data, frame_end - 4)[0]
+            if calculated != expected:
+                raise self._fail(MessageChecksumMismatch(expected, calculated, self._offset + pos), frames)
             headers_end = pos + PRELUDE_LENGTH + headers_length
             header_bytes = data[pos + PRELUDE_LENGTH : headers_end]
             headers = memo.get(header_bytes)
@@ -156,12 +153,9 @@ class EventStreamDecoder:
         return headers
 
     def _prelude_checksum_mismatch(self, data: bytes, pos: int) -> PreludeChecksumMismatch:
-        computed = _crc32(data[pos : pos + 8])
-        claimed = _unpack_uint32(data, pos + 8)[0]
-        return PreludeChecksumMismatch(
-            f"prelude CRC mismatch at offset {self._offset + pos}: "
-            f"computed {computed:#010x}, frame says {claimed:#010x}"
-        )
+        calculated = _crc32(data[pos : pos + 8])
+        expected = _unpack_uint32(data, pos + 8)[0]
+        return PreludeChecksumMismatch(expected, calculated, self._offset + pos)
 
     def _invalid_prelude(self, pos: int, total: int, headers_length: int) -> InvalidPrelude:
         where = f"frame at offset {self._offset + pos}"

@@ -1,4 +1,13 @@
-"""One exception class per way an event stream can be broken."""
+"""One exception class per way an event stream can be broken.
+
+EventStreamError (ValueError)      the stream must be aborted; `.frames` = whole frames before the fault
+├── InvalidPrelude                 impossible lengths, or over the limits
+├── ChecksumMismatch               (expected, calculated, offset)
+│   ├── PreludeChecksumMismatch
+│   └── MessageChecksumMismatch
+├── InvalidHeader                  unknown type code, truncated, bad UTF-8, duplicate name
+└── TruncatedStream                the body ended inside a frame
+"""
 
 from __future__ import annotations
 
@@ -23,15 +32,26 @@ class InvalidPrelude(EventStreamError):
 
 
 class ChecksumMismatch(EventStreamError):
-    pass
+    """A CRC-32 does not match: the bytes were damaged on the way."""
+
+    part = "frame"
+
+    def __init__(self, expected: int, calculated: int, offset: int) -> None:
+        self.expected = expected  # what the frame says
+        self.calculated = calculated  # what its bytes give
+        self.offset = offset  # of the frame in the stream
+        super().__init__(
+            f"{self.part} CRC mismatch in the frame at offset {offset}: "
+            f"computed {calculated:#010x}, frame says {expected:#010x}"
+        )
 
 
 class PreludeChecksumMismatch(ChecksumMismatch):
-    pass
+    part = "prelude"
 
 
 class MessageChecksumMismatch(ChecksumMismatch):
-    pass
+    part = "message"
 
 
 class InvalidHeader(EventStreamError):
