@@ -62,6 +62,9 @@ class Settings:
     # How long a streaming reply is held back waiting for its first content, so that an upstream
     # failure arriving first is still a real HTTP status (which the SDKs retry).
     stream_hold_seconds: float = 5.0
+    # How long one streaming write may wait for a client that reads nothing before the request
+    # (and its upstream reply) is ended.
+    send_timeout: float = 60.0
     connect_timeout: float = 10.0
     first_byte_timeout: float = 120.0
     read_timeout: float = 300.0
@@ -192,6 +195,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max_body_bytes": ("Q2API_MAX_BODY_BYTES", _number(int, 1024)),
     "ping_interval": ("Q2API_PING_INTERVAL", _number(float, 0, above=True)),
     "stream_hold_seconds": ("Q2API_STREAM_HOLD_SECONDS", _number(float, 0)),
+    "send_timeout": ("Q2API_SEND_TIMEOUT", _number(float, 0, above=True)),
     "connect_timeout": ("Q2API_CONNECT_TIMEOUT", _number(float, 0, above=True)),
     "first_byte_timeout": ("Q2API_FIRST_BYTE_TIMEOUT", _number(float, 0, above=True)),
     "read_timeout": ("Q2API_READ_TIMEOUT", _number(float, 0, above=True)),

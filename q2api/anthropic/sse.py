@@ -9,10 +9,12 @@ read produced in one write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
+
+from q2api.anthropic.events import StreamEvent
 
 PING_EVENT: dict[str, str] = {"type": "ping"}
 
@@ -53,3 +55,15 @@ _PING_BYTES = encode_sse_event(PING_EVENT)
 
 def ping_bytes() -> bytes:
     return _PING_BYTES
+
+
+class SseEncoder:
+    """Claude stream events as the Anthropic SDKs read them (the streaming endpoint's encoder)."""
+
+    ping = _PING_BYTES
+
+    def encode(self, events: Sequence[StreamEvent]) -> bytes:
+        return encode_sse(events)
+
+    def trailer(self) -> bytes:
+        return b""

@@ -1,45 +1,17 @@
-"""Noticing a client that went away, so its upstream request is cancelled (and its connection closed) at once."""
+"""Noticing a client that went away before its reply started, so the work for it is cancelled at once.
+
+(Once a reply streams, `q2api.server.streaming.ReplyStream` listens itself.)
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-import anyio
-from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive
 
 T = TypeVar("T")
-
-
-class DisconnectAwareStreamingResponse(StreamingResponse):
-    """Streams while listening for the client's disconnect, whatever ASGI version the server speaks.
-
-    Starlette only listens for `http.disconnect` on ASGI < 2.4; on newer servers a
-    gone client is noticed at the next write, which can be a ping interval
-    later. Cancelling the body at once is what closes the upstream request
-    promptly, so listen always. `on_finish` runs when the response ends in any
-    way, even when the body never started (its own clean-up then never runs).
-    """
-
-    def __init__(self, content: AsyncIterator[bytes], *, on_finish: Callable[[], None], **options: Any) -> None:
-        super().__init__(content, **options)
-        self._on_finish = on_finish
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            async with anyio.create_task_group() as group:
-
-                async def stream_then_stop() -> None:
-                    await self.stream_response(send)
-                    group.cancel_scope.cancel()
-
-                group.start_soon(stream_then_stop)
-                await self.listen_for_disconnect(receive)
-                group.cancel_scope.cancel()
-        finally:
-            self._on_finish()
 
 
 async def unless_client_leaves(receive: Receive, work: Coroutine[Any, Any, T]) -> T | None:

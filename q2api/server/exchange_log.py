@@ -10,14 +10,14 @@ from loguru import logger
 
 @dataclass(slots=True)
 class Exchange:
-    """What one request did, for its single INFO log line."""
+    """What one request did, filled in as it happens, logged once by `end`."""
 
     request_id: str
+    request_bytes: int = 0
     started: float = field(default_factory=time.perf_counter)
     model: str = "-"
     upstream_model: str = "-"
     stream: bool = False
-    request_bytes: int = 0
     input_tokens: int = 0
     status: int = 200
     upstream_request_id: str = "-"
@@ -28,6 +28,39 @@ class Exchange:
     stop_reason: str | None = None
     output_tokens: int = 0
     error: str | None = None
+    ended: bool = False
+
+    def record_request(self, model: str, *, stream: bool) -> None:
+        self.model = model
+        self.stream = stream
+
+    def record_conversion(self, upstream_model: str, input_tokens: int) -> None:
+        self.upstream_model = upstream_model
+        self.input_tokens = input_tokens
+
+    def record_upstream(self, request_id: str | None, attempts: int | None, seconds: float | None) -> None:
+        self.upstream_request_id = request_id or "-"
+        if attempts is not None:
+            self.upstream_attempts = attempts
+        self.upstream_seconds = seconds
+
+    def record_sent(self, size: int, *, with_content: bool) -> None:
+        self.response_bytes += size
+        if with_content and self.first_content_seconds is None:
+            self.first_content_seconds = time.perf_counter() - self.started
+
+    def record_reply(self, stop_reason: str | None, output_tokens: int) -> None:
+        self.stop_reason = stop_reason
+        self.output_tokens = output_tokens
+
+    def end(self, status: int, error: str | None = None) -> None:
+        """The request is over: write its line (once, however many ways it ends)."""
+        if self.ended:
+            return
+        self.ended = True
+        self.status = status
+        self.error = error
+        self.log()
 
     def log(self) -> None:
         def ms(seconds: float | None) -> str:

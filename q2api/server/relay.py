@@ -19,8 +19,9 @@ cancelling is what closes the upstream request.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,24 +30,26 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.models import DEFAULT_Q_MODEL
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
-from q2api.anthropic.sse import encode_sse, ping_bytes
+from q2api.anthropic.sse import SseEncoder
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion import debug_summary, guards
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
-from q2api.server.disconnects import DisconnectAwareStreamingResponse, unless_client_leaves
+from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
-from q2api.translation.error_mapping import map_upstream_exception
-from q2api.translation.pump import ReplyPump
-from q2api.translation.translator import StreamTranslator
+from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
+from q2api.server.streaming import ReplyStream
+from q2api.settings import Settings
 
-# nginx's "client closed request": only ever logged, since nobody is left to receive it.
-CLIENT_CLOSED_REQUEST = 499
+CLAUDE_SSE = SseEncoder()
+# Bodies larger than this are parsed and converted off the event loop (bench/bench_gateway.py's
+# 30 MiB case: ~0.5 s on the loop otherwise). A 200 KB Claude Code turn stays on the loop, where a
+# thread hop would cost more than it saves.
+OFF_LOOP_BODY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +64,7 @@ def _json_text(document: Any) -> str:
 
 
 class MessagesRelay:
-    def __init__(self, *, upstream: Any, settings: Any, model_aliases: dict[str, str]) -> None:
+    def __init__(self, *, upstream: UpstreamOpener, settings: Settings, model_aliases: dict[str, str]) -> None:
         self._upstream = upstream
         self._settings = settings
         self._model_aliases = model_aliases
@@ -72,8 +75,7 @@ class MessagesRelay:
     def prepare(self, body: bytes, exchange: Exchange) -> Prepared:
         # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
         request = parse_messages_request(body)
-        exchange.model = request.model
-        exchange.stream = bool(request.stream)
+        exchange.record_request(request.model, stream=bool(request.stream))
         loop_findings = guards.check_tool_loops(request, self._loop_policy)
         for finding in loop_findings:
             logger.warning(f"tool loop suspected: {finding.line()}")
@@ -86,13 +88,12 @@ class MessagesRelay:
                 default_model=self._settings.default_model or DEFAULT_Q_MODEL,
             ),
         )
-        exchange.upstream_model = conversion.model.q_model_id
         invalid = guards.validate_conversation(conversion.payload)
         for finding in invalid:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
         input_tokens = estimate_request_tokens(request)
-        exchange.input_tokens = input_tokens
+        exchange.record_conversion(conversion.model.q_model_id, input_tokens)
         if self._settings.debug_message_conversion:
             summary = debug_summary.conversion_summary(len(request.messages), conversion, (*loop_findings, *invalid))
             logger.info("\n" + summary)
@@ -112,151 +113,92 @@ class MessagesRelay:
     async def handle(self, request: Request, body: bytes, request_id: str) -> Response:
         exchange = Exchange(request_id=request_id, request_bytes=len(body))
         try:
-            prepared = self.prepare(body, exchange)
+            if len(body) > OFF_LOOP_BODY_BYTES:
+                prepared = await self._prepare_off_loop(body, exchange)
+            else:
+                prepared = self.prepare(body, exchange)
         except AnthropicError as error:
             return self._finish_with_error(exchange, error)
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
-        response = await unless_client_leaves(request.receive, self._relay(exchange, prepared))
+        response = await unless_client_leaves(request.receive, self._respond(exchange, prepared))
         if response is None:
-            exchange.status = CLIENT_CLOSED_REQUEST
-            exchange.error = "client_disconnected"
-            exchange.log()
+            exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
         return response
 
-    async def _relay(self, exchange: Exchange, prepared: Prepared) -> Response:
-        translator = StreamTranslator(
-            model=prepared.request.model,
-            input_tokens=prepared.input_tokens,
-            tool_names=prepared.conversion.tool_names,
-            stop_sequences=tuple(prepared.request.stop_sequences or ()),
-            max_tokens=prepared.request.max_tokens,
-            context_window=prepared.conversion.model.context_window,
-            thinking_tags=prepared.request.thinking is not None and prepared.request.thinking.enabled,
-        )
-        opened = self._upstream.open_stream(prepared.conversion.payload)
-        try:
-            stream = await opened.__aenter__()
-        except Exception as exc:  # UpstreamError subclasses, mapped; anything else is a 500
-            exchange.upstream_request_id = getattr(exc, "request_id", None) or "-"
-            return self._finish_with_error(exchange, self._map(exc, prepared))
-        exchange.upstream_seconds = stream.time_to_headers
-        exchange.upstream_request_id = stream.request_id or "-"
-        exchange.upstream_attempts = stream.attempts
-        pump = ReplyPump(stream.chunks(), translator)
+    async def _prepare_off_loop(self, body: bytes, exchange: Exchange) -> Prepared:
+        """A large body is parsed and converted in a worker thread, so its size does not show up as
+        every other stream's latency (the GIL is handed back every few milliseconds)."""
+        context = contextvars.copy_context()  # the request id of the log lines written meanwhile
+        return await asyncio.to_thread(context.run, self.prepare, body, exchange)
 
-        if not prepared.request.stream:
-            try:
-                return await self._aggregate(exchange, translator, pump)
-            finally:
-                opened.close()
+    async def _respond(self, exchange: Exchange, prepared: Prepared) -> Response:
+        request = prepared.request
+        plan = ReplyPlan(
+            payload=prepared.conversion.payload,
+            model=request.model,
+            input_tokens=prepared.input_tokens,
+            context_window=prepared.conversion.model.context_window,
+            tool_names=prepared.conversion.tool_names,
+            stop_sequences=tuple(request.stop_sequences or ()),
+            max_tokens=request.max_tokens,
+            thinking_tags=request.thinking is not None and request.thinking.enabled,
+        )
         try:
-            return await self._stream(exchange, translator, pump, opened)
+            reply = await Reply.open(self._upstream, plan, exchange)
+        except AnthropicError as error:
+            return self._finish_with_error(exchange, error)
+        try:
+            if request.stream:
+                return await self._stream(reply)
+            return await self._aggregate(reply)
         except BaseException:
-            # The streaming response owns the upstream reply once it exists; until then, we do.
-            opened.close()
+            # Cancelled (the client left) or a bug: the reply is closed here; a returned
+            # stream closes it itself when it ends.
+            reply.close(abandoned="client_disconnected")
             raise
 
-    async def _aggregate(self, exchange: Exchange, translator: StreamTranslator, pump: ReplyPump) -> Response:
+    async def _aggregate(self, reply: Reply) -> Response:
         aggregator = MessageAggregator()
-        aggregator.add_all(translator.start())
-        while not pump.finished:
-            aggregator.add_all(await pump.read() or ())
-        self._record_outcome(exchange, translator)
-        if pump.failure is not None:
-            return self._finish_with_error(exchange, pump.failure)
-        message = aggregator.message()
+        aggregator.add_all(reply.start())
+        while not reply.finished:
+            aggregator.add_all(await reply.read() or ())
+        try:
+            message = aggregator.message()  # raises the reply's failure, or a 500 for an unfinished one
+        except AnthropicError as error:
+            reply.close(error=error)
+            return error_response(error, reply.exchange.request_id)
         response = json_response(message)
-        exchange.response_bytes = len(response.body)
-        exchange.first_content_seconds = time.perf_counter() - exchange.started
-        exchange.log()
+        reply.sent(len(response.body))
+        reply.close()
         return response
 
-    async def _stream(self, exchange: Exchange, translator: StreamTranslator, pump: ReplyPump, opened: Any) -> Response:
-        held = translator.start()
+    async def _stream(self, reply: Reply) -> Response:
+        held = reply.start()
         hold_until = time.perf_counter() + self._settings.stream_hold_seconds
-        while not pump.finished and not translator.has_content:
+        while not reply.finished and not reply.has_content:
             remaining = hold_until - time.perf_counter()
             if remaining <= 0:
                 break
-            batch = await pump.read(timeout=remaining)
+            batch = await reply.read(timeout=remaining)
             if batch:
                 held.extend(batch)
-        if pump.failure is not None and not translator.has_content:
+        failure = reply.failure
+        if failure is not None and not reply.has_content:
             # Nothing reached the client yet: a real status lets the SDKs retry.
-            opened.close()
-            self._record_outcome(exchange, translator)
-            return self._finish_with_error(exchange, pump.failure)
-
-        ping_interval = self._settings.ping_interval
-        finished = False
-
-        def finish() -> None:
-            # Runs once, from the body's clean-up or, if the client left before the
-            # body even started, from the response's.
-            nonlocal finished
-            if finished:
-                return
-            finished = True
-            opened.close()
-            self._record_outcome(exchange, translator)
-            if pump.failure is not None:
-                exchange.error = pump.failure.error_type
-            elif not pump.finished:
-                exchange.error = "client_disconnected"
-            exchange.log()
-
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                chunk = encode_sse(held)
-                exchange.response_bytes += len(chunk)
-                if translator.has_content:
-                    exchange.first_content_seconds = time.perf_counter() - exchange.started
-                yield chunk
-                while not pump.finished:
-                    batch = await pump.read(timeout=ping_interval)
-                    if batch is None:
-                        yield ping_bytes()
-                        continue
-                    if not batch:
-                        continue
-                    if exchange.first_content_seconds is None and translator.has_content:
-                        exchange.first_content_seconds = time.perf_counter() - exchange.started
-                    chunk = encode_sse(batch)
-                    exchange.response_bytes += len(chunk)
-                    yield chunk
-            finally:
-                finish()
-
-        return DisconnectAwareStreamingResponse(
-            body(),
-            on_finish=finish,
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache"},
+            reply.close(error=failure)
+            return error_response(failure, reply.exchange.request_id)
+        return ReplyStream(
+            reply,
+            held,
+            CLAUDE_SSE,
+            ping_interval=self._settings.ping_interval,
+            send_timeout=self._settings.send_timeout,
         )
 
     # ------------------------------------------------------------ helpers
-
-    def _map(self, exc: Exception, prepared: Prepared) -> AnthropicError:
-        if not isinstance(exc, UpstreamError):
-            logger.opt(exception=exc).error("opening the Amazon Q reply failed unexpectedly")
-        return map_upstream_exception(
-            exc,
-            input_tokens=prepared.input_tokens,
-            context_window=prepared.conversion.model.context_window,
-        )
-
-    @staticmethod
-    def _record_outcome(exchange: Exchange, translator: StreamTranslator) -> None:
-        exchange.stop_reason = translator.stop_reason
-        try:
-            exchange.output_tokens = translator.usage.get("output_tokens", 0)
-        except Exception:  # a translator fault, already reported by the pump; the log line must still be written
-            exchange.output_tokens = 0
-        for finding in translator.findings:
-            logger.warning(f"reply finding: {finding}")
 
     def refuse(self, request_id: str, error: AnthropicError) -> Response:
         """Answer a request refused before its body was parsed (bad client key, body too large)."""
@@ -264,7 +206,5 @@ class MessagesRelay:
 
     @staticmethod
     def _finish_with_error(exchange: Exchange, error: AnthropicError) -> Response:
-        exchange.status = error.status
-        exchange.error = error.error_type
-        exchange.log()
+        exchange.end(error.status, error.error_type)
         return error_response(error, exchange.request_id)

@@ -90,6 +90,7 @@ class SimulatedUpstream:
         self.streams_started = 0
         self.streams_completed = 0
         self.disconnects = 0  # the client went away before the reply ended
+        self.bytes_streamed = 0  # reply body bytes written, over all streams
         self.aborts = 0  # the simulator dropped the connection on purpose (an Abort step)
         self._serial = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -243,6 +244,7 @@ class SimulatedUpstream:
             for step in reply.steps:
                 if isinstance(step, Send):
                     await response.write(step.data)
+                    self.bytes_streamed += len(step.data)
                 elif isinstance(step, Pause):
                     due = max(due, loop.time() - step.seconds) + step.seconds
                     await asyncio.sleep(due - loop.time())

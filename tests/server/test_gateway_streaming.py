@@ -214,6 +214,30 @@ async def test_client_disconnect_closes_the_upstream_request(gw: Gateway):
     assert "error=client_disconnected" in line.message
 
 
+async def test_a_client_that_leaves_stops_a_fast_upstream_at_once(gw: Gateway):
+    # 64 MB that Amazon Q can send as fast as the gateway reads: the client takes 125 KB and
+    # leaves. The gateway must stop reading (and close the upstream), not drain the reply.
+    reply_bytes = 64 * 1024 * 1024
+    gw.sim.enqueue(scripts.stream(scripts.conversation_event(), scripts.text_events("z" * reply_bytes, chunks=6400)))
+    with capture_logs() as logs:
+        async with gw.http() as http:
+            body = {**MESSAGE, "stream": True, "messages": [user("a lot")]}
+            async with http.stream("POST", "/v1/messages", json=body) as response:
+                received = 0
+                async for chunk in response.aiter_raw():
+                    received += len(chunk)
+                    if received >= 125 * 1024:
+                        break
+        assert await gw.sim.wait_until(lambda: gw.sim.disconnects >= 1, timeout=10)
+        assert await gw.sim.wait_until(lambda: bool(logs.request_lines()), timeout=5)
+    assert gw.sim.streams_completed == 0
+    # What the simulator wrote includes what loopback socket buffers held (several MB): far
+    # from the whole reply, which is what a gateway that keeps reading would have taken.
+    assert gw.sim.bytes_streamed < reply_bytes // 2
+    (line,) = logs.request_lines()
+    assert line.extra["status"] == 499 and "error=client_disconnected" in line.message
+
+
 async def leave_before_the_response_starts(gw: Gateway, *, stream: bool) -> None:
     """Post, then give up (client timeout) before any response byte arrives."""
     async with gw.http(timeout=0.3) as http:

@@ -1,0 +1,133 @@
+"""A reply streamed to the client, as a pure-ASGI response.
+
+What Starlette's `StreamingResponse` cannot promise, this does:
+
+* a client that leaves stops the upstream read within one chunk. uvicorn's
+  `send()` returns quietly once the client is gone, and an upstream with data
+  buffered never makes the body await, so a listener task would never get to
+  run; the body therefore yields to the loop after every write, and the
+  listener cancels it directly (an asyncio cancel lands even on a task whose
+  awaited read has already completed, unlike a cancel scope's);
+* a client that stops reading ends the request after `send_timeout` seconds of
+  no progress (uvicorn's `send()` waits for the socket to drain forever);
+* pings while Amazon Q is silent, and one write per upstream read.
+
+The encoder turns Claude stream events into the wire format of the front door
+(Claude SSE here; another door brings its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Sequence
+from typing import Protocol
+
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from q2api.anthropic.events import StreamEvent
+from q2api.server.reply import Reply
+
+
+class EventEncoder(Protocol):
+    """Claude stream events → the bytes one front door writes."""
+
+    ping: bytes  # written while the upstream is silent (b"" = nothing)
+
+    def encode(self, events: Sequence[StreamEvent]) -> bytes: ...
+
+    def trailer(self) -> bytes:
+        """Bytes after the last event (b"" = nothing)."""
+        ...
+
+
+class Abandoned(enum.StrEnum):
+    CLIENT_DISCONNECTED = "client_disconnected"
+    CLIENT_STALLED = "client_stalled"
+
+
+class ReplyStream(Response):
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        reply: Reply,
+        held: list[StreamEvent],
+        encoder: EventEncoder,
+        *,
+        ping_interval: float,
+        send_timeout: float,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._reply = reply
+        self._held = held
+        self._encoder = encoder
+        self._ping_interval = ping_interval
+        self._send_timeout = send_timeout
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"cache-control": "no-cache", **(headers or {})})
+        self._abandoned: Abandoned | None = None
+        self._sending_since: float | None = None  # loop time a write began, while it is pending
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = asyncio.current_task()
+        assert body is not None
+        watcher = asyncio.ensure_future(self._watch(receive, body))
+        try:
+            await self._stream(send)
+        except asyncio.CancelledError:
+            # Our own cancel (the client left or stalled) ends the request quietly; any other propagates.
+            if self._abandoned is None or body.uncancel() > 0:
+                raise
+        finally:
+            watcher.cancel()
+            self._reply.close(abandoned=self._abandoned)
+
+    async def _stream(self, send: Send) -> None:
+        reply, encoder = self._reply, self._encoder
+        loop = asyncio.get_running_loop()
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        chunk = encoder.encode(self._held)
+        self._held = []
+        while True:
+            if chunk:
+                self._sending_since = loop.time()
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self._sending_since = None
+                reply.sent(len(chunk))
+                # Lets the disconnect watcher run even when every read completes at once
+                # (see the module docstring); costs one loop turn per write.
+                await asyncio.sleep(0)
+            if reply.finished or self._abandoned is not None:
+                break
+            events = await reply.read(timeout=self._ping_interval)
+            chunk = encoder.ping if events is None else encoder.encode(events) if events else b""
+        if self._abandoned is None:
+            await send({"type": "http.response.body", "body": encoder.trailer(), "more_body": False})
+
+    async def _watch(self, receive: Receive, body: asyncio.Task[None]) -> None:
+        """End the body when the client disconnects, or when a write makes no progress for too long."""
+        loop = asyncio.get_running_loop()
+        check_every = min(5.0, self._send_timeout / 4)
+        message: asyncio.Future[Message] = asyncio.ensure_future(receive())
+        try:
+            while True:
+                done, _ = await asyncio.wait((message,), timeout=check_every)
+                if done:
+                    if message.result()["type"] == "http.disconnect":
+                        self._abandon(Abandoned.CLIENT_DISCONNECTED, body)
+                        return
+                    message = asyncio.ensure_future(receive())
+                    continue
+                since = self._sending_since
+                if since is not None and loop.time() - since > self._send_timeout:
+                    self._abandon(Abandoned.CLIENT_STALLED, body)
+                    return
+        finally:
+            message.cancel()
+
+    def _abandon(self, why: Abandoned, body: asyncio.Task[None]) -> None:
+        self._abandoned = why
+        body.cancel()
