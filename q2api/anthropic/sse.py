@@ -53,10 +53,6 @@ def encode_sse(events: Iterable[Mapping[str, Any]]) -> bytes:
 _PING_BYTES = encode_sse_event(PING_EVENT)
 
 
-def ping_bytes() -> bytes:
-    return _PING_BYTES
-
-
 class SseEncoder:
     """Claude stream events as the Anthropic SDKs read them (the streaming endpoint's encoder)."""
 

@@ -18,7 +18,7 @@ SERVE_APP_FACTORY = "q2api.cli.main:logged_app_from_environment"
 
 
 def logged_app_from_environment() -> Starlette:
-    """`q2api.server.app.app_from_environment`, with q2api's logging configured first.
+    """The app built from the environment, with q2api's logging configured first.
 
     uvicorn starts `--workers N` as fresh processes that know nothing of the
     parent's logging set-up; each of them calls this factory, so each one logs

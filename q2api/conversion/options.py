@@ -38,8 +38,3 @@ class Conversion:
     def history(self) -> list[dict[str, Any]]:
         history: list[dict[str, Any]] = self.payload["conversationState"].get("history", [])
         return history
-
-    @property
-    def current_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = self.payload["conversationState"]["currentMessage"]["userInputMessage"]
-        return message

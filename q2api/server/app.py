@@ -29,7 +29,7 @@ from q2api.anthropic.types import parse_count_tokens_request
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
-from q2api.settings import Settings, load_settings
+from q2api.settings import Settings
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -128,11 +128,3 @@ def create_app(settings: Settings) -> Starlette:
         },
         lifespan=lifespan,
     )
-
-
-def app_from_environment() -> Starlette:
-    """The app built from the environment, as a uvicorn factory.
-
-    `q2api serve` uses `q2api.cli.main.logged_app_from_environment`, which also sets up logging.
-    """
-    return create_app(load_settings())

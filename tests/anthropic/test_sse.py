@@ -8,7 +8,7 @@ from anthropic._streaming import SSEDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from q2api.anthropic.sse import PING_EVENT, encode_sse, encode_sse_event, ping_bytes
+from q2api.anthropic.sse import PING_EVENT, SseEncoder, encode_sse, encode_sse_event
 
 
 def decode(data: bytes) -> list[tuple[str | None, dict]]:
@@ -26,8 +26,8 @@ def test_exact_bytes_of_one_event():
 
 
 def test_ping():
-    assert ping_bytes() == b'event: ping\ndata: {"type":"ping"}\n\n'
-    assert encode_sse([PING_EVENT]) == ping_bytes()
+    assert SseEncoder.ping == b'event: ping\ndata: {"type":"ping"}\n\n'
+    assert encode_sse([PING_EVENT]) == SseEncoder.ping
 
 
 def test_empty_batch_is_empty_bytes():
