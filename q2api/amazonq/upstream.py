@@ -37,6 +37,7 @@ from q2api.amazonq.errors import (
     UpstreamUnavailable,
     parse_error_reply,
 )
+from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.proxy import proxy_route
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
@@ -147,10 +148,17 @@ class _Chunks:
 
 
 class UpstreamClient:
-    def __init__(self, session: aiohttp.ClientSession, pool: AccountPool, config: UpstreamConfig) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        pool: AccountPool,
+        config: UpstreamConfig,
+        observer: UpstreamObserver = NO_OBSERVER,
+    ) -> None:
         self._session = session
         self._pool = pool
         self._config = config
+        self._observer = observer
         self._proxy = proxy_route(config.endpoint)._asdict()  # resolved once: the endpoint never changes
         self._timeout = aiohttp.ClientTimeout(
             total=None,
@@ -184,7 +192,12 @@ class UpstreamClient:
         try:
             async for try_ in retrying:
                 with try_:
-                    response, manager = await self._attempt_once(attempt)
+                    try:
+                        response, manager = await self._attempt_once(attempt)
+                    except BaseException as exc:
+                        self._observer.upstream_attempt(attempt_outcome(exc))
+                        raise
+                    self._observer.upstream_attempt(attempt_outcome(None))
                     return UpstreamStream(
                         response,
                         account_id=manager.account_id,
@@ -281,8 +294,8 @@ class UpstreamClient:
         ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (state.attempt_number - 1))
         return max(hinted, random.uniform(ceiling / 2, ceiling))  # jitter spreads synchronized retries
 
-    @staticmethod
-    def _log_retry(state: RetryCallState) -> None:
+    def _log_retry(self, state: RetryCallState) -> None:
+        self._observer.upstream_retry()
         exc = state.outcome.exception() if state.outcome else None
         # Upstream text goes into the message, so no format kwargs (loguru would str.format it).
         logger.bind(attempt=state.attempt_number, wait=round(state.upcoming_sleep, 2)).warning(

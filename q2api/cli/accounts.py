@@ -22,6 +22,7 @@ from q2api.settings import Settings, SettingsError, load_settings
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
 NEW_REFRESH_TOKEN_VARIABLE = "Q2API_NEW_REFRESH_TOKEN"
 NEW_CLIENT_SECRET_VARIABLE = "Q2API_NEW_CLIENT_SECRET"
+SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE)
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1

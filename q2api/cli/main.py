@@ -1,9 +1,14 @@
-"""`q2api serve | demo | accounts …` — the command line."""
+"""`q2api serve | demo | accounts …` — the command line.
+
+`q2api` alone prints the help and exits 0 (asking what there is to do is not an error);
+a misspelt or missing command argument exits 2, as argparse does.
+"""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -41,7 +46,11 @@ def logged_app_from_environment() -> Starlette:
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from loguru import logger
 
+    from q2api.cli.accounts import SECRET_INPUT_VARIABLES
+    from q2api.cli.env_check import unknown_variables
+    from q2api.cli.metrics_dir import metrics_directory
     from q2api.server.logging_setup import configure_logging
     from q2api.settings import SettingsError, load_settings
 
@@ -51,16 +60,20 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"q2api: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     configure_logging(settings.log_level, settings.log_format)
-    uvicorn.run(
-        SERVE_APP_FACTORY,
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    for unknown in unknown_variables(os.environ, known=SECRET_INPUT_VARIABLES):
+        logger.warning(unknown.warning())
+    # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
+    with metrics_directory():
+        uvicorn.run(
+            SERVE_APP_FACTORY,
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
     return 0
 
 
@@ -97,8 +110,11 @@ def _port(raw: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from q2api import __version__
+
     parser = argparse.ArgumentParser(prog="q2api", description="Claude Messages API gateway for Amazon Q / Kiro")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"q2api {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = commands.add_parser(
         "serve",
@@ -154,7 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)
 

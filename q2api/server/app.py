@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from q2api.admin import metrics
 from q2api.amazonq.accounts.pool import build_account_pool
 from q2api.amazonq.accounts.store import AccountStore
 from q2api.amazonq.models import served_models
@@ -46,8 +47,14 @@ def create_app(settings: Settings) -> Starlette:
         session = create_session()
         try:
             store = AccountStore(settings.data_dir)
-            pool = build_account_pool(store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings))
-            upstream = UpstreamClient(session, pool, upstream_config(settings))
+            pool = build_account_pool(
+                store,
+                session,
+                endpoints=refresh_endpoints(settings),
+                seed=env_account(settings),
+                observer=metrics.UPSTREAM_OBSERVER,
+            )
+            upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
             state["pool"] = pool
             state["relay"] = MessagesRelay(upstream=upstream, settings=settings, model_aliases=dict(settings.model_map))
             logger.info(f"q2api ready: {len(pool)} Amazon Q account(s), endpoint {settings.endpoint}")
@@ -90,6 +97,11 @@ def create_app(settings: Settings) -> Starlette:
         ]
         return json_response({"status": "ok", "accounts": accounts})
 
+    async def metrics_endpoint(request: Request) -> Response:
+        # No auth, like /healthz: it holds counts and account labels, never a secret.
+        accounts = [metrics.AccountState(view.account_id, view.label, view.health) for view in state["pool"].health()]
+        return Response(metrics.render(accounts), media_type=metrics.CONTENT_TYPE)
+
     async def anthropic_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AnthropicError)
         return error_response(exc, getattr(request.state, "request_id", None))
@@ -119,6 +131,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
         ],
         middleware=[Middleware(RequestIdMiddleware)],
         exception_handlers={

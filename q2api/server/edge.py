@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import time
 
 import orjson
 from loguru import logger
@@ -15,12 +16,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from q2api.admin import metrics
 from q2api.anthropic.errors import AnthropicError
 
 REQUEST_ID_HEADER = "request-id"
 _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
 # The route whose handler writes its own, richer log line (q2api.server.exchange_log).
 _RELAY_LOGGED = ("POST", "/v1/messages")
+# Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
+_POLLED_PATHS = frozenset({"/healthz", "/metrics"})
 
 
 def new_request_id() -> str:
@@ -34,7 +38,8 @@ class RequestIdMiddleware:
     logged deep inside (an upstream refusal with Amazon Q's own request id, a
     retry, a token refresh) can be tied to the client's request. Requests to
     other routes than `POST /v1/messages`, whose relay writes a richer line,
-    get their one log line here (`/healthz` at DEBUG: monitors poll it).
+    get their one log line (and their request metrics) here (`/healthz` and
+    `/metrics` at DEBUG: monitors poll them).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -45,6 +50,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = new_request_id()
+        started = time.perf_counter()
         scope.setdefault("state", {})["request_id"] = request_id
         status = 500  # if no response starts, the server answers 500
 
@@ -64,8 +70,11 @@ class RequestIdMiddleware:
             finally:
                 method, path = scope["method"], scope["path"]
                 if (method, path) != _RELAY_LOGGED:
-                    level = "DEBUG" if path == "/healthz" else "INFO"
+                    level = "DEBUG" if path in _POLLED_PATHS else "INFO"
                     logger.bind(status=status).log(level, f"{method} {path}")
+                    metrics.observe_request(
+                        route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
+                    )
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

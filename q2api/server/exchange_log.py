@@ -1,4 +1,7 @@
-"""The one INFO line each `POST /v1/messages` writes: what was asked, what came back, how long it took."""
+"""The one INFO line each `POST /v1/messages` writes: what was asked, what came back, how long it took.
+
+The same moment feeds the request metrics (q2api.admin.metrics), so the log and `/metrics` never disagree.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
+from q2api.admin import metrics
+
 
 @dataclass(slots=True)
 class Exchange:
@@ -14,6 +19,7 @@ class Exchange:
 
     request_id: str
     request_bytes: int = 0
+    route: str = "/v1/messages"
     started: float = field(default_factory=time.perf_counter)
     model: str = "-"
     upstream_model: str = "-"
@@ -66,6 +72,15 @@ class Exchange:
         def ms(seconds: float | None) -> str:
             return "-" if seconds is None else f"{seconds * 1000:.1f}"
 
+        total_seconds = time.perf_counter() - self.started
+        metrics.observe_request(
+            route=self.route,
+            model=self.upstream_model,
+            status=self.status,
+            seconds=total_seconds,
+            first_content_seconds=self.first_content_seconds,
+        )
+
         logger.bind(
             request_id=self.request_id,
             model=self.model,
@@ -78,7 +93,7 @@ class Exchange:
             upstream_attempts=self.upstream_attempts,
             upstream_ms=ms(self.upstream_seconds),
             ttft_ms=ms(self.first_content_seconds),
-            total_ms=ms(time.perf_counter() - self.started),
+            total_ms=ms(total_seconds),
             response_bytes=self.response_bytes,
             stop_reason=self.stop_reason or "-",
             output_tokens=self.output_tokens,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
+import orjson
 from loguru import logger
 
 if TYPE_CHECKING:
-    from loguru import Record
+    from loguru import Message, Record
 
 TEXT_FORMAT = "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | {message}{extra[fields]}"
 
@@ -20,6 +21,39 @@ def _render_fields(record: Record) -> bool:
     fields = {key: value for key, value in extra.items() if key != "fields"}
     extra["fields"] = "".join(f" {key}={value}" for key, value in fields.items())
     return True
+
+
+# Keys every JSON line starts with; a bound field of the same name is kept as `field_<name>`.
+JSON_BASE_KEYS = ("time", "level", "message", "logger")
+
+
+class JsonLineSink:
+    """One flat JSON object per line: `time`, `level`, `message`, `logger`, then the bound fields.
+
+    Log tools (Loki, Elasticsearch, jq) read `request_id` or `status` at the top
+    level, instead of loguru's nested `{"text", "record": {"extra": {...}}}`.
+    A traceback, if any, is the `exception` field (rendered without local
+    variables, like the text format).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def __call__(self, message: Message) -> None:
+        record = message.record
+        line: dict[str, Any] = {
+            "time": record["time"].isoformat(timespec="milliseconds"),
+            "level": record["level"].name,
+            "message": record["message"],
+            "logger": record["name"],
+        }
+        for key, value in record["extra"].items():
+            line[f"field_{key}" if key in line or key == "exception" else key] = value
+        if record["exception"] is not None:
+            # The sink's format is empty, so what loguru rendered is the traceback alone.
+            line["exception"] = str(message).strip()
+        self._stream.write(orjson.dumps(line, default=str).decode() + "\n")
+        self._stream.flush()
 
 
 class _InterceptHandler(logging.Handler):
@@ -36,7 +70,7 @@ class _InterceptHandler(logging.Handler):
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     logger.remove()
     if fmt == "json":
-        logger.add(sys.stderr, level=level.upper(), serialize=True, backtrace=False, diagnose=False)
+        logger.add(JsonLineSink(sys.stderr), level=level.upper(), format="", backtrace=False, diagnose=False)
     else:
         logger.add(
             sys.stderr,

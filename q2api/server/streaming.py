@@ -26,6 +26,7 @@ from typing import Protocol
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from q2api.admin import metrics
 from q2api.anthropic.events import StreamEvent
 from q2api.server.reply import Reply
 
@@ -75,6 +76,7 @@ class ReplyStream(Response):
         body = asyncio.current_task()
         assert body is not None
         watcher = asyncio.ensure_future(self._watch(receive, body))
+        metrics.stream_started()
         try:
             await self._stream(send)
         except asyncio.CancelledError:
@@ -82,6 +84,7 @@ class ReplyStream(Response):
             if self._abandoned is None or body.uncancel() > 0:
                 raise
         finally:
+            metrics.stream_finished()
             watcher.cancel()
             self._reply.close(abandoned=self._abandoned)
 

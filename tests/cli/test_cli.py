@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anthropic
@@ -24,20 +18,11 @@ from q2api.cli.accounts import format_table
 from q2api.cli.main import build_parser, main
 from q2api.settings import ENV_VARIABLES
 from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
+from tests.support.serve_process import CLIENT_KEY, clean_environment, serve
 
 REFRESH_SECRET = "rt-NEVER-PRINT-7f3a9c1e5b"
 CLIENT_SECRET = "cs-NEVER-PRINT-2d8e4b6a0c"
 CLIENT_ID = "client-id-0123456789"
-CLIENT_KEY = "client-key-NEVER-LOGGED-9b1d3f5e7a"
-
-
-def clean_environment() -> dict[str, str]:
-    """The current environment without any q2api / Amazon Q setting a developer may have exported."""
-    return {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ENV_VARIABLES and not key.startswith(("Q2API_", "AMAZONQ_"))
-    }
 
 
 @pytest.fixture
@@ -249,82 +234,6 @@ def test_a_bad_setting_stops_serve_with_exit_2_and_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-class ServeProcess:
-    """`python -m q2api serve` on a free port, its stderr collected line by line."""
-
-    def __init__(self, proc: subprocess.Popen[str], workers: int) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        match = self.wait_for(lambda line: "Uvicorn running on" in line)
-        self.base_url = re.search(r"(http://127\.0\.0\.1:\d+)", match).group(1)
-        # The port is bound by the parent but only accepts once a worker has started.
-        self.wait_until(lambda: sum("Application startup complete" in line for line in self.lines) == workers)
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_for(self, predicate: Callable[[str], bool]) -> str:
-        def first_match() -> str | None:
-            return next((line for line in list(self.lines) if predicate(line)), None)
-
-        self.wait_until(lambda: first_match() is not None)
-        return first_match()
-
-    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.02)
-        raise AssertionError("the expected log line never came; log so far:\n" + "\n".join(self.lines))
-
-    def get(self, path: str) -> tuple[int, dict]:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never a proxy
-        with opener.open(self.base_url + path, timeout=30) as response:
-            return response.status, json.loads(response.read())
-
-
-@contextlib.contextmanager
-def serve(
-    tmp_path: Path, upstream_env: dict[str, str], *, workers: int = 1, log_format: str = "text"
-) -> Iterator[ServeProcess]:
-    env = {
-        **clean_environment(),
-        **upstream_env,
-        "Q2API_DATA_DIR": str(tmp_path / "data"),
-        "Q2API_API_KEYS": CLIENT_KEY,
-        "Q2API_LOG_FORMAT": log_format,
-        "Q2API_LOG_LEVEL": "INFO",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "no_proxy": "127.0.0.1,localhost",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "q2api", "serve", "--port", "0", "--workers", str(workers)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, so the workers can be stopped with it
-    )
-    try:
-        server = ServeProcess(proc, workers)
-        yield server
-        proc.terminate()
-        # uvicorn re-raises SIGTERM after a graceful shutdown when it runs the app in-process.
-        assert proc.wait(timeout=30) in (0, -signal.SIGTERM), "\n".join(server.lines)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 def ask(base_url: str) -> anthropic.types.Message:
     client = anthropic.Anthropic(base_url=base_url, api_key=CLIENT_KEY, max_retries=0, timeout=30.0)
     return client.messages.create(
@@ -356,7 +265,10 @@ def test_serve_json_log_format_writes_one_json_object_per_line(tmp_path):
         server.wait_for(lambda line: "POST /v1/messages" in line)
     records = [json.loads(line) for line in server.lines if line.strip()]
     assert len(records) == len([line for line in server.lines if line.strip()]) > 3
-    [request] = [record["record"] for record in records if record["record"]["message"] == "POST /v1/messages"]
-    assert request["level"]["name"] == "INFO"
-    assert request["extra"]["request_id"].startswith("req_")
-    assert request["extra"]["status"] == 200 and request["extra"]["model"] == "claude-sonnet-5-5"
+    # Flat objects: what log tools index is at the top level, not under loguru's record.extra.
+    assert all({"time", "level", "message"} <= set(record) for record in records)
+    [request] = [record for record in records if record["message"] == "POST /v1/messages"]
+    assert request["level"] == "INFO"
+    assert re.fullmatch(r"req_[0-9a-f]{24}", request["request_id"])
+    assert request["status"] == 200 and request["model"] == "claude-sonnet-5-5"
+    assert request["stop_reason"] == "end_turn" and request["upstream_attempts"] == 1

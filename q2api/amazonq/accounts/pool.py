@@ -20,6 +20,7 @@ from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_toke
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore, EnvAccount
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
+from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 
 # How long an account rests after each account-scoped failure, unless the upstream said otherwise.
 THROTTLE_COOLDOWN = 30.0
@@ -152,6 +153,7 @@ def build_account_pool(
     *,
     endpoints: RefreshEndpoints,
     seed: EnvAccount | None = None,
+    observer: UpstreamObserver = NO_OBSERVER,
 ) -> AccountPool:
     """Seed the environment account, then one token manager per enabled stored account.
 
@@ -161,7 +163,7 @@ def build_account_pool(
         store.seed_from_env(seed)
     refresh = functools.partial(refresh_access_token, session, endpoints=endpoints)
     managers = [
-        TokenManager(account, store, refresh)
+        TokenManager(account, store, refresh, observer=observer)
         for account in store.accounts()
         if account.status is not AccountStatus.DISABLED
     ]

@@ -24,6 +24,14 @@ from q2api.amazonq.accounts.file_lock import exclusive_lock_async
 from q2api.amazonq.accounts.refresh import RefreshedToken
 from q2api.amazonq.accounts.store import Account, AccountStatus, AccountStore
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+from q2api.amazonq.observer import (
+    NO_OBSERVER,
+    REFRESH_ADOPTED,
+    REFRESH_REJECTED,
+    REFRESH_SUCCESS,
+    REFRESH_UNAVAILABLE,
+    UpstreamObserver,
+)
 
 RefreshCall = Callable[[Account], Awaitable[RefreshedToken]]
 
@@ -44,8 +52,10 @@ class TokenManager:
         *,
         refresh_margin: float = DEFAULT_REFRESH_MARGIN,
         clock: Callable[[], float] = time.time,
+        observer: UpstreamObserver = NO_OBSERVER,
     ) -> None:
         self._account = account
+        self._observer = observer
         self._store = store
         self._refresh_call = refresh
         self._margin = refresh_margin
@@ -139,6 +149,7 @@ class TokenManager:
             if stored.access_token and stored.access_token != rejected and self._is_fresh(stored):
                 if stored.access_token != self._account.access_token:
                     logger.info("adopted an access token refreshed by another worker", account=self.label)
+                    self._observer.token_refresh(REFRESH_ADOPTED)
                 self._account = stored
                 return stored.access_token
             if stored.status is AccountStatus.NEEDS_LOGIN:
@@ -151,12 +162,14 @@ class TokenManager:
         try:
             result = await self._refresh_call(stored)
         except RefreshRejected as exc:
+            self._observer.token_refresh(REFRESH_REJECTED)
             logger.bind(account=self.label).error(str(exc))
             await asyncio.to_thread(self._store.set_status, stored.id, AccountStatus.NEEDS_LOGIN, exc.detail)
             self._account = dataclasses.replace(stored, status=AccountStatus.NEEDS_LOGIN, status_detail=exc.detail)
             self._mark_rejected(exc)
             raise
         except RefreshUnavailable as exc:
+            self._observer.token_refresh(REFRESH_UNAVAILABLE)
             still_valid = (
                 stored.access_token
                 and stored.access_token != rejected
@@ -182,6 +195,7 @@ class TokenManager:
         self._account = updated or dataclasses.replace(
             stored, access_token=result.access_token, expires_at=result.expires_at
         )
+        self._observer.token_refresh(REFRESH_SUCCESS)
         logger.info(
             "refreshed the access token",
             account=self.label,

@@ -1,0 +1,1 @@
+"""The admin room: the operator's surfaces (metrics; the admin API and console)."""

@@ -1,0 +1,262 @@
+"""Prometheus metrics (`GET /metrics`), correct however many `--workers` serve.
+
+`q2api serve` points ``PROMETHEUS_MULTIPROC_DIR`` at a private directory made
+for the run (see :mod:`q2api.cli.metrics_dir`) before any worker starts, so
+``prometheus_client`` keeps every value in per-process memory-mapped files
+there, and a scrape answered by any worker merges them all:
+
+* counters and histograms of every worker, a worker that died included (its
+  counts happened; dropping them would make the totals go backwards);
+* the active-streams gauge summed over the *live* workers only: files of a
+  dead worker are removed at the next scrape (:func:`_forget_dead_workers`);
+* credits, the value written most recently by any worker.
+
+Without that variable (the gateway embedded in tests or the demo) the same
+metrics live in this process alone. Account health is not stored at all: it
+is read from the answering worker's account pool at scrape time, so a removed
+account disappears instead of lingering as a stale series.
+
+Labels are bounded and never secret: routes are the known route templates,
+`model` is the Amazon Q model id a request was served with (the Claude
+spellings clients send are unbounded), accounts appear by id and label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from q2api.amazonq.observer import UpstreamObserver
+
+MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+OTHER_ROUTE = "other"
+NO_MODEL = "-"
+
+# The routes requests are counted under; any other path counts as "other", so a scanner
+# probing random paths cannot create unbounded series.
+KNOWN_ROUTES = frozenset(
+    {
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/models",
+        "/v1/chat/completions",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    }
+)
+
+# From a scrape (milliseconds) to a long agentic turn (minutes).
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 600)
+
+# `*_created` timestamps exist only in single-process mode; without them both modes expose the same series.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+_REGISTRY = CollectorRegistry(auto_describe=True)
+
+REQUESTS = Counter(
+    "q2api_requests",
+    "HTTP requests answered, by route, Amazon Q model and status (499: the client left).",
+    ["route", "model", "status"],
+    registry=_REGISTRY,
+)
+REQUEST_DURATION = Histogram(
+    "q2api_request_duration_seconds",
+    "Time from receiving a request to its last byte (or its error), by route.",
+    ["route"],
+    buckets=_DURATION_BUCKETS,
+    registry=_REGISTRY,
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "q2api_time_to_first_token_seconds",
+    "Time from receiving a message request to its first content reaching the client, by Amazon Q model.",
+    ["model"],
+    buckets=_DURATION_BUCKETS,
+    registry=_REGISTRY,
+)
+UPSTREAM_ATTEMPTS = Counter(
+    "q2api_upstream_attempts",
+    "Calls to Amazon Q GenerateAssistantResponse, by outcome (ok, throttled, timeout, unreachable, …).",
+    ["outcome"],
+    registry=_REGISTRY,
+)
+UPSTREAM_RETRIES = Counter(
+    "q2api_upstream_retries",
+    "Failed Amazon Q calls that were tried again (on the same or another account).",
+    registry=_REGISTRY,
+)
+TOKEN_REFRESHES = Counter(
+    "q2api_token_refreshes",
+    "Access-token refreshes, by outcome (success, adopted from another worker, rejected, unavailable).",
+    ["outcome"],
+    registry=_REGISTRY,
+)
+ACTIVE_STREAMS = Gauge(
+    "q2api_active_streams",
+    "Streaming replies in progress, summed over the live workers.",
+    registry=_REGISTRY,
+    multiprocess_mode="livesum",
+)
+ACCOUNT_CREDITS_USED = Gauge(
+    "q2api_account_credits_used",
+    "Credits the account has used in its current period (Amazon Q getUsageLimits), last value seen.",
+    ["account_id", "account"],
+    registry=_REGISTRY,
+    multiprocess_mode="mostrecent",
+)
+ACCOUNT_CREDITS_LIMIT = Gauge(
+    "q2api_account_credits_limit",
+    "The account's credit limit for its current period (Amazon Q getUsageLimits), last value seen.",
+    ["account_id", "account"],
+    registry=_REGISTRY,
+    multiprocess_mode="mostrecent",
+)
+
+
+# -- recording -------------------------------------------------------------------
+
+
+def route_label(path: str) -> str:
+    return path if path in KNOWN_ROUTES else OTHER_ROUTE
+
+
+def observe_request(
+    *, route: str, model: str, status: int, seconds: float, first_content_seconds: float | None = None
+) -> None:
+    """One answered request (called where its log line is written)."""
+    route = route_label(route)
+    REQUESTS.labels(route=route, model=model or NO_MODEL, status=str(status)).inc()
+    REQUEST_DURATION.labels(route=route).observe(max(seconds, 0.0))
+    if first_content_seconds is not None:
+        TIME_TO_FIRST_TOKEN.labels(model=model or NO_MODEL).observe(max(first_content_seconds, 0.0))
+
+
+def stream_started() -> None:
+    ACTIVE_STREAMS.inc()
+
+
+def stream_finished() -> None:
+    ACTIVE_STREAMS.dec()
+
+
+def record_account_credits(account_id: str, label: str, *, used: float, limit: float) -> None:
+    """The account's credits as last read from Amazon Q (for the code that reads getUsageLimits)."""
+    ACCOUNT_CREDITS_USED.labels(account_id=account_id, account=label).set(used)
+    ACCOUNT_CREDITS_LIMIT.labels(account_id=account_id, account=label).set(limit)
+
+
+def _count_attempt(outcome: str) -> None:
+    UPSTREAM_ATTEMPTS.labels(outcome=outcome).inc()
+
+
+def _count_retry() -> None:
+    UPSTREAM_RETRIES.inc()
+
+
+def _count_refresh(outcome: str) -> None:
+    TOKEN_REFRESHES.labels(outcome=outcome).inc()
+
+
+UPSTREAM_OBSERVER = UpstreamObserver(
+    upstream_attempt=_count_attempt, upstream_retry=_count_retry, token_refresh=_count_refresh
+)
+
+
+# -- exposition -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AccountState:
+    """One account as the answering worker's pool sees it (no secret in here)."""
+
+    account_id: str
+    label: str
+    health: str  # "ready", "throttled", "quota_exhausted", "access_denied", "needs_login", …
+
+
+def render(accounts: Sequence[AccountState] = ()) -> bytes:
+    """The Prometheus text exposition of every q2api metric, merged across workers."""
+    registry = CollectorRegistry(auto_describe=False)
+    directory = os.environ.get(MULTIPROC_DIR_VARIABLE)
+    if directory and Path(directory).is_dir():
+        _forget_dead_workers(Path(directory))
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    else:
+        registry.register(_Forward(_REGISTRY))
+    registry.register(_AccountCollector(tuple(accounts)))
+    return generate_latest(registry)
+
+
+class _Forward(Collector):
+    """This process's own metrics (no multiprocess directory)."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        return self._source.collect()
+
+
+class _AccountCollector(Collector):
+    def __init__(self, accounts: tuple[AccountState, ...]) -> None:
+        self._accounts = accounts
+
+    def collect(self) -> Iterator[Metric]:
+        ready = GaugeMetricFamily(
+            "q2api_account_ready",
+            "1 when the account can serve now, 0 while it rests or needs a new login.",
+            labels=["account_id", "account"],
+        )
+        health = GaugeMetricFamily(
+            "q2api_account_health",
+            "The account's health: 1 on the series whose `health` label is its current state.",
+            labels=["account_id", "account", "health"],
+        )
+        for account in self._accounts:
+            ready.add_metric([account.account_id, account.label], 1.0 if account.health == "ready" else 0.0)
+            health.add_metric([account.account_id, account.label, account.health], 1.0)
+        yield ready
+        yield health
+
+
+# prometheus_client names the files of live-mode gauges `gauge_live<mode>_<pid>.db`.
+_LIVE_GAUGE_FILE = re.compile(r"^gauge_live\w+?_(\d+)\.db$")
+
+
+def _forget_dead_workers(directory: Path) -> None:
+    """Drop the live-gauge files of worker processes that no longer exist.
+
+    uvicorn replaces a worker that dies; the one that died never decremented its
+    active streams, so its file would keep them counted forever.
+    """
+    for entry in directory.iterdir():
+        match = _LIVE_GAUGE_FILE.match(entry.name)
+        if match and not _process_exists(int(match.group(1))):
+            multiprocess.mark_process_dead(int(match.group(1)), path=str(directory))  # type: ignore[no-untyped-call]
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else (a recycled pid): leave its file alone
+    return True

@@ -1,0 +1,61 @@
+"""Hooks through which the server counts what the Amazon Q side does, without this package knowing how.
+
+The protocol package imports nothing outside itself, so it cannot reach the
+metrics room; the server passes an :class:`UpstreamObserver` built from it
+instead. Every hook takes only bounded, secret-free values (an outcome name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+from q2api.amazonq.errors import (
+    RefreshRejected,
+    RefreshUnavailable,
+    UpstreamHTTPError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+
+def _ignore(*_: object) -> None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UpstreamObserver:
+    # One call to Amazon Q finished: "ok", a FailureKind value, "timeout", "unreachable", …
+    upstream_attempt: Callable[[str], None] = _ignore
+    # A failed call is about to be repeated (tenacity's before-sleep).
+    upstream_retry: Callable[[], None] = _ignore
+    # A token refresh finished: see the REFRESH_* outcomes below.
+    token_refresh: Callable[[str], None] = _ignore
+
+
+NO_OBSERVER = UpstreamObserver()
+
+REFRESH_SUCCESS = "success"
+REFRESH_ADOPTED = "adopted"  # another worker had just refreshed it: its token was taken over
+REFRESH_REJECTED = "rejected"  # the refresh token or registration is dead: a new login is needed
+REFRESH_UNAVAILABLE = "unavailable"  # the token service could not be reached or failed
+
+
+def attempt_outcome(error: BaseException | None) -> str:
+    """The bounded outcome name of one upstream call (None = it succeeded)."""
+    if error is None:
+        return "ok"
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled"  # the client left while the call was under way
+    if isinstance(error, UpstreamHTTPError):
+        return error.kind.value
+    if isinstance(error, UpstreamTimeout):
+        return "timeout"
+    if isinstance(error, UpstreamUnavailable):
+        return "unreachable"
+    if isinstance(error, RefreshRejected):
+        return "refresh_rejected"
+    if isinstance(error, RefreshUnavailable):
+        return "refresh_unavailable"
+    return "other"
