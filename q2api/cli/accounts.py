@@ -1,4 +1,4 @@
-"""`q2api accounts list | add | remove`: the operator's view of the account store.
+"""`q2api accounts list | add | remove | import`: the operator's view of the account store.
 
 Secrets go in, never out: the listing is built from `AccountView`, which has
 no token or client secret, and secrets are read from environment variables or
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
+from q2api.cli.accounts_import import run_import
 from q2api.settings import Settings, SettingsError, load_settings
 
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
@@ -47,6 +48,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "list": _list,
         "add": _add,
         "remove": _remove,
+        "import": run_import,
     }
     try:
         return commands[args.accounts_command](args, settings)

@@ -26,8 +26,8 @@ class UnknownVariable:
     suggestion: str | None
 
     def warning(self) -> str:
-        hint = f"; did you mean {self.suggestion}?" if self.suggestion else " and is ignored"
-        return f"unknown setting {self.name} in {self.source}{hint}"
+        hint = f"; did you mean {self.suggestion}?" if self.suggestion else ""
+        return f"unknown setting {self.name} in {self.source} is ignored{hint}"
 
 
 def unknown_variables(

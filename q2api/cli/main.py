@@ -165,6 +165,25 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--profile-arn", help="optional profileArn sent upstream")
     remove = account_commands.add_parser("remove", help="remove an account")
     remove.add_argument("account", help="account id or label")
+    imports = account_commands.add_parser(
+        "import",
+        help="import the logins Kiro IDE, kiro-cli or the Amazon Q CLI already hold",
+        description=(
+            "Import the credentials Kiro IDE (kiro-auth-token.json and its client registration) and kiro-cli / "
+            "the Amazon Q CLI (their SQLite auth_kv table) hold, social and IdC logins both. Without "
+            "--kiro-ide or --kiro-cli, looks in ~/.aws/sso/cache and the platform's data directory. "
+            "An account with the same label gets the new credentials. Secrets are never printed."
+        ),
+    )
+    imports.add_argument("--kiro-ide", metavar="DIR", help="Kiro IDE's cache directory (default: ~/.aws/sso/cache)")
+    imports.add_argument(
+        "--kiro-cli",
+        metavar="FILE",
+        help="kiro-cli or Amazon Q CLI database (default: data.sqlite3 under the data directory's kiro-cli and amazon-q)",
+    )
+    imports.add_argument(
+        "--label", help="label of the new account (default: its source: kiro-ide, kiro-cli, amazon-q-cli)"
+    )
     accounts.set_defaults(run=_accounts)
     return parser
 
