@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
@@ -15,32 +14,14 @@ import pytest
 
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore
 from q2api.cli.accounts import format_table
-from q2api.cli.main import build_parser, main
-from q2api.settings import ENV_VARIABLES
+from q2api.cli.main import build_parser
 from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
+from tests.support.cli import run
 from tests.support.serve_process import CLIENT_KEY, clean_environment, serve
 
 REFRESH_SECRET = "rt-NEVER-PRINT-7f3a9c1e5b"
 CLIENT_SECRET = "cs-NEVER-PRINT-2d8e4b6a0c"
 CLIENT_ID = "client-id-0123456789"
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An isolated store for in-process `main([...])` calls: no inherited setting, no `.env`, no terminal."""
-    for variable in (*ENV_VARIABLES, "Q2API_NEW_REFRESH_TOKEN", "Q2API_NEW_CLIENT_SECRET"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.chdir(tmp_path)  # a `.env` is read from the working directory; there is none here
-    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    data = tmp_path / "store"
-    monkeypatch.setenv("Q2API_DATA_DIR", str(data))
-    return data
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 # -- accounts ------------------------------------------------------------------

@@ -105,20 +105,27 @@ def kiro_cli_social_entries(refresh_token: str = CLI_SOCIAL_REFRESH) -> dict[str
     }
 
 
-def kiro_cli_idc_entries(*, region: str = "us-east-1", secret_expires_at: str = FUTURE) -> dict[str, dict[str, Any]]:
+def kiro_cli_idc_entries(
+    *,
+    region: str = "us-east-1",
+    secret_expires_at: str = FUTURE,
+    refresh_token: str = CLI_IDC_REFRESH,
+    client_id: str = CLI_CLIENT_ID,
+    client_secret: str = CLI_CLIENT_SECRET,
+) -> dict[str, dict[str, Any]]:
     return {
         "kirocli:odic:token": {
             "access_token": "aoa-cli-idc-access",
             "expires_at": "2099-01-01T00:00:00Z",
-            "refresh_token": CLI_IDC_REFRESH,
+            "refresh_token": refresh_token,
             "region": region,
             "start_url": "https://view.awsapps.com/start",
             "oauth_flow": "DeviceCode",
             "scopes": ["codewhisperer:completions", "codewhisperer:analysis", "codewhisperer:conversations"],
         },
         "kirocli:odic:device-registration": {
-            "client_id": CLI_CLIENT_ID,
-            "client_secret": CLI_CLIENT_SECRET,
+            "client_id": client_id,
+            "client_secret": client_secret,
             "client_secret_expires_at": secret_expires_at,
             "region": region,
             "oauth_flow": "DeviceCode",
