@@ -97,7 +97,7 @@ def kiro_cli_social_entries(refresh_token: str = CLI_SOCIAL_REFRESH) -> dict[str
     return {
         "kirocli:social:token": {
             "access_token": "aoa-cli-social-access",
-            "expires_at": "2099-01-01T00:00:00.123456Z",
+            "expires_at": "2099-01-01T00:00:00.123456789Z",  # Rust `time` writes nanoseconds
             "refresh_token": refresh_token,
             "profile_arn": SOCIAL_PROFILE_ARN,
             "provider": "Google",

@@ -194,7 +194,16 @@ def read_auth_kv(path: Path) -> dict[str, str]:
             db.close()
     except sqlite3.Error as exc:
         raise CredentialImportError(f"{path}: not a kiro-cli / Amazon Q CLI database ({exc})") from None
-    return {str(key): value if isinstance(value, str) else bytes(value).decode() for key, value in rows}
+    entries = {}
+    for key, value in rows:
+        if isinstance(value, bytes):
+            try:
+                value = value.decode()
+            except UnicodeDecodeError:
+                raise CredentialImportError(f"{path} [{key}]: not UTF-8 text") from None
+        if isinstance(value, str):
+            entries[str(key)] = value  # NULL and numbers are nothing any of these tools writes: skipped
+    return entries
 
 
 # -- where the tools keep them ---------------------------------------------------------

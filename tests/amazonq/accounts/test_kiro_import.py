@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,15 @@ def test_default_database_locations_follow_the_platform(tmp_path):
     assert default_cli_databases(home, "linux", {"XDG_DATA_HOME": "/xdg"})[0] == Path("/xdg/kiro-cli/data.sqlite3")
     assert default_cli_databases(home, "darwin", {})[1] == home / "Library/Application Support/amazon-q/data.sqlite3"
     assert default_cli_databases(home, "win32", {"LOCALAPPDATA": "C:/L"})[0] == Path("C:/L/kiro-cli/data.sqlite3")
+
+
+def test_auth_kv_values_stored_as_blobs_are_read_as_text(tmp_path):
+    database = tmp_path / "data.sqlite3"
+    db = sqlite3.connect(database)
+    with db:
+        db.execute("CREATE TABLE auth_kv (key TEXT PRIMARY KEY, value TEXT)")
+        token = json.dumps(files.kiro_cli_social_entries()["kirocli:social:token"]).encode()
+        db.execute("INSERT INTO auth_kv VALUES (?, ?), (?, ?)", ("kirocli:social:token", token, "other", None))
+    db.close()
+    (login,) = parse_auth_kv(read_auth_kv(database), origin="db")
+    assert login.refresh_token == files.CLI_SOCIAL_REFRESH
