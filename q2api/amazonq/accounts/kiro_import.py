@@ -195,14 +195,15 @@ def read_auth_kv(path: Path) -> dict[str, str]:
     except sqlite3.Error as exc:
         raise CredentialImportError(f"{path}: not a kiro-cli / Amazon Q CLI database ({exc})") from None
     entries = {}
-    for key, value in rows:
-        if isinstance(value, bytes):
+    for key, stored in rows:
+        # Text normally; BLOBs are decoded; NULLs and numbers are nothing these tools write: skipped.
+        if isinstance(stored, bytes):
             try:
-                value = value.decode()
+                entries[str(key)] = stored.decode()
             except UnicodeDecodeError:
                 raise CredentialImportError(f"{path} [{key}]: not UTF-8 text") from None
-        if isinstance(value, str):
-            entries[str(key)] = value  # NULL and numbers are nothing any of these tools writes: skipped
+        elif isinstance(stored, str):
+            entries[str(key)] = stored
     return entries
 
 
