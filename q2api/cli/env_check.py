@@ -17,6 +17,8 @@ from dotenv import dotenv_values
 from q2api.settings import ENV_VARIABLES
 
 PREFIXES = ("Q2API_", "AMAZONQ_")
+# Read by tools beside the gateway, not by its settings.
+TOOL_VARIABLES = ("Q2API_CALIBRATION_DIR",)  # bench/calibrate_tokens.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +36,7 @@ def unknown_variables(
     env: Mapping[str, str], env_file: str | Path | None = ".env", *, known: Iterable[str] = ()
 ) -> list[UnknownVariable]:
     """The q2api-looking variables of `env` and `env_file` that are not settings, each with its closest match."""
-    names = {*ENV_VARIABLES, *known}
+    names = {*ENV_VARIABLES, *TOOL_VARIABLES, *known}
     sources: list[tuple[str, Iterable[str]]] = [("the environment", env)]
     if env_file is not None and Path(env_file).is_file():
         sources.append((str(env_file), dotenv_values(env_file)))
