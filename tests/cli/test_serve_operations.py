@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anthropic
@@ -12,6 +13,7 @@ from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKE
 from tests.support.metrics_scrape import Scrape
 from tests.support.serve_process import CLIENT_KEY, serve
 
+BATCH = 4
 SERVED = {"route": "/v1/messages", "model": "claude-sonnet-5.5", "status": "200"}
 
 
@@ -57,9 +59,15 @@ def test_metrics_with_two_workers_sum_the_requests_of_both(tmp_path):
         assert metrics_dir.stat().st_mode & 0o777 == 0o700
         sent = 0
         # Until both workers have served some: only then does a correct total prove the merge.
-        while sent < 40 and sum(count > 0 for count in requests_by_worker(metrics_dir).values()) < 2:
-            ask_on_a_new_connection(server.base_url, stream=sent % 2 == 0)
-            sent += 1
+        # Requests go in concurrent batches: the kernel hands sequential connections mostly to one worker.
+        with ThreadPoolExecutor(BATCH) as pool:
+            while sent < 50 * BATCH and sum(count > 0 for count in requests_by_worker(metrics_dir).values()) < 2:
+                batch = [pool.submit(ask_on_a_new_connection, server.base_url, stream=i % 2 == 0) for i in range(BATCH)]
+                for request in batch:
+                    request.result()
+                sent += BATCH
+        # A worker counts a stream just after its last byte: give the last ones a moment.
+        server.wait_until(lambda: sum(requests_by_worker(metrics_dir).values()) == sent, timeout=10)
         by_worker = requests_by_worker(metrics_dir)
         assert sum(count > 0 for count in by_worker.values()) == 2, by_worker
 
