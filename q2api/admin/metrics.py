@@ -174,8 +174,15 @@ def _count_refresh(outcome: str) -> None:
     TOKEN_REFRESHES.labels(outcome=outcome).inc()
 
 
+def _set_credits(account_id: str, label: str, used: float, limit: float) -> None:
+    record_account_credits(account_id, label, used=used, limit=limit)
+
+
 UPSTREAM_OBSERVER = UpstreamObserver(
-    upstream_attempt=_count_attempt, upstream_retry=_count_retry, token_refresh=_count_refresh
+    upstream_attempt=_count_attempt,
+    upstream_retry=_count_retry,
+    token_refresh=_count_refresh,
+    account_credits=_set_credits,
 )
 
 

@@ -32,6 +32,8 @@ class UpstreamObserver:
     upstream_retry: Callable[[], None] = _ignore
     # A token refresh finished: see the REFRESH_* outcomes below.
     token_refresh: Callable[[str], None] = _ignore
+    # An account's credits were read (getUsageLimits): account id, label, used, limit.
+    account_credits: Callable[[str, str, float, float], None] = _ignore
 
 
 NO_OBSERVER = UpstreamObserver()

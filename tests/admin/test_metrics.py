@@ -124,9 +124,13 @@ async def test_active_streams_counts_a_stream_while_it_runs(tmp_path):
 
 def test_credits_set_by_the_usage_code_are_exposed_per_account():
     metrics.record_account_credits("acct1", "work", used=120.5, limit=500)
+    # The Amazon Q side reports them through its observer hook (it cannot import this room).
+    metrics.UPSTREAM_OBSERVER.account_credits("acct2", "home", 3, 50)
     exposed = Scrape(metrics.render().decode())
     assert exposed.value("q2api_account_credits_used", account_id="acct1", account="work") == 120.5
     assert exposed.value("q2api_account_credits_limit", account_id="acct1", account="work") == 500
+    assert exposed.value("q2api_account_credits_used", account_id="acct2", account="home") == 3
+    assert exposed.value("q2api_account_credits_limit", account_id="acct2", account="home") == 50
 
 
 _WORKER = """
