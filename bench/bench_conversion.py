@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
-from q2api.conversion.guards import detect_tool_loops, validate_conversation
+from q2api.conversion.loop_guard import detect_tool_loops
+from q2api.conversion.order_guard import validate_conversation
 from q2api.testing.claude_code_request import claude_code_request
 
 

@@ -11,15 +11,17 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
 from dotenv import dotenv_values
 
+from q2api.conversion.loop_guard import LoopMode
+
 AuthMethod = Literal["idc", "social"]
 LogFormat = Literal["text", "json"]
-LoopMode = Literal["warn", "block", "off"]
 
 DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
@@ -70,7 +72,8 @@ class Settings:
     read_timeout: float = 300.0
     max_retries: int = 3
     loop_threshold: int = 3
-    loop_mode: LoopMode = "warn"
+    loop_storm_threshold: int = 8
+    loop_mode: LoopMode = LoopMode.WARN
     model_map: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     default_model: str | None = None
 
@@ -108,6 +111,7 @@ class Settings:
 # Parsing: each helper receives the variable name so its error can name it.
 
 T = TypeVar("T")
+E = TypeVar("E", bound=StrEnum)
 
 
 def _text(name: str, raw: str) -> str | None:
@@ -152,6 +156,15 @@ def _choice(*choices: str, upper: bool = False) -> Callable[[str, str], str]:
         if value not in choices:
             raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
         return value
+
+    return parse
+
+
+def _enum(kind: type[E]) -> Callable[[str, str], E]:
+    choose = _choice(*kind)
+
+    def parse(name: str, raw: str) -> E:
+        return kind(choose(name, raw))
 
     return parse
 
@@ -201,7 +214,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "read_timeout": ("Q2API_READ_TIMEOUT", _number(float, 0, above=True)),
     "max_retries": ("Q2API_MAX_RETRIES", _number(int, 0)),
     "loop_threshold": ("Q2API_LOOP_THRESHOLD", _number(int, 2)),
-    "loop_mode": ("Q2API_LOOP_MODE", _choice("warn", "block", "off")),
+    "loop_storm_threshold": ("Q2API_LOOP_STORM_THRESHOLD", _number(int, 3)),
+    "loop_mode": ("Q2API_LOOP_MODE", _enum(LoopMode)),
     "model_map": ("Q2API_MODEL_MAP", _model_map),
     "default_model": ("Q2API_DEFAULT_MODEL", _text),
 }

@@ -20,12 +20,21 @@ LONG_CONTEXT_WINDOW = 1_000_000
 LONG_CONTEXT_SUFFIX = "[1m]"
 DEFAULT_Q_MODEL = "claude-sonnet-4.5"
 
+# Input types as `ListAvailableModels.supportedInputTypes` names them (lower-cased).
+TEXT = "text"
+IMAGE = "image"
+TEXT_AND_IMAGE: frozenset[str] = frozenset({TEXT, IMAGE})
+TEXT_ONLY: frozenset[str] = frozenset({TEXT})
+
 
 @dataclass(frozen=True, slots=True)
 class ModelChoice:
     q_model_id: str
     context_window: int
     known: bool
+    # What the model takes besides text; the converter refuses any other part (an image to a
+    # text-only model) with a 400 instead of letting the upstream fail or the part vanish.
+    input_types: frozenset[str] = TEXT_AND_IMAGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +45,7 @@ class ServedModel:
     display_name: str
     q_model_id: str
     context_window: int = DEFAULT_CONTEXT_WINDOW
+    input_types: frozenset[str] = TEXT_AND_IMAGE
 
 
 SERVED_MODELS: tuple[ServedModel, ...] = (
@@ -76,12 +86,23 @@ def resolve_model(
         lowered = {key.strip().lower(): value for key, value in aliases.items()}
         for key in (requested.strip().lower(), name):
             if key in lowered:
-                return ModelChoice(lowered[key], window, True)
+                return ModelChoice(lowered[key], window, True, input_types_of(lowered[key]))
     q_id = _upstream_id(name)
     if q_id in _Q_IDS:
-        return ModelChoice(q_id, window, True)
+        return ModelChoice(q_id, window, True, input_types_of(q_id))
     fallback = _upstream_id(default.strip().lower())
-    return ModelChoice(fallback if fallback in _Q_IDS else default, window, False)
+    q_id = fallback if fallback in _Q_IDS else default
+    return ModelChoice(q_id, window, False, input_types_of(q_id))
+
+
+def input_types_of(q_model_id: str) -> frozenset[str]:
+    """The built-in capability table: the models of :data:`SERVED_MODELS` as listed, any other Claude
+    model text and images (every Claude model reads images), any other model text only — until
+    the account's live catalogue says otherwise."""
+    for model in SERVED_MODELS:
+        if model.q_model_id == q_model_id:
+            return model.input_types
+    return TEXT_AND_IMAGE if q_model_id.lower().startswith("claude-") or q_model_id == "auto" else TEXT_ONLY
 
 
 def _upstream_id(name: str) -> str:

@@ -269,6 +269,12 @@ _count_tokens_decoder = msgspec.json.Decoder(CountTokensRequest)
 # msgspec reports paths as `$.messages[0].content[1].text`; Anthropic says `messages.0.content.1.text`.
 _PATH_IN_MESSAGE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _MISSING_FIELD = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+# A content block whose `type` is audio: a capability the backend lacks, not a typo to report as such.
+_AUDIO_BLOCK = re.compile(r"^Invalid value '(?:input_)?audio'$")
+NO_AUDIO = (
+    "audio input is not supported: the Amazon Q backend behind this gateway takes no audio, only text "
+    "and images; send a transcript of the audio as text instead"
+)
 
 
 def _anthropic_path(msgspec_path: str) -> str:
@@ -284,6 +290,8 @@ def _invalid_from(exc: msgspec.MsgspecError) -> InvalidRequest:
         if missing:
             path = f"{path}.{missing['field']}" if path else missing["field"]
             problem = "Field required"
+        elif path.endswith(".type") and _AUDIO_BLOCK.match(problem):
+            problem = NO_AUDIO
         return InvalidRequest(path, problem)
     return InvalidRequest("", f"request body is not valid JSON: {text}")
 

@@ -17,7 +17,9 @@ The steps, each in its own module under `q2api.conversion`:
 3. `tool_specs`: the tools of the current message, covering every tool name used in history.
 4. `system_context`: the system prompt as a stable synthetic first history pair.
 
-The output always passes `q2api.conversion.guards.validate_conversation`; a finding there is a bug here.
+Before any of it is assembled, `capabilities` refuses a part the model cannot take (an image
+to a text-only model). The output always passes `q2api.conversion.order_guard.validate_conversation`;
+a finding there is a bug here.
 """
 
 from __future__ import annotations
@@ -31,14 +33,15 @@ import orjson
 from q2api.amazonq.models import resolve_model
 from q2api.amazonq.types import CHAT_TRIGGER_MANUAL
 from q2api.anthropic.types import MessagesRequest
+from q2api.conversion.capabilities import check_input_types
 from q2api.conversion.identifiers import Identifiers
-from q2api.conversion.images import capped_images
+from q2api.conversion.images import select_images
 from q2api.conversion.options import Conversion, ConversionOptions
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import context_pair, system_prompt_text
 from q2api.conversion.text import EMPTY_ASSISTANT_MESSAGE, EMPTY_USER_MESSAGE, IMAGES_ONLY, TOOL_RESULTS_ONLY
 from q2api.conversion.thinking_prompt import thinking_hint, with_hint
-from q2api.conversion.tool_results import answered_results
+from q2api.conversion.tool_results import ToolResultDraft, answered_results, orphan_result_text
 from q2api.conversion.tool_specs import tool_specs
 from q2api.conversion.turns import AssistantTurn, TurnBuilder, UserTurn, frame_turns
 
@@ -64,6 +67,7 @@ def convert_request(request: MessagesRequest, options: ConversionOptions) -> Con
     for index, message in enumerate(request.messages):
         builder.add(index, message)
     turns = frame_turns(builder.turns, report)
+    check_input_types(model, request.model, turns)
 
     context_sections: list[str] = []
     tools = tool_specs(request.tools, request.tool_choice, builder.history_tool_names, ids, report, context_sections)
@@ -122,9 +126,11 @@ def session_conversation_id(request: MessagesRequest) -> str | None:
 
 
 def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> dict[str, Any]:
-    results = answered_results(turn.expected, turn.results, report)
-    images = capped_images(turn.images, options.max_images_per_message, report)
-    content = "\n\n".join(turn.texts)
+    selection = select_images(turn.images, options.max_images_per_message, report)
+    images = selection.blocks
+    results = answered_results(turn.expected, turn.results, selection, report)
+    texts = [orphan_result_text(part, selection) if isinstance(part, ToolResultDraft) else part for part in turn.texts]
+    content = "\n\n".join(texts)
     if not content.strip():
         content = TOOL_RESULTS_ONLY if results else IMAGES_ONLY if images else EMPTY_USER_MESSAGE
         report.append(

@@ -6,6 +6,8 @@ arbitrary URLs from a gateway is a server-side request forgery risk.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from q2api.amazonq.types import MAX_IMAGE_BYTES
@@ -50,17 +52,75 @@ def q_image(block: ImageBlock, path: str) -> dict[str, Any]:
     )
 
 
-def capped_images(images: list[tuple[int, dict[str, Any]]], limit: int, report: list[Finding]) -> list[dict[str, Any]]:
-    """The most recent `limit` images of one message; each older one is reported."""
-    if len(images) <= limit:
-        return [image for _, image in images]
-    dropped = len(images) - limit
-    for message_index, _ in images[:dropped]:
+@dataclass(frozen=True, slots=True)
+class TurnImage:
+    """An image on its way into one Amazon Q user message, with where it came from."""
+
+    message_index: int
+    path: str  # its JSON path in the client's request, for errors and findings
+    image: dict[str, Any]  # the Amazon Q image block
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSelection:
+    """The images one Amazon Q message carries: the most recent `limit`; older ones are dropped."""
+
+    kept: tuple[TurnImage, ...]
+    dropped: tuple[TurnImage, ...]
+    limit: int
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        return [image.image for image in self.kept]
+
+    def attachment_number(self, path: str) -> int | None:
+        """1-based position of the image among the message's attachments; None when it was dropped."""
+        for number, image in enumerate(self.kept, start=1):
+            if image.path == path:
+                return number
+        return None
+
+
+def select_images(images: list[TurnImage], limit: int, report: list[Finding]) -> ImageSelection:
+    """The most recent `limit` images of one message; each older one is reported, by path."""
+    dropped = images[: max(len(images) - limit, 0)]
+    for image in dropped:
         report.append(
             Finding(
                 FindingKind.IMAGE_DROPPED,
-                message_index,
-                detail=f"Amazon Q takes at most {limit} images per message; the {limit} most recent were kept",
+                image.message_index,
+                detail=f"{image.path}: Amazon Q takes at most {limit} images per message; "
+                f"the {limit} most recent of this message's {len(images)} were sent",
             )
         )
-    return [image for _, image in images[dropped:]]
+    return ImageSelection(tuple(images[len(dropped) :]), tuple(dropped), limit)
+
+
+def tool_result_image_note(paths: list[str], selection: ImageSelection) -> str:
+    """What the model is told about the images of one tool result: which are attached, which were not sent."""
+    numbers = [selection.attachment_number(path) for path in paths]
+    attached = [(position, number) for position, number in enumerate(numbers, start=1) if number is not None]
+    missing = [position for position, number in enumerate(numbers, start=1) if number is None]
+    count = f"{len(paths)} image" + ("s" if len(paths) > 1 else "")
+    reason = (
+        f"Amazon Q takes at most {selection.limit} images per message and the {selection.limit} most recent were sent"
+    )
+    if not missing:
+        return f"[This tool result returned {count}, attached to this message as {_numbered('attachment', numbers)}]"
+    if not attached:
+        return f"[This tool result returned {count}; none was sent: {reason}]"
+    return (
+        f"[This tool result returned {count}: {_numbered('image', [p for p, _ in attached])} of them "
+        f"attached to this message as {_numbered('attachment', [n for _, n in attached])}; "
+        f"{_numbered('image', missing)} not sent: {reason}]"
+    )
+
+
+def _numbered(noun: str, numbers: Sequence[int | None]) -> str:
+    """`attachment 3`, `attachments 3–6`, or `images 1, 4` (numbers in increasing order)."""
+    values = [number for number in numbers if number is not None]
+    if len(values) == 1:
+        return f"{noun} {values[0]}"
+    if values == list(range(values[0], values[-1] + 1)):
+        return f"{noun}s {values[0]}–{values[-1]}"
+    return f"{noun}s {', '.join(map(str, values))}"

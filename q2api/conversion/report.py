@@ -50,7 +50,7 @@ class FindingKind(StrEnum):
     # content
     IMAGE_DROPPED = "image_dropped"
     DOCUMENT_AS_TEXT = "document_as_text"
-    DOCUMENT_OMITTED = "document_omitted"
+    PDF_TEXT_EXTRACTED = "pdf_text_extracted"
     THINKING_AS_TEXT = "thinking_as_text"
     REDACTED_THINKING_DROPPED = "redacted_thinking_dropped"
     SERVER_BLOCK_DROPPED = "server_block_dropped"
@@ -65,8 +65,8 @@ class FindingKind(StrEnum):
     FIELD_LIMIT = "field_limit"
     NULL_VALUE = "null_value"
     # guards: loop detection on the input
-    TOOL_LOOP_SAME_INPUT = "tool_loop_same_input"
-    TOOL_LOOP_SAME_NAME = "tool_loop_same_name"
+    TOOL_LOOP_CYCLE = "tool_loop_cycle"
+    TOOL_LOOP_STORM = "tool_loop_storm"
 
 
 _WARNINGS = frozenset(
@@ -78,12 +78,12 @@ _WARNINGS = frozenset(
         FindingKind.DUPLICATE_TOOL_DROPPED,
         FindingKind.TOOL_CHOICE_IGNORED,
         FindingKind.IMAGE_DROPPED,
-        FindingKind.DOCUMENT_OMITTED,
+        FindingKind.PDF_TEXT_EXTRACTED,
         FindingKind.REDACTED_THINKING_DROPPED,
         FindingKind.SERVER_BLOCK_DROPPED,
         FindingKind.UNKNOWN_MODEL,
-        FindingKind.TOOL_LOOP_SAME_INPUT,
-        FindingKind.TOOL_LOOP_SAME_NAME,
+        FindingKind.TOOL_LOOP_CYCLE,
+        FindingKind.TOOL_LOOP_STORM,
     }
 )
 _ERRORS = frozenset(
@@ -96,6 +96,9 @@ _ERRORS = frozenset(
         FindingKind.NULL_VALUE,
     }
 )
+
+
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
 
 
 class Finding(NamedTuple):
@@ -125,4 +128,5 @@ class Finding(NamedTuple):
             parts.append(f" tool={self.tool_use_id}")
         if self.detail:
             parts.append(f": {self.detail}")
-        return "".join(parts)
+        # Ids and details can hold the client's text: a line break in them must not start a new log line.
+        return "".join(parts).translate(_LINE_BREAKS)

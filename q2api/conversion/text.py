@@ -1,4 +1,4 @@
-"""Text pieces: the fixed placeholders, documents and search results flattened to text,
+"""Text pieces: the fixed placeholders, search results flattened to text,
 and the per-message size limit.
 
 Placeholders are short, neutral and explicit. They never read like an instruction such as
@@ -7,22 +7,8 @@ Placeholders are short, neutral and explicit. They never read like an instructio
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 from q2api.anthropic.errors import InvalidRequest
-from q2api.anthropic.types import (
-    Base64DocumentSource,
-    ContentDocumentSource,
-    DocumentBlock,
-    FileDocumentSource,
-    ImageBlock,
-    PlainTextDocumentSource,
-    SearchResultBlock,
-    TextBlock,
-    URLDocumentSource,
-)
-from q2api.conversion.report import Finding, FindingKind
+from q2api.anthropic.types import SearchResultBlock
 
 TOOL_RESULTS_ONLY = "(Tool results are attached.)"
 IMAGES_ONLY = "(Images are attached.)"
@@ -61,48 +47,3 @@ def checked_text(text: str, limit: int, *path: str | int) -> str:
 def search_result_text(block: SearchResultBlock) -> str:
     body = "\n".join(part.text for part in block.content if part.text)
     return f"[Search result: {block.title} ({block.source})]\n{body}"
-
-
-def document_text(
-    block: DocumentBlock,
-    path: str,
-    message_index: int,
-    report: list[Finding],
-) -> tuple[str, list[ImageBlock]]:
-    """A document as labelled text, plus the images a content document carries.
-    Sources with no text form (PDF, URL, file id) become an explicit, reported marker."""
-    source = block.source
-    label = f"[Document: {block.title}]" if block.title else "[Document]"
-    if block.context:
-        label = f"{label}\n(Context: {block.context})"
-    images: list[ImageBlock] = []
-    body: str | None = None
-    if isinstance(source, PlainTextDocumentSource):
-        body = source.data
-    elif isinstance(source, ContentDocumentSource):
-        if isinstance(source.content, str):
-            body = source.content
-        else:
-            texts = []
-            for part in source.content:
-                if isinstance(part, TextBlock):
-                    texts.append(part.text)
-                else:
-                    images.append(part)
-            body = "\n\n".join(texts)
-    elif isinstance(source, Base64DocumentSource) and source.media_type.startswith("text/"):
-        try:
-            body = base64.b64decode(source.data, validate=False).decode("utf-8", "replace")
-        except (binascii.Error, ValueError):
-            body = None
-    if body is not None:
-        report.append(Finding(FindingKind.DOCUMENT_AS_TEXT, message_index, detail=path))
-        return f"{label}\n{body}", images
-    if isinstance(source, URLDocumentSource):
-        what = f"the document at {source.url} was not fetched (q2api does not fetch URLs)"
-    elif isinstance(source, FileDocumentSource):
-        what = f"file {source.file_id} is not available (the Files API is not supported)"
-    else:
-        what = f"its content ({getattr(source, 'media_type', 'structured content')}) cannot be forwarded to Amazon Q as text"
-    report.append(Finding(FindingKind.DOCUMENT_OMITTED, message_index, detail=f"{path}: {what}"))
-    return f"{label}\n(Document omitted: {what}.)", images

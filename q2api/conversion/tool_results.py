@@ -21,15 +21,10 @@ from q2api.anthropic.types import (
     ToolReferenceBlock,
     ToolResultBlock,
 )
-from q2api.conversion.images import q_image
+from q2api.conversion.documents import document_text
+from q2api.conversion.images import ImageSelection, TurnImage, q_image, tool_result_image_note
 from q2api.conversion.report import Finding, FindingKind
-from q2api.conversion.text import (
-    CANCELLED_TOOL_RESULT,
-    EMPTY_TOOL_RESULT,
-    checked_text,
-    document_text,
-    search_result_text,
-)
+from q2api.conversion.text import CANCELLED_TOOL_RESULT, EMPTY_TOOL_RESULT, checked_text, search_result_text
 
 TextContent = list[dict[str, Any]]  # [{"text": ...}, ...]
 
@@ -41,13 +36,21 @@ class ToolResultDraft:
     message_index: int
     content: TextContent
     is_error: bool
+    # Paths of the result's images: they travel in the message's `images`, and the note about
+    # them is written once the message's images are chosen (the oldest may be dropped).
+    image_paths: list[str]
+
+    def text_with_image_note(self, selection: ImageSelection) -> TextContent:
+        if not self.image_paths:
+            return self.content
+        return [*self.content, {"text": tool_result_image_note(self.image_paths, selection)}]
 
 
 def tool_result_content(
     block: ToolResultBlock, message_index: int, position: int, limit: int, report: list[Finding]
-) -> tuple[TextContent, list[dict[str, Any]]]:
+) -> tuple[TextContent, list[TurnImage]]:
     """The result's content as text blocks, and its images (Q tool results cannot hold
-    images: they move to the message's `images`, and a text marker says so).
+    images: they move to the message's `images`, and a note in the result says which).
     `position` is the block's index in message `message_index` (paths are built on demand)."""
     content = block.content
     if content is None:
@@ -57,7 +60,7 @@ def tool_result_content(
             return [], []
         return [{"text": checked_text(content, limit, "messages", message_index, "content", position, "content")}], []
     texts: TextContent = []
-    images: list[dict[str, Any]] = []
+    images: list[TurnImage] = []
     for part_position, part in enumerate(content):
         if isinstance(part, TextBlock):
             if part.text:
@@ -66,30 +69,31 @@ def tool_result_content(
             continue
         part_path = f"messages.{message_index}.content.{position}.content.{part_position}"
         if isinstance(part, ImageBlock):
-            images.append(q_image(part, part_path))
+            images.append(TurnImage(message_index, part_path, q_image(part, part_path)))
         elif isinstance(part, DocumentBlock):
             text, document_images = document_text(part, part_path, message_index, report)
             texts.append({"text": checked_text(text, limit, part_path)})
-            images.extend(q_image(image, f"{part_path}.source.content") for image in document_images)
+            images.extend(TurnImage(message_index, path, q_image(image, path)) for path, image in document_images)
         elif isinstance(part, SearchResultBlock):
             texts.append({"text": checked_text(search_result_text(part), limit, part_path)})
         elif isinstance(part, ToolReferenceBlock):
             texts.append({"text": f"[Tool reference: {part.tool_name}]"})
-    if images:
-        texts.append({"text": f"[{len(images)} image(s) from this tool result are attached to this message]"})
     return texts, images
 
 
-def orphan_result_text(client_id: str, content: TextContent, is_error: bool) -> str:
-    status = "error" if is_error else "success"
-    body = "\n".join(part["text"] for part in content) or EMPTY_TOOL_RESULT
-    label = f"[Result of an earlier tool call {client_id} ({status}); its tool call is no longer in the conversation]"
+def orphan_result_text(draft: ToolResultDraft, selection: ImageSelection) -> str:
+    status = "error" if draft.is_error else "success"
+    body = "\n".join(part["text"] for part in draft.text_with_image_note(selection)) or EMPTY_TOOL_RESULT
+    label = (
+        f"[Result of an earlier tool call {draft.client_id} ({status}); its tool call is no longer in the conversation]"
+    )
     return f"{label}\n{body}"
 
 
 def answered_results(
     expected: dict[str, tuple[str, int]],
     received: dict[str, ToolResultDraft],
+    selection: ImageSelection,
     report: list[Finding],
 ) -> list[dict[str, Any]]:
     """One toolResult per expected tool use, in tool-use order."""
@@ -119,7 +123,7 @@ def answered_results(
             )
             results.append({"toolUseId": q_id, "content": [{"text": CANCELLED_TOOL_RESULT}], "status": "error"})
             continue
-        content = draft.content
+        content = draft.text_with_image_note(selection)
         if not content:
             report.append(
                 Finding(FindingKind.EMPTY_TOOL_RESULT, draft.message_index, client_id, "placeholder text sent")

@@ -31,8 +31,9 @@ from q2api.anthropic.types import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from q2api.conversion.documents import document_text
 from q2api.conversion.identifiers import Identifiers
-from q2api.conversion.images import q_image
+from q2api.conversion.images import TurnImage, q_image
 from q2api.conversion.json_clean import cleaned_tool_input
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import system_turn_text
@@ -40,11 +41,10 @@ from q2api.conversion.text import (
     CONVERSATION_START,
     PREFILL_CONTINUATION,
     checked_text,
-    document_text,
     search_result_text,
 )
 from q2api.conversion.thinking_prompt import thinking_as_text
-from q2api.conversion.tool_results import ToolResultDraft, orphan_result_text, tool_result_content
+from q2api.conversion.tool_results import ToolResultDraft, tool_result_content
 
 _SERVER_BLOCKS = (ServerToolUseBlock, ContainerUploadBlock, *SERVER_TOOL_RESULT_BLOCKS)
 
@@ -56,9 +56,11 @@ ExpectedResults = dict[str, tuple[str, int]]
 class UserTurn:
     message_indices: list[int]
     expected: ExpectedResults
-    texts: list[str] = field(default_factory=list)
+    # Text in order; a ToolResultDraft here is an orphan result, written as labelled text once
+    # the message's images are chosen (its note says which of its images were sent).
+    texts: list[str | ToolResultDraft] = field(default_factory=list)
     results: dict[str, ToolResultDraft] = field(default_factory=dict)
-    images: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    images: list[TurnImage] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -164,11 +166,11 @@ class TurnBuilder:
                 continue
             path = f"messages.{index}.content.{position}"
             if isinstance(block, ImageBlock):
-                turn.images.append((index, q_image(block, path)))
+                turn.images.append(TurnImage(index, path, q_image(block, path)))
             elif isinstance(block, DocumentBlock):
                 text, images = document_text(block, path, index, self.report)
                 turn.texts.append(checked_text(text, self.text_limit, path))
-                turn.images.extend((index, q_image(image, f"{path}.source.content")) for image in images)
+                turn.images.extend(TurnImage(index, where, q_image(image, where)) for where, image in images)
             elif isinstance(block, SearchResultBlock):
                 turn.texts.append(checked_text(search_result_text(block), self.text_limit, path))
             elif isinstance(block, _SERVER_BLOCKS):
@@ -191,10 +193,11 @@ class TurnBuilder:
     def _add_tool_result(self, turn: UserTurn, index: int, position: int, block: ToolResultBlock) -> None:
         q_id = self.ids.tool_use_id(block.tool_use_id, index)
         content, images = tool_result_content(block, index, position, self.text_limit, self.report)
-        turn.images.extend((index, image) for image in images)
+        turn.images.extend(images)
+        image_paths = [image.path for image in images]
         is_error = bool(block.is_error)
         if q_id not in turn.expected:
-            turn.texts.append(orphan_result_text(block.tool_use_id, content, is_error))
+            turn.texts.append(ToolResultDraft(q_id, block.tool_use_id, index, content, is_error, image_paths))
             self.report.append(
                 Finding(
                     FindingKind.ORPHAN_TOOL_RESULT,
@@ -206,9 +209,10 @@ class TurnBuilder:
             return
         draft = turn.results.get(q_id)
         if draft is None:
-            turn.results[q_id] = ToolResultDraft(q_id, block.tool_use_id, index, content, is_error)
+            turn.results[q_id] = ToolResultDraft(q_id, block.tool_use_id, index, content, is_error, image_paths)
             return
         draft.content.extend(content)
+        draft.image_paths.extend(image_paths)
         draft.is_error = draft.is_error or is_error
         self.report.append(
             Finding(

@@ -12,7 +12,15 @@ from loguru import logger
 if TYPE_CHECKING:
     from loguru import Message, Record
 
-TEXT_FORMAT = "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> | {message}{extra[fields]}"
+_PREFIX = "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <7}</level> |"
+TEXT_FORMAT = _PREFIX + " {message}{extra[fields]}\n{exception}"
+# A message of several lines (the conversion debug summary) keeps every line whole: the prefix and
+# the fields stand on a line of their own above it, never inside the block.
+BLOCK_FORMAT = _PREFIX + "{extra[fields]}\n{message}\n{exception}"
+
+
+def text_format(record: Record) -> str:
+    return BLOCK_FORMAT if "\n" in record["message"] else TEXT_FORMAT
 
 
 def _render_fields(record: Record) -> bool:
@@ -75,7 +83,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
         logger.add(
             sys.stderr,
             level=level.upper(),
-            format=TEXT_FORMAT,
+            format=text_format,
             filter=_render_fields,
             backtrace=False,
             # diagnose=False: tracebacks never print local variables, which could hold tokens.

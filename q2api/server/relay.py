@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,13 +35,16 @@ from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.sse import SseEncoder
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
-from q2api.conversion import debug_summary, guards
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
+from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
+from q2api.conversion.order_guard import validate_conversation
+from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
+from q2api.server.wiring import loop_policy
 from q2api.settings import Settings
 
 CLAUDE_SSE = SseEncoder()
@@ -59,16 +61,12 @@ class Prepared:
     input_tokens: int
 
 
-def _json_text(document: Any) -> str:
-    return orjson.dumps(document).decode()
-
-
 class MessagesRelay:
     def __init__(self, *, upstream: UpstreamOpener, settings: Settings, model_aliases: dict[str, str]) -> None:
         self._upstream = upstream
         self._settings = settings
         self._model_aliases = model_aliases
-        self._loop_policy = guards.LoopPolicy(guards.LoopMode(settings.loop_mode), settings.loop_threshold)
+        self._loop_policy = loop_policy(settings)
 
     # ------------------------------------------------------------ pure preparation
 
@@ -76,9 +74,11 @@ class MessagesRelay:
         # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
         request = parse_messages_request(body)
         exchange.record_request(request.model, stream=bool(request.stream))
-        loop_findings = guards.check_tool_loops(request, self._loop_policy)
-        for finding in loop_findings:
-            logger.warning(f"tool loop suspected: {finding.line()}")
+        loop_findings = detect_tool_loops(request, self._loop_policy)
+        log_loop_findings(loop_findings)  # in block mode too: the reason is in the log before the 400
+        refusal = loop_refusal(loop_findings, self._loop_policy)
+        if refusal is not None:
+            raise refusal
         conversion = convert_request(
             request,
             ConversionOptions(
@@ -88,24 +88,19 @@ class MessagesRelay:
                 default_model=self._settings.default_model or DEFAULT_Q_MODEL,
             ),
         )
-        invalid = guards.validate_conversation(conversion.payload)
+        invalid = validate_conversation(conversion.payload)
         for finding in invalid:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
+        log_conversion(
+            body,
+            len(request.messages),
+            conversion,
+            (*loop_findings, *invalid),
+            debug=self._settings.debug_message_conversion,
+        )
         input_tokens = estimate_request_tokens(request)
         exchange.record_conversion(conversion.model.q_model_id, input_tokens)
-        if self._settings.debug_message_conversion:
-            summary = debug_summary.conversion_summary(len(request.messages), conversion, (*loop_findings, *invalid))
-            logger.info("\n" + summary)
-            # Reproducers for bug reports, built only when a sink takes DEBUG lines (Q2API_LOG_LEVEL=DEBUG).
-            logger.opt(lazy=True).debug(
-                "Claude request (redacted): {}",
-                lambda: _json_text(debug_summary.redacted_claude_request(orjson.loads(body))),
-            )
-            logger.opt(lazy=True).debug(
-                "Amazon Q request (redacted): {}",
-                lambda: _json_text(debug_summary.redacted_payload(conversion.payload)),
-            )
         return Prepared(request, conversion, input_tokens)
 
     # ------------------------------------------------------------ the endpoint

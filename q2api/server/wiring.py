@@ -5,6 +5,7 @@ from __future__ import annotations
 from q2api.amazonq.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.accounts.store import EnvAccount
 from q2api.amazonq.upstream import UpstreamConfig
+from q2api.conversion.loop_guard import LoopPolicy
 from q2api.settings import Settings
 
 
@@ -33,4 +34,12 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         first_byte_timeout=settings.first_byte_timeout,
         read_timeout=settings.read_timeout,
         max_retries=settings.max_retries,
+    )
+
+
+def loop_policy(settings: Settings) -> LoopPolicy:
+    return LoopPolicy(
+        mode=settings.loop_mode,
+        repetitions=settings.loop_threshold,
+        storm_calls=settings.loop_storm_threshold,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from q2api.conversion.converter import ConversionOptions
-from q2api.conversion.guards import validate_conversation
+from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.text import CANCELLED_TOOL_RESULT, EMPTY_TOOL_RESULT, PREFILL_CONTINUATION, TOOL_RESULTS_ONLY
 from tests.support.converter_helpers import (
     PNG,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
-from q2api.conversion.guards import validate_conversation
+from q2api.conversion.order_guard import validate_conversation
 from tests.support.converter_helpers import (
     PNG,
     assistant,

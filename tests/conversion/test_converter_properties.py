@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from q2api.amazonq.types import MAX_IMAGES_PER_MESSAGE
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
-from q2api.conversion.guards import validate_conversation
+from q2api.conversion.order_guard import validate_conversation
 from tests.support.converter_helpers import all_text, all_tool_results, assistant_messages, user_messages
 
 TOOL_NAMES = ["Bash", "Read", "mcp__server_with_a_rather_long_name__and_a_long_tool_name_to_match_it", "srv.tool"]

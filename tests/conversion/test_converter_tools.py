@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from q2api.amazonq.types import IDENTIFIER_PATTERN, MAX_TOOL_DESCRIPTION_LENGTH
-from q2api.conversion.guards import validate_conversation
 from q2api.conversion.identifiers import shortened_identifier
+from q2api.conversion.order_guard import validate_conversation
 from tests.support.converter_helpers import assistant, convert, current, history, kinds, tool_result, tool_use, user
 
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}

@@ -1,17 +1,14 @@
-"""Guards: each Amazon Q rule is detected on a broken payload; loops are found at the tail."""
+"""The order guard: each Amazon Q rule is detected on a broken payload."""
 
 from __future__ import annotations
 
 import copy
 
-import orjson
 import pytest
 
-from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.guards import LoopMode, LoopPolicy, check_tool_loops, detect_tool_loops, validate_conversation
+from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.report import FindingKind, Severity
-from tests.support.converter_helpers import assistant, convert, request_body, tool_result, tool_use, user
+from tests.support.converter_helpers import assistant, convert, tool_result, tool_use, user
 
 
 def good_payload():
@@ -158,106 +155,3 @@ def test_missing_state_and_current_message():
     assert FindingKind.INVALID_ORDER in found(
         {"conversationState": {"chatTriggerType": "MANUAL", "currentMessage": {}}}
     )
-
-
-# ---------------------------------------------------------------- loop detection
-
-
-def request_with_calls(*inputs, name="Bash", after=()):
-    messages = [user("start")]
-    for number, tool_input in enumerate(inputs):
-        messages.append(assistant([tool_use(f"t{number}", name, tool_input)]))
-        messages.append(user([tool_result(f"t{number}", "same output")]))
-    return parse_messages_request(orjson.dumps(request_body([*messages, *after])))
-
-
-def test_the_same_call_three_times_is_a_loop():
-    findings = detect_tool_loops(request_with_calls(*[{"command": "git status"}] * 3))
-    assert [finding.kind for finding in findings] == [FindingKind.TOOL_LOOP_SAME_INPUT]
-    assert "3 times" in findings[0].detail and findings[0].severity is Severity.WARNING
-
-
-def test_two_identical_calls_are_not_a_loop():
-    assert (
-        detect_tool_loops(request_with_calls({"command": "ls"}, {"command": "git status"}, {"command": "git status"}))
-        == ()
-    )
-
-
-def test_key_order_does_not_hide_a_loop():
-    findings = detect_tool_loops(request_with_calls({"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": 1, "b": 2}))
-    assert [finding.kind for finding in findings] == [FindingKind.TOOL_LOOP_SAME_INPUT]
-
-
-def test_the_threshold_comes_from_the_policy():
-    request = request_with_calls(*[{"command": "ls"}] * 4)
-    assert detect_tool_loops(request, LoopPolicy(repeat_threshold=5)) == ()
-    assert detect_tool_loops(request, LoopPolicy(repeat_threshold=4))
-
-
-def test_warn_mode_never_raises():
-    findings = check_tool_loops(request_with_calls(*[{"command": "ls"}] * 5), LoopPolicy(mode=LoopMode.WARN))
-    assert findings
-
-
-def test_block_mode_is_a_400_that_explains_the_loop():
-    with pytest.raises(AnthropicError) as caught:
-        check_tool_loops(request_with_calls(*[{"command": "git status"}] * 3), LoopPolicy(mode=LoopMode.BLOCK))
-    assert caught.value.status == 400 and caught.value.error_type == "invalid_request_error"
-    assert "Bash" in caught.value.message and "same input 3 times" in caught.value.message
-
-
-def test_polling_with_changing_input_never_blocks():
-    request = request_with_calls(*[{"bash_id": "b1", "since": n} for n in range(12)], name="BashOutput")
-    findings = check_tool_loops(request, LoopPolicy(mode=LoopMode.BLOCK))
-    assert [finding.kind for finding in findings] == [FindingKind.TOOL_LOOP_SAME_NAME]
-
-
-def test_a_loop_the_conversation_moved_on_from_is_ignored():
-    messages = [user("start")]
-    for number in range(4):
-        messages += [
-            assistant([tool_use(f"t{number}", "Bash", {"command": "ls"})]),
-            user([tool_result(f"t{number}", "x")]),
-        ]
-    messages += [assistant([tool_use("r1", "Read", {"file_path": "/a"})]), user([tool_result("r1", "x")])]
-    request = parse_messages_request(orjson.dumps(request_body(messages)))
-    assert detect_tool_loops(request) == ()
-
-
-def test_parallel_identical_calls_in_one_turn_count():
-    messages = [
-        user("go"),
-        assistant([tool_use(f"t{n}", "Bash", {"command": "ls"}) for n in range(3)]),
-        user([tool_result(f"t{n}") for n in range(3)]),
-    ]
-    request = parse_messages_request(orjson.dumps(request_body(messages)))
-    assert [finding.kind for finding in detect_tool_loops(request)] == [FindingKind.TOOL_LOOP_SAME_INPUT]
-
-
-def test_no_tool_calls_no_findings():
-    assert detect_tool_loops(parse_messages_request(orjson.dumps(request_body([user("hi")])))) == ()
-
-
-def test_the_policy_is_built_from_settings_values():
-    request = request_with_calls(*[{"command": "ls"}] * 3)
-    assert check_tool_loops(request, LoopPolicy(LoopMode("warn"), 3))
-    assert check_tool_loops(request, LoopPolicy(LoopMode("off"), 3)) == ()
-    assert check_tool_loops(request, LoopPolicy(LoopMode("block"), 4)) == ()
-    with pytest.raises(AnthropicError):
-        check_tool_loops(request, LoopPolicy(LoopMode("block"), 3))
-
-
-def moved_on(*after):
-    return request_with_calls(*[{"command": "ls"}] * 3, after=after)
-
-
-def test_a_loop_the_conversation_moved_on_from_no_longer_counts():
-    block = LoopPolicy(LoopMode.BLOCK, 3)
-    # The model answered in text, then the person wrote: every later request would otherwise be refused.
-    assert check_tool_loops(moved_on(assistant("I seem stuck."), user("Stop running ls, just summarise.")), block) == ()
-    # The person wrote right after the tool results, before the model answered.
-    assert check_tool_loops(moved_on(user("stop running ls")), block) == ()
-    # Claude Code's role:"system" context between rounds does not end the run.
-    with pytest.raises(AnthropicError):
-        check_tool_loops(moved_on({"role": "system", "content": "reminder"}), block)

@@ -1,23 +1,14 @@
-"""Guards: order validation of the converted request, and tool-loop detection on the input.
+"""The order guard: the converted Amazon Q body checked against the rules the service enforces
+(PROTOCOL.md A2/A3).
 
-`validate_conversation` checks the Amazon Q body against the rules the service enforces
-(PROTOCOL.md A2/A3). The converter repairs everything it can, so its output must always pass;
-a finding here is a converter bug, worth logging loudly, never the client's fault.
-
-`check_tool_loops` looks at the tail of the client's conversation for a model stuck calling the
-same tool. In `warn` mode (the default) it only reports; in `block` mode an identical call
-repeated N times in a row becomes a 400 that explains the loop. The same tool called with
-changing input (legitimate polling, reading file after file) is only ever reported.
+The converter repairs everything it can, so its output must always pass; a finding here is a
+converter bug, worth logging loudly, never the client's fault.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
-
-import msgspec
 
 from q2api.amazonq.types import (
     CHAT_TRIGGER_MANUAL,
@@ -28,12 +19,8 @@ from q2api.amazonq.types import (
     MAX_TOOL_DESCRIPTION_LENGTH,
     MODEL_ID_PATTERN,
 )
-from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.types import MessagesRequest, ToolResultBlock, ToolUseBlock
 from q2api.conversion.json_clean import may_hold_null
 from q2api.conversion.report import Finding, FindingKind
-
-# ------------------------------------------------------------------ order validation
 
 
 def validate_conversation(payload: Mapping[str, Any]) -> tuple[Finding, ...]:
@@ -197,99 +184,3 @@ def _walk_for_null(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return any(_walk_for_null(item) for item in value)
     return False
-
-
-# ------------------------------------------------------------------ loop detection
-
-
-class LoopMode(StrEnum):
-    WARN = "warn"  # report and log only
-    BLOCK = "block"  # identical repeated calls become a 400
-    OFF = "off"  # no loop detection at all
-
-
-@dataclass(frozen=True, slots=True)
-class LoopPolicy:
-    mode: LoopMode = LoopMode.WARN
-    # The same tool with the same input this many times in a row is a loop.
-    repeat_threshold: int = 3
-    # The same tool with changing input this many times in a row is worth a warning (never blocks).
-    same_name_threshold: int = 8
-
-
-_canonical = msgspec.json.Encoder(order="sorted").encode
-
-
-def detect_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy()) -> tuple[Finding, ...]:
-    """Loops at the end of the conversation: a loop the user already moved on from is history.
-
-    Only the trailing run of tool rounds counts. It ends, going backwards, at a
-    user message without tool results (the person wrote something new) or at an
-    assistant message without tool calls (the model answered in text): without
-    that cut, a conversation that once looped would stay blocked for good,
-    since clients resend the whole history.
-    """
-    calls: list[tuple[int, str, Any]] = []  # newest first
-    for index in range(len(request.messages) - 1, -1, -1):
-        message = request.messages[index]
-        blocks = message.content if isinstance(message.content, list) else ()
-        if message.role == "system":
-            continue  # context Claude Code interleaves; neither side acted
-        if message.role == "user":
-            if not any(isinstance(block, ToolResultBlock) for block in blocks):
-                break
-            continue
-        uses = [block for block in blocks if isinstance(block, ToolUseBlock)]
-        if not uses:
-            break
-        calls.extend((index, use.name, use.input) for use in reversed(uses))
-    if not calls:
-        return ()
-    last_index, last_name, last_input = calls[0]
-    last_key = _canonical(last_input)
-    same_input = same_name = 0
-    inputs: set[bytes] = set()
-    for _, name, tool_input in calls:
-        if name != last_name:
-            break
-        key = _canonical(tool_input)
-        if same_input == same_name and key == last_key:
-            same_input += 1
-        same_name += 1
-        inputs.add(key)
-    findings = []
-    if same_input >= policy.repeat_threshold:
-        findings.append(
-            Finding(
-                FindingKind.TOOL_LOOP_SAME_INPUT,
-                last_index,
-                detail=f"{last_name} was called with the same input {same_input} times in a row",
-            )
-        )
-    elif same_name >= policy.same_name_threshold and len(inputs) > 1:
-        findings.append(
-            Finding(
-                FindingKind.TOOL_LOOP_SAME_NAME,
-                last_index,
-                detail=f"{last_name} was called {same_name} times in a row with {len(inputs)} different inputs",
-            )
-        )
-    return tuple(findings)
-
-
-def check_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy()) -> tuple[Finding, ...]:
-    """`detect_tool_loops`, raising a 400 in `block` mode when an identical call repeats."""
-    if policy.mode is LoopMode.OFF:
-        return ()
-    findings = detect_tool_loops(request, policy)
-    if policy.mode is LoopMode.BLOCK:
-        for finding in findings:
-            if finding.kind is FindingKind.TOOL_LOOP_SAME_INPUT:
-                raise AnthropicError(
-                    400,
-                    f"Tool loop detected: {finding.detail} (last at messages.{finding.message_index}). "
-                    "The gateway's loop guard is in block mode and stopped this request so the loop does not "
-                    "go on; change the request or the approach (the tool keeps returning the same result), "
-                    "or switch the loop guard to warn mode.",
-                )
-    return findings
