@@ -7,9 +7,10 @@ in any order) and those calls got the same results. Two patterns count as a loop
 - a **cycle**: the last rounds are one block of 1..`max_cycle_rounds` rounds repeated
   `repetitions` times or more — `git diff`, `git status`, `git log` with the same answers five
   turns running, or Read → Grep → Bash → Read → Grep → Bash → …;
-- a **storm**: one tool called `storm_calls` times or more in a row with changing input, and
-  every call failing or answering the same thing (an edit that never applies, a search that never
-  finds anything).
+- a **storm**: one tool called `storm_calls` times or more in a row with changing input, every
+  call failing (an edit that never applies, a command that never works however it is spelled).
+  Only failures count: many tools answer every success with the same acknowledgement
+  (`TodoWrite`, `Write`), so an identical result alone says nothing.
 
 Comparing results is what keeps legitimate work out: polling a build whose output changes,
 re-reading a file after editing it, or reading file after file never forms a loop.
@@ -50,7 +51,7 @@ class LoopPolicy:
     mode: LoopMode = LoopMode.WARN
     # `Q2API_LOOP_THRESHOLD`: how many times a cycle of rounds must repeat to be a loop.
     repetitions: int = 3
-    # `Q2API_LOOP_STORM_THRESHOLD`: calls of one tool in a row, changing input, never a new result.
+    # `Q2API_LOOP_STORM_THRESHOLD`: failing calls of one tool in a row, with changing input.
     storm_calls: int = 8
     # The longest cycle looked for, in rounds. A longer one needs `repetitions` times as many
     # identical rounds before it could be reported; in practice stuck models cycle through a few.
@@ -191,19 +192,13 @@ def _storm(rounds: list[Round], policy: LoopPolicy) -> Finding | None:
         if call.name != name:
             break
         run.append(call)
-    if len(run) < policy.storm_calls or len({call.input for call in run}) < 2:
-        return None
-    if all(call.is_error for call in run):
-        outcome = "every call failed"
-    elif len({call.result for call in run}) == 1:
-        outcome = "every call got the same result"
-    else:
+    inputs = len({call.input for call in run})
+    if len(run) < policy.storm_calls or inputs < 2 or not all(call.is_error for call in run):
         return None
     return Finding(
         FindingKind.TOOL_LOOP_STORM,
         run[0].message_index,
-        detail=f"{name} called {len(run)} times in a row with {len({call.input for call in run})} different "
-        f"inputs, and {outcome}",
+        detail=f"{name} called {len(run)} times in a row with {inputs} different inputs, and every call failed",
     )
 
 
