@@ -483,26 +483,6 @@ def test_history_thinking_becomes_recognisable_text():
 # ---------------------------------------------------------------- documents and server artefacts
 
 
-def test_pdf_document_is_reported_not_silently_dropped():
-    conversion = valid(
-        convert(
-            [
-                user(
-                    [
-                        {
-                            "type": "document",
-                            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
-                        },
-                        text("summarise"),
-                    ]
-                )
-            ]
-        )
-    )
-    assert "Document omitted" in current(conversion)["content"]
-    assert "document_omitted" in kinds(conversion)
-
-
 def test_base64_text_document_is_decoded():
     conversion = valid(
         convert(

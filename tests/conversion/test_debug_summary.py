@@ -45,17 +45,14 @@ def test_summary_has_the_exact_interface_shape():
 
 def test_findings_are_listed_under_the_summary_one_line_each():
     conversion = convert([user("a"), user("b"), assistant([tool_use("t1")]), user("c")])
-    extra = Finding(FindingKind.TOOL_LOOP_SAME_INPUT, 2, detail="Bash was called with the same input 3 times in a row")
+    extra = Finding(FindingKind.TOOL_LOOP_CYCLE, 2, detail="the same tool round (Bash {}) 3 times in a row")
     lines = conversion_summary(4, conversion, [extra]).splitlines()
     footer = lines.index("================================")
     report_lines = lines[footer + 1 :]
     assert len(report_lines) == len(conversion.report) + 1
     assert report_lines[0] == "[info] merged_user_turn message=1: merged into the user turn of message 0"
     assert any(line.startswith("[warning] cancelled_tool_result message=2 tool=t1") for line in report_lines)
-    assert (
-        report_lines[-1]
-        == "[warning] tool_loop_same_input message=2: Bash was called with the same input 3 times in a row"
-    )
+    assert report_lines[-1] == "[warning] tool_loop_cycle message=2: the same tool round (Bash {}) 3 times in a row"
 
 
 def test_summary_never_holds_image_bytes():

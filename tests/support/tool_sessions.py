@@ -34,7 +34,9 @@ SEED_ROUND: tuple[Call, ...] = (
 )
 
 
-def session(rounds: Sequence[Round], *, opening: str = OPENING, after: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def session(
+    rounds: Sequence[Round], *, opening: str = OPENING, after: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
     """The Claude messages of a conversation: the opening question, then one assistant turn and one
     tool-result turn per round (tool ids unique across the session), then `after`."""
     messages = [user(opening)]
