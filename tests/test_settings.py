@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from q2api.conversion.loop_guard import LoopMode, LoopPolicy
+from q2api.server.wiring import loop_policy
 from q2api.settings import ENV_VARIABLES, Settings, SettingsError, load_settings
 
 
@@ -28,6 +30,7 @@ def test_defaults_without_any_configuration(tmp_path: Path) -> None:
         300.0,
     )
     assert (settings.max_retries, settings.loop_threshold, settings.loop_mode) == (3, 3, "warn")
+    assert settings.loop_storm_threshold == 8
     assert settings.log_level == "INFO" and settings.log_format == "text"
     assert settings.debug_message_conversion is False
     assert settings.api_keys == () and not settings.has_env_account
@@ -50,6 +53,14 @@ def test_env_file_none_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     write_env_file(tmp_path, "Q2API_MAX_RETRIES=7\n")
     assert load_settings({}, env_file=None).max_retries == 3
     assert load_settings({}).max_retries == 7  # default: .env in the working directory
+
+
+def test_the_loop_guard_settings_become_one_policy() -> None:
+    settings = load_settings(
+        {"Q2API_LOOP_MODE": " Block ", "Q2API_LOOP_THRESHOLD": "4", "Q2API_LOOP_STORM_THRESHOLD": "5"}, env_file=None
+    )
+    assert settings.loop_mode is LoopMode.BLOCK  # the guard's own enum, not a second copy of its values
+    assert loop_policy(settings) == LoopPolicy(LoopMode.BLOCK, repetitions=4, storm_calls=5)
 
 
 def test_lists_and_model_map_are_parsed() -> None:
@@ -76,6 +87,7 @@ def test_lists_and_model_map_are_parsed() -> None:
         ("Q2API_LOG_LEVEL", "LOUD"),
         ("Q2API_LOG_FORMAT", "xml"),
         ("Q2API_LOOP_MODE", "panic"),
+        ("Q2API_LOOP_STORM_THRESHOLD", "2"),
         ("DEBUG_MESSAGE_CONVERSION", "maybe"),
         ("AMAZONQ_ENDPOINT", "q.us-east-1.amazonaws.com"),
         ("AMAZONQ_AUTH_METHOD", "password"),

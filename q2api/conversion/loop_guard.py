@@ -67,8 +67,8 @@ class ToolCall:
     message_index: int
 
     @property
-    def signature(self) -> tuple[str, bytes, bytes | None]:
-        return (self.name, self.input, self.result)
+    def signature(self) -> tuple[str, bytes, bytes]:
+        return (self.name, self.input, self.result or b"")  # a digest is never empty: b"" = no result
 
 
 Round = tuple[ToolCall, ...]
@@ -144,7 +144,7 @@ def _result_digest(block: ToolResultBlock) -> bytes:
     return hashlib.blake2b(encoded, digest_size=16).digest()
 
 
-def _round_key(round_: Round) -> tuple[tuple[str, bytes, bytes | None], ...]:
+def _round_key(round_: Round) -> tuple[tuple[str, bytes, bytes], ...]:
     # Parallel calls come back in any order; the round is the same set of calls.
     return tuple(sorted(call.signature for call in round_))
 

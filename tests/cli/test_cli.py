@@ -223,7 +223,10 @@ def ask(base_url: str) -> anthropic.types.Message:
 
 
 def test_serve_with_workers_answers_and_every_worker_logs_the_request_line_with_its_fields(tmp_path):
-    with SimulatedUpstream.run_in_thread() as upstream, serve(tmp_path, upstream.env(), workers=2) as server:
+    with (
+        SimulatedUpstream.run_in_thread() as upstream,
+        serve(tmp_path, upstream.env(), client_key=CLIENT_KEY, workers=2) as server,
+    ):
         status, health = server.get("/healthz")
         assert status == 200 and health["status"] == "ok"
         assert [account["id"] for account in health["accounts"]] == ["env"]
@@ -241,7 +244,10 @@ def test_serve_with_workers_answers_and_every_worker_logs_the_request_line_with_
 
 
 def test_serve_json_log_format_writes_one_json_object_per_line(tmp_path):
-    with SimulatedUpstream.run_in_thread() as upstream, serve(tmp_path, upstream.env(), log_format="json") as server:
+    with (
+        SimulatedUpstream.run_in_thread() as upstream,
+        serve(tmp_path, upstream.env(), client_key=CLIENT_KEY, log_format="json") as server,
+    ):
         ask(server.base_url)
         server.wait_for(lambda line: "POST /v1/messages" in line)
     records = [json.loads(line) for line in server.lines if line.strip()]

@@ -22,7 +22,10 @@ def kinds(findings):
     return [finding.kind for finding in findings]
 
 
-def loops(rounds, policy=LoopPolicy(), **options):
+DEFAULT = LoopPolicy()
+
+
+def loops(rounds, policy=DEFAULT, **options):
     return detect_tool_loops(request(session(rounds, **options)), policy)
 
 
@@ -96,6 +99,18 @@ def test_a_loop_the_conversation_moved_on_from_no_longer_counts():
     assert loops([*looping, [READ]], BLOCK) == ()
     # Claude Code's role:"system" context between rounds does not end the run.
     assert loops(looping, BLOCK, after=[system("reminder")])
+
+
+def test_calls_without_a_result_take_part_like_the_others():
+    # A parallel round where one call never got its result (the user pressed Esc): still comparable.
+    messages = [user("go")]
+    for number in range(3):
+        uses = [
+            {"type": "tool_use", "id": f"a{number}", "name": "Bash", "input": {"command": "ls"}},
+            {"type": "tool_use", "id": f"b{number}", "name": "Read", "input": {"file_path": "/x"}},
+        ]
+        messages += [assistant(uses), user([{"type": "tool_result", "tool_use_id": f"a{number}", "content": "x"}])]
+    assert kinds(detect_tool_loops(request(messages))) == [FindingKind.TOOL_LOOP_CYCLE]
 
 
 def test_rounds_keep_their_calls_and_results_in_order():

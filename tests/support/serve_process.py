@@ -88,14 +88,15 @@ def serve(
     *,
     workers: int = 1,
     log_format: str = "text",
+    client_key: str = CLIENT_KEY,
     **extra_env: str,
 ) -> Iterator[ServeProcess]:
-    """The gateway on a free port with CLIENT_KEY as client key; stopped (SIGTERM) when the block ends."""
+    """The gateway on a free port with `client_key` as client key; stopped (SIGTERM) when the block ends."""
     env = {
         **clean_environment(),
         **upstream_env,
         "Q2API_DATA_DIR": str(tmp_path / "data"),
-        "Q2API_API_KEYS": CLIENT_KEY,
+        "Q2API_API_KEYS": client_key,
         "Q2API_LOG_FORMAT": log_format,
         "Q2API_LOG_LEVEL": "INFO",
         "NO_PROXY": "127.0.0.1,localhost",
