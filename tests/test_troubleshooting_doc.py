@@ -1,0 +1,71 @@
+"""TROUBLESHOOTING_INFINITE_LOOP.md shows what the code really prints: its example request, run
+through the loop guard and the converter, gives exactly the quoted summary, log lines and 400."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from q2api.anthropic.types import parse_messages_request
+from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.debug_summary import SUMMARY_HEADER, conversion_summary
+from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops, loop_refusal
+from q2api.conversion.normalization import normalization_record
+from q2api.server.conversion_log import LOOP_LINE_PREFIX
+from q2api.settings import ENV_VARIABLES
+
+DOC = (Path(__file__).resolve().parent.parent / "TROUBLESHOOTING_INFINITE_LOOP.md").read_text()
+LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \| (?P<level>[A-Z]+) *\| ")
+REQUEST_ID = re.compile(r" ?request_id=req_[0-9a-f]+")
+
+
+def example(name: str) -> str:
+    """The fenced block right after `<!-- example:NAME -->`."""
+    match = re.search(rf"<!-- example:{name} -->\n```\w*\n(.*?)\n```", DOC, re.DOTALL)
+    assert match, name
+    return match.group(1)
+
+
+def log_messages(block: str) -> list[tuple[str, str]]:
+    """(level, message without the request id) of each prefixed line of a quoted log."""
+    lines = []
+    for line in block.splitlines():
+        match = LOG_PREFIX.match(line)
+        if match:
+            lines.append((match["level"], REQUEST_ID.sub("", line[match.end() :])))
+    return lines
+
+
+REQUEST = parse_messages_request(example("request").encode())
+LOOPS = detect_tool_loops(REQUEST, LoopPolicy())
+CONVERSION = convert_request(REQUEST, ConversionOptions(conversation_id="doc"))
+
+
+def test_the_example_summary_is_what_the_code_prints_for_the_example_request():
+    log = example("log").splitlines()
+    start = log.index(SUMMARY_HEADER)
+    summary = conversion_summary(len(REQUEST.messages), CONVERSION, LOOPS).splitlines()
+    assert log[start : start + len(summary)] == summary
+    assert LOG_PREFIX.match(log[start + len(summary)])  # nothing of the block left out
+
+
+def test_the_quoted_log_lines_are_what_the_gateway_writes():
+    messages = log_messages(example("log"))
+    [finding] = LOOPS
+    assert ("WARNING", f"{LOOP_LINE_PREFIX} {finding.line()}") in messages
+    record = normalization_record(len(REQUEST.messages), CONVERSION)
+    assert record is not None
+    assert ("INFO", record.line()) in messages
+    block_messages = log_messages(example("block-log"))
+    assert block_messages[0] == ("WARNING", f"{LOOP_LINE_PREFIX} {finding.line()}")
+    assert " status=400 " in block_messages[1][1]
+
+
+def test_the_quoted_400_is_what_block_mode_answers():
+    refusal = loop_refusal(detect_tool_loops(REQUEST, LoopPolicy(LoopMode.BLOCK)), LoopPolicy(LoopMode.BLOCK))
+    assert refusal is not None and refusal.message == example("refusal")
+
+
+def test_the_doc_names_the_loop_settings_that_exist():
+    for variable in ("Q2API_LOOP_MODE", "Q2API_LOOP_THRESHOLD", "Q2API_LOOP_STORM_THRESHOLD"):
+        assert variable in ENV_VARIABLES and f"`{variable}`" in DOC
