@@ -23,7 +23,6 @@ import asyncio
 import contextvars
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from loguru import logger
 from starlette.requests import Request
