@@ -1,5 +1,6 @@
 """TROUBLESHOOTING_INFINITE_LOOP.md shows what the code really prints: its example request, run
-through the loop guard and the converter, gives exactly the quoted summary, log lines and 400."""
+through the loop guard and the converter, gives exactly the quoted summary, log lines and 400, and
+the running gateway answers it exactly as quoted."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops,
 from q2api.conversion.normalization import normalization_record
 from q2api.server.conversion_log import LOOP_LINE_PREFIX
 from q2api.settings import ENV_VARIABLES
+from tests.support.gateway_harness import capture_logs, open_gateway
 
 DOC = (Path(__file__).resolve().parent.parent / "TROUBLESHOOTING_INFINITE_LOOP.md").read_text()
 LOG_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \| (?P<level>[A-Z]+) *\| ")
@@ -69,3 +71,15 @@ def test_the_quoted_400_is_what_block_mode_answers():
 def test_the_doc_names_the_loop_settings_that_exist():
     for variable in ("Q2API_LOOP_MODE", "Q2API_LOOP_THRESHOLD", "Q2API_LOOP_STORM_THRESHOLD"):
         assert variable in ENV_VARIABLES and f"`{variable}`" in DOC
+
+
+async def test_the_running_gateway_answers_the_example_as_the_doc_says(tmp_path):
+    async with open_gateway(tmp_path, Q2API_LOOP_MODE="block") as gw, gw.http() as http:
+        with capture_logs() as logs:
+            response = await http.post("/v1/messages", content=example("request").encode())
+        assert gw.sim.requests == []
+    assert response.status_code == 400
+    assert response.json()["error"] == {"type": "invalid_request_error", "message": example("refusal")}
+    quoted = log_messages(example("block-log"))
+    written = [(line.level, line.message) for line in logs.for_request(response.json()["request_id"])]
+    assert written[0] == quoted[0]

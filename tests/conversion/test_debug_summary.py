@@ -96,3 +96,10 @@ def test_redacted_claude_request_hides_base64_data_and_secrets():
     assert PNG not in dumped and "JVBERi0xLjQK" not in dumped and "aoa-secret-token" not in dumped
     assert "You are Claude Code" in dumped
     assert redacted_claude_request(body)["max_tokens"] == 128000
+
+
+def test_a_finding_line_is_always_one_line():
+    # Tool ids and details can hold the client's text; a line break must not start a new log line.
+    finding = Finding(FindingKind.ORPHAN_TOOL_RESULT, 1, "toolu_x\nFAKE | ERROR | forged", "a\r\nb")
+    assert finding.line() == "[warning] orphan_tool_result message=1 tool=toolu_x\\nFAKE | ERROR | forged: a\\r\\nb"
+    assert "\n" not in finding.line()
