@@ -17,13 +17,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from q2api.anthropic.types import parse_messages_request
+from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.loop_guard import detect_tool_loops
 from q2api.conversion.order_guard import validate_conversation
@@ -43,6 +44,22 @@ def measure(function: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(samples), samples[int(len(samples) * 0.9)]
 
 
+def tool_session(calls: list[tuple[str, dict[str, Any], str]]) -> MessagesRequest:
+    """A request whose conversation is one tool call and its result per round, as an agent sends it."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for number, (name, tool_input, result) in enumerate(calls):
+        tool_id = f"toolu_{number:05d}"
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]}
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": result}]}
+        )
+    return parse_messages_request(
+        orjson.dumps({"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": messages})
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-kb", type=int, default=200)
@@ -53,6 +70,12 @@ def main() -> None:
     options = ConversionOptions(conversation_id="5f1c6c1e-0000-4000-8000-000000000000")
     request = parse_messages_request(raw)
     payload = convert_request(request, options).payload
+
+    long_session = tool_session([("Read", {"file_path": f"/src/{n}.py"}, f"# {n}\n" + "x" * 4000) for n in range(300)])
+    looping_session = tool_session(
+        [("Read", {"file_path": f"/src/{n}.py"}, f"# {n}") for n in range(200)]
+        + [("Bash", {"command": "git status"}, "nothing to commit")] * 100
+    )
 
     def end_to_end() -> bytes:
         return orjson.dumps(convert_request(parse_messages_request(raw), options).payload)
@@ -67,6 +90,8 @@ def main() -> None:
         ("parse+validate only", lambda: parse_messages_request(raw), None),
         ("guards: validate_conversation", lambda: validate_conversation(payload), None),
         ("guards: detect_tool_loops", lambda: detect_tool_loops(request), None),
+        ("guards: detect_tool_loops, 300 tool rounds", lambda: detect_tool_loops(long_session), None),
+        ("guards: detect_tool_loops, 100-round loop", lambda: detect_tool_loops(looping_session), None),
     ]
     for name, function, target in rows:
         median, p90 = measure(function, args.runs)

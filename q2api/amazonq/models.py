@@ -32,7 +32,7 @@ class ModelChoice:
     q_model_id: str
     context_window: int
     known: bool
-    # What the model takes besides text; the converter refuses any other part (an image to a
+    # The input types the model reads (TEXT, IMAGE); the converter refuses any other part (an image to a
     # text-only model) with a 400 instead of letting the upstream fail or the part vanish.
     input_types: frozenset[str] = TEXT_AND_IMAGE
 

@@ -27,9 +27,10 @@ with `loop_refusal`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import msgspec
 
@@ -60,18 +61,24 @@ class LoopPolicy:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
+    """One call of a round, with the result the client sent back for it (None: none came back)."""
+
     name: str
-    input: bytes  # canonical JSON (sorted keys), so key order never hides a repeat
-    result: bytes | None  # digest of the result (status + content); None when none came back
-    is_error: bool
+    input: dict[str, Any]
+    result: ToolResultBlock | None
     message_index: int
 
     @property
+    def is_error(self) -> bool:
+        return self.result is not None and bool(self.result.is_error)
+
     def signature(self) -> tuple[str, bytes, bytes]:
-        return (self.name, self.input, self.result or b"")  # a digest is never empty: b"" = no result
+        """Name, canonical input (sorted keys: key order never hides a repeat) and result digest."""
+        return (self.name, _canonical(self.input), _result_digest(self.result))
 
 
 Round = tuple[ToolCall, ...]
+RoundKey = tuple[tuple[str, bytes, bytes], ...]
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _LABEL_CHARS = 60
@@ -81,8 +88,8 @@ def detect_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy(
     """The loops at the end of the conversation (a cycle, a storm, or both); empty when none."""
     if policy.mode is LoopMode.OFF:
         return ()
-    rounds = trailing_rounds(request.messages)
-    findings = [finding for finding in (_cycle(rounds, policy), _storm(rounds, policy)) if finding is not None]
+    tail = _Tail(request.messages)
+    findings = [finding for finding in (_cycle(tail, policy), _storm(tail, policy)) if finding is not None]
     return tuple(findings)
 
 
@@ -108,8 +115,11 @@ def loop_refusal(findings: Sequence[Finding], policy: LoopPolicy) -> AnthropicEr
 
 def trailing_rounds(messages: Sequence[Message]) -> list[Round]:
     """The tool rounds at the end of the conversation, oldest first (see the module docstring)."""
-    results: dict[str, tuple[bytes, bool]] = {}
-    rounds: list[Round] = []
+    return list(reversed(list(_rounds_newest_first(messages))))
+
+
+def _rounds_newest_first(messages: Sequence[Message]) -> Iterator[Round]:
+    results: dict[str, ToolResultBlock] = {}
     pending: list[ToolCall] = []  # the current assistant turn, which may span several messages
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -118,54 +128,81 @@ def trailing_rounds(messages: Sequence[Message]) -> list[Round]:
             continue  # context Claude Code interleaves; neither side acted
         if message.role == "user":
             if pending:
-                rounds.append(tuple(reversed(pending)))
+                yield tuple(reversed(pending))
                 pending = []
             tool_results = [block for block in blocks if isinstance(block, ToolResultBlock)]
             if not tool_results:
-                break
+                return
             for block in tool_results:
-                results.setdefault(block.tool_use_id, (_result_digest(block), bool(block.is_error)))
+                results.setdefault(block.tool_use_id, block)
             continue
         uses = [block for block in blocks if isinstance(block, ToolUseBlock)]
         if not uses:
             break
-        for use in reversed(uses):
-            result, is_error = results.get(use.id, (None, False))
-            pending.append(ToolCall(use.name, _canonical(use.input), result, is_error, index))
+        pending.extend(ToolCall(use.name, use.input, results.get(use.id), index) for use in reversed(uses))
     if pending:
-        rounds.append(tuple(reversed(pending)))
-    rounds.reverse()
-    return rounds
+        yield tuple(reversed(pending))
 
 
-def _result_digest(block: ToolResultBlock) -> bytes:
-    # A digest, not the content: results can be megabytes (file contents, images).
-    encoded = _canonical([bool(block.is_error), block.content])
-    return hashlib.blake2b(encoded, digest_size=16).digest()
+def _result_digest(block: ToolResultBlock | None) -> bytes:
+    """A digest of the status and content (results can be megabytes); b"" when no result came back."""
+    if block is None:
+        return b""
+    return hashlib.blake2b(_canonical([bool(block.is_error), block.content]), digest_size=16).digest()
 
 
-def _round_key(round_: Round) -> tuple[tuple[str, bytes, bytes], ...]:
-    # Parallel calls come back in any order; the round is the same set of calls.
-    return tuple(sorted(call.signature for call in round_))
+class _Tail:
+    """The trailing rounds counted from the newest (1), read from the messages and compared only as
+    far back as a check needs: without a loop, that is a few rounds, however long the session."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self._source = _rounds_newest_first(messages)
+        self._rounds: list[Round] = []
+        self._keys: dict[int, RoundKey] = {}
+
+    def has(self, position: int) -> bool:
+        while len(self._rounds) < position:
+            round_ = next(self._source, None)
+            if round_ is None:
+                return False
+            self._rounds.append(round_)
+        return True
+
+    def round(self, position: int) -> Round:
+        self.has(position)
+        return self._rounds[position - 1]
+
+    def key(self, position: int) -> RoundKey:
+        key = self._keys.get(position)
+        if key is None:
+            # Parallel calls come back in any order; the round is the same set of calls.
+            key = self._keys[position] = tuple(sorted(call.signature() for call in self.round(position)))
+        return key
+
+    def calls(self) -> Iterator[ToolCall]:
+        """Every call, newest first."""
+        position = 1
+        while self.has(position):
+            yield from reversed(self._rounds[position - 1])
+            position += 1
 
 
 # ------------------------------------------------------------------ cycles
 
 
-def _cycle(rounds: list[Round], policy: LoopPolicy) -> Finding | None:
-    keys = [_round_key(round_) for round_ in rounds]
+def _cycle(tail: _Tail, policy: LoopPolicy) -> Finding | None:
     for period in range(1, policy.max_cycle_rounds + 1):
         span = period * policy.repetitions
-        if span > len(keys):
+        if not tail.has(span):
             break
-        if not all(keys[-i] == keys[-i - period] for i in range(1, span - period + 1)):
+        if not all(tail.key(i) == tail.key(i + period) for i in range(1, span - period + 1)):
             continue
         # How far back the repetition really goes (it may be longer than the threshold).
         periodic = span
-        while periodic < len(keys) and keys[-periodic - 1] == keys[-periodic - 1 + period]:
+        while tail.has(periodic + 1) and tail.key(periodic + 1) == tail.key(periodic + 1 - period):
             periodic += 1
         repeats = periodic // period
-        cycle = rounds[-period:]
+        cycle = [tail.round(position) for position in range(period, 0, -1)]  # oldest first
         if period == 1:
             what = f"the same tool round ({_round_label(cycle[0])}) {repeats} times in a row"
         else:
@@ -182,23 +219,25 @@ def _cycle(rounds: list[Round], policy: LoopPolicy) -> Finding | None:
 # ------------------------------------------------------------------ storms
 
 
-def _storm(rounds: list[Round], policy: LoopPolicy) -> Finding | None:
-    calls = [call for round_ in rounds for call in round_ if call.result is not None]
-    if not calls:
-        return None
-    name = calls[-1].name
-    run: list[ToolCall] = []
-    for call in reversed(calls):
-        if call.name != name:
+def _storm(tail: _Tail, policy: LoopPolicy) -> Finding | None:
+    run: list[ToolCall] = []  # newest first
+    for call in tail.calls():
+        if call.result is None:
+            continue
+        if run and call.name != run[0].name:
             break
+        if not call.is_error:
+            return None  # a storm is failures only; a success ends the question here
         run.append(call)
-    inputs = len({call.input for call in run})
-    if len(run) < policy.storm_calls or inputs < 2 or not all(call.is_error for call in run):
+    if len(run) < policy.storm_calls:
+        return None
+    inputs = len({_canonical(call.input) for call in run})
+    if inputs < 2:
         return None
     return Finding(
         FindingKind.TOOL_LOOP_STORM,
         run[0].message_index,
-        detail=f"{name} called {len(run)} times in a row with {inputs} different inputs, and every call failed",
+        detail=f"{run[0].name} called {len(run)} times in a row with {inputs} different inputs, and every call failed",
     )
 
 
@@ -211,7 +250,7 @@ def _round_label(round_: Round) -> str:
 
 def _call_label(call: ToolCall) -> str:
     """`Bash {"command":"git status"}`, the input cut short: enough to recognise the call."""
-    shown = call.input.decode("utf-8", "replace")
+    shown = _canonical(call.input).decode()
     if len(shown) > _LABEL_CHARS:
         shown = shown[: _LABEL_CHARS - 1] + "…"
     return f"{call.name} {shown}"
