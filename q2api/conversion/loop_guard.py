@@ -101,12 +101,18 @@ def loop_refusal(findings: Sequence[Finding], policy: LoopPolicy) -> AnthropicEr
     if policy.mode is not LoopMode.BLOCK or not loops:
         return None
     loop = loops[0]
+    why = (
+        "The model keeps getting the same answers from its tools"
+        if loop.kind is FindingKind.TOOL_LOOP_CYCLE
+        else "The tool keeps failing whatever the model tries"
+    )
     return AnthropicError(
         400,
-        f"Tool loop detected: {loop.detail} (the last at messages.{loop.message_index}). q2api's loop guard (Q2API_LOOP_MODE=block) stopped this request "
-        "so the loop does not go on. The model keeps getting the same answer from its tools: send a new "
-        "message that tells it what to do differently (that ends the loop for the guard), fix what the tool "
-        "is waiting for, or start a new conversation. To let such requests through, set Q2API_LOOP_MODE=warn",
+        f"Tool loop detected: {loop.detail} (the last at messages.{loop.message_index}). "
+        "q2api's loop guard (Q2API_LOOP_MODE=block) stopped this request so the loop does not go on. "
+        f"{why}: send a new message that tells it what to do differently (that ends the loop for the guard), "
+        "fix what the tool is waiting for, or start a new conversation. "
+        "To let such requests through, set Q2API_LOOP_MODE=warn",
     )
 
 
