@@ -22,12 +22,22 @@ THREE_TOOL_CYCLE = [
 # ------------------------------------------------------------------ 1 and 3: the loop guard
 
 
+FAILING_EDITS = [
+    [Call("Edit", {"file_path": "/site/index.html", "old_string": f"<h{n}>"}, "String not found", is_error=True)]
+    for n in range(8)
+]
+
+
 @pytest.mark.parametrize(
-    ("rounds", "named"),
-    [([SEED_ROUND] * 5, "git status"), (THREE_TOOL_CYCLE * 3, "a cycle of 3 tool rounds")],
-    ids=["seed loop", "three-tool cycle"],
+    ("rounds", "named", "kind"),
+    [
+        ([SEED_ROUND] * 5, "git status", "tool_loop_cycle"),
+        (THREE_TOOL_CYCLE * 3, "a cycle of 3 tool rounds", "tool_loop_cycle"),
+        (FAILING_EDITS, "Edit called 8 times in a row with 8 different inputs", "tool_loop_storm"),
+    ],
+    ids=["seed loop", "three-tool cycle", "storm"],
 )
-async def test_block_mode_refuses_the_loop_with_its_reason_logged_first(tmp_path, rounds, named):
+async def test_block_mode_refuses_the_loop_with_its_reason_logged_first(tmp_path, rounds, named, kind):
     async with open_gateway(tmp_path, Q2API_LOOP_MODE="block") as gw:
         with capture_logs() as logs, pytest.raises(anthropic.BadRequestError) as refused:
             await gw.client.messages.create(model=MODEL, max_tokens=100, messages=session(rounds))
@@ -39,7 +49,7 @@ async def test_block_mode_refuses_the_loop_with_its_reason_logged_first(tmp_path
     request_id = refused.value.request_id
     lines = [(line.level, line.message) for line in logs.for_request(request_id)]
     [warning] = [index for index, (_, message) in enumerate(lines) if message.startswith("tool loop suspected:")]
-    assert lines[warning][0] == "WARNING" and "[warning] tool_loop_cycle" in lines[warning][1]
+    assert lines[warning][0] == "WARNING" and f"[warning] {kind}" in lines[warning][1]
     assert lines[-1][1].startswith("POST /v1/messages") and warning < len(lines) - 1  # the reason, then the 400
     assert logs.request_lines()[-1].extra["status"] == 400
 
