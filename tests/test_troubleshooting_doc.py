@@ -12,6 +12,7 @@ from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.debug_summary import SUMMARY_HEADER, conversion_summary
 from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops, loop_refusal
 from q2api.conversion.normalization import normalization_record
+from q2api.conversion.report import FindingKind
 from q2api.server.conversion_log import LOOP_LINE_PREFIX
 from q2api.settings import ENV_VARIABLES
 from tests.support.gateway_harness import capture_logs, open_gateway
@@ -83,3 +84,8 @@ async def test_the_running_gateway_answers_the_example_as_the_doc_says(tmp_path)
     quoted = log_messages(example("block-log"))
     written = [(line.level, line.message) for line in logs.for_request(response.json()["request_id"])]
     assert written[0] == quoted[0]
+
+
+def test_the_doc_names_every_kind_of_finding_a_user_can_see():
+    for kind in FindingKind:
+        assert f"`{kind}`" in DOC, kind
