@@ -71,12 +71,12 @@ def test_the_json_log_carries_the_normalized_fields_as_data(tmp_path):
     ):
         send(server.base_url)
         server.wait_for(lambda line: "POST /v1/messages" in line)
-    records = [json.loads(line)["record"] for line in server.lines if line.strip()]
+    records = [json.loads(line) for line in server.lines if line.strip()]
     [record] = [record for record in records if record["message"] == "messages normalized:"]
-    assert record["level"]["name"] == "INFO"
-    extra = record["extra"]
-    assert extra["request_id"].startswith("req_")
-    assert {key: value for key, value in extra.items() if key != "request_id"} == {
+    assert record["level"] == "INFO"
+    assert record["request_id"].startswith("req_")
+    fields = {key: value for key, value in record.items() if key not in {"time", "level", "message", "logger"}}
+    assert {key: value for key, value in fields.items() if key != "request_id"} == {
         "before": 4,
         "after": 3,
         "merged_user_turn": 1,
