@@ -29,7 +29,7 @@ DEFAULT_KIRO_REFRESH_ENDPOINT = "https://prod.us-east-1.auth.desktop.kiro.dev/re
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
 # Fields whose values are secrets: masked in repr, never logged.
-SECRET_FIELDS = frozenset({"api_keys", "refresh_token", "client_secret", "access_token"})
+SECRET_FIELDS = frozenset({"api_keys", "refresh_token", "client_secret", "access_token", "admin_key"})
 
 
 class SettingsError(ValueError):
@@ -76,6 +76,9 @@ class Settings:
     loop_mode: LoopMode = LoopMode.WARN
     model_map: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     default_model: str | None = None
+    admin_key: str | None = None  # enables /admin/api; None = the admin API does not exist
+    # Consecutive upstream failures after which an account rests for a while (0 = never).
+    account_max_failures: int = 10
 
     @property
     def auth_method(self) -> AuthMethod:
@@ -218,6 +221,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "loop_mode": ("Q2API_LOOP_MODE", _enum(LoopMode)),
     "model_map": ("Q2API_MODEL_MAP", _model_map),
     "default_model": ("Q2API_DEFAULT_MODEL", _text),
+    "admin_key": ("Q2API_ADMIN_KEY", _text),
+    "account_max_failures": ("Q2API_ACCOUNT_MAX_FAILURES", _number(int, 0)),
 }
 
 ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())
@@ -254,6 +259,8 @@ def _check_consistency(settings: Settings) -> None:
             "AMAZONQ_AUTH_METHOD=idc needs AMAZONQ_CLIENT_ID and AMAZONQ_CLIENT_SECRET "
             "(the OIDC client registration used to refresh the token)"
         )
+    if settings.admin_key and settings.admin_key in settings.api_keys:
+        raise SettingsError("Q2API_ADMIN_KEY must differ from every key in Q2API_API_KEYS")
     if bool(settings.client_id) != bool(settings.client_secret):
         missing = "AMAZONQ_CLIENT_SECRET" if settings.client_id else "AMAZONQ_CLIENT_ID"
         raise SettingsError(f"{missing} must be set together with the other OIDC client variable")

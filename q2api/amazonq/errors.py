@@ -38,6 +38,7 @@ _OVERLOAD_MARKERS = (
     "unexpectedly high load",
     "ServiceUnavailableException",
 )
+_SUSPENDED_MARKER = "TEMPORARILY_SUSPENDED"
 _MAX_MESSAGE_CHARS = 2000
 
 
@@ -68,6 +69,11 @@ class UpstreamHTTPError(UpstreamError):
     @property
     def kind(self) -> FailureKind:
         return classify_failure(self.status, self.code, self.message, self.reason)
+
+    @property
+    def suspended(self) -> bool:
+        """Amazon Q suspended the account: it must stop serving until an operator acts."""
+        return is_suspension(self.reason, self.message)
 
     def __repr__(self) -> str:
         return (
@@ -183,6 +189,10 @@ def classify_failure(status: int | None, code: str | None, message: str, reason:
     if code == "ValidationException" or (status is not None and status < 500):
         return FailureKind.BAD_REQUEST
     return FailureKind.SERVER_ERROR
+
+
+def is_suspension(reason: str | None, message: str) -> bool:
+    return _SUSPENDED_MARKER in f"{reason or ''} {message}"
 
 
 def sanitize_error_code(raw: str | None) -> str | None:

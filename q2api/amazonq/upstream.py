@@ -214,7 +214,8 @@ class UpstreamClient:
 
     async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, TokenManager]:
         manager = self._pool.pick(exclude=attempt.resting) or self._pool.pick()
-        assert manager is not None  # the pool is not empty
+        if manager is None:  # every account left the pool since the request started
+            raise NoAccountConfigured()
         try:
             # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
@@ -226,8 +227,10 @@ class UpstreamClient:
                 token = await manager.refresh_after_rejection(token)
                 response = await self._post(attempt.body_for(manager.profile_arn), token)
                 error = None
-        except RefreshRejected:
-            attempt.resting.add(manager.account_id)
+        except UpstreamError as exc:  # no reply: a dead login, the token service or Amazon Q unreachable
+            self._pool.report_failure(manager.account_id, None, detail=str(exc))
+            if isinstance(exc, RefreshRejected):
+                attempt.resting.add(manager.account_id)
             raise
         if response.status == 200:
             self._pool.report_success(manager.account_id)
@@ -236,8 +239,10 @@ class UpstreamClient:
         if error is None:
             error = await _read_error(response)
         kind = error.kind
+        self._pool.report_failure(manager.account_id, kind, error.retry_after, detail=str(error))
+        if error.suspended:
+            await manager.mark_needs_login(f"suspended ({error.reason or error.code or error.status})")
         if kind.account_scoped:
-            self._pool.report_failure(manager.account_id, kind, error.retry_after)
             attempt.resting.add(manager.account_id)
         logger.info(
             "Amazon Q refused the request",

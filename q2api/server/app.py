@@ -6,6 +6,7 @@ process; everything else is built per request from plain data.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,7 +20,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from q2api.admin import metrics
+from q2api.admin.context import AdminContext
+from q2api.admin.logins import LoginRunner
+from q2api.admin.routes import admin_routes
 from q2api.amazonq.accounts.pool import build_account_pool
+from q2api.amazonq.accounts.reload import AccountReloader
 from q2api.amazonq.accounts.store import AccountStore
 from q2api.amazonq.models import served_models
 from q2api.amazonq.upstream import UpstreamClient, create_session
@@ -28,6 +33,7 @@ from q2api.anthropic.model_list import list_models_page, model_info
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
+from q2api.server.readiness import log_store_contents, readiness
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
 from q2api.settings import Settings
@@ -39,27 +45,42 @@ def create_app(settings: Settings) -> Starlette:
         model_info(model.id, model.display_name, model.context_window) for model in served_models(settings.model_map)
     ]
     state: dict[str, Any] = {}
+    login_runner = LoginRunner()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if not client_keys.required:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
         session = create_session()
+        reloading: asyncio.Task[None] | None = None
         try:
             store = AccountStore(settings.data_dir)
+            endpoints = refresh_endpoints(settings)
             pool = build_account_pool(
                 store,
                 session,
-                endpoints=refresh_endpoints(settings),
+                endpoints=endpoints,
                 seed=env_account(settings),
+                failure_limit=settings.account_max_failures,
                 observer=metrics.UPSTREAM_OBSERVER,
             )
+            log_store_contents(store)
+            reloader = AccountReloader(store, pool)
+            reloading = asyncio.get_running_loop().create_task(reloader.run())
             upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
+            state["store"] = store
             state["pool"] = pool
+            state["admin"] = AdminContext(store, pool, reloader, session, endpoints)
             state["relay"] = MessagesRelay(upstream=upstream, settings=settings, model_aliases=dict(settings.model_map))
-            logger.info(f"q2api ready: {len(pool)} Amazon Q account(s), endpoint {settings.endpoint}")
+            logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {settings.endpoint}")
             yield
         finally:
+            await login_runner.close()
+            if reloading is not None:
+                reloading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reloading
+                await reloader.flush_stats()  # the last counts of this worker
             await session.close()
 
     async def messages(request: Request) -> Response:
@@ -102,6 +123,12 @@ def create_app(settings: Settings) -> Starlette:
         accounts = [metrics.AccountState(view.account_id, view.label, view.health) for view in state["pool"].health()]
         return Response(metrics.render(accounts), media_type=metrics.CONTENT_TYPE)
 
+    async def readyz(request: Request) -> Response:
+        reason = await readiness(state["store"], state["pool"])
+        if reason is None:
+            return json_response({"status": "ready"})
+        return json_response({"status": "not_ready", "reason": reason}, 503)
+
     async def anthropic_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AnthropicError)
         return error_response(exc, getattr(request.state, "request_id", None))
@@ -132,6 +159,9 @@ def create_app(settings: Settings) -> Starlette:
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            # Without an admin key the admin routes do not exist: 404, like any unknown path.
+            *(admin_routes(settings.admin_key, lambda: state["admin"], login_runner) if settings.admin_key else ()),
         ],
         middleware=[Middleware(RequestIdMiddleware)],
         exception_handlers={

@@ -24,7 +24,7 @@ _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
 # The route whose handler writes its own, richer log line (q2api.server.exchange_log).
 _RELAY_LOGGED = ("POST", "/v1/messages")
 # Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
-_POLLED_PATHS = frozenset({"/healthz", "/metrics"})
+_POLLED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def new_request_id() -> str:
@@ -38,8 +38,8 @@ class RequestIdMiddleware:
     logged deep inside (an upstream refusal with Amazon Q's own request id, a
     retry, a token refresh) can be tied to the client's request. Requests to
     other routes than `POST /v1/messages`, whose relay writes a richer line,
-    get their one log line (and their request metrics) here (`/healthz` and
-    `/metrics` at DEBUG: monitors poll them).
+    get their one log line (and their request metrics) here (`/healthz`,
+    `/readyz` and `/metrics` at DEBUG: monitors poll them).
     """
 
     def __init__(self, app: ASGIApp) -> None:

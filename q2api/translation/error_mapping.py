@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from q2api.amazonq import errors as upstream
-from q2api.amazonq.errors import FailureKind, classify_failure, sanitize_error_code
+from q2api.amazonq.errors import FailureKind, classify_failure, is_suspension, sanitize_error_code
 from q2api.anthropic.errors import AnthropicError
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def map_upstream_error(
             error_type="authentication_error",
         )
     if kind is FailureKind.ACCESS_DENIED:
-        if "TEMPORARILY_SUSPENDED" in f"{reason} {message}":
+        if is_suspension(reason, message):
             return AnthropicError(403, f"The Amazon Q account is suspended: {detail}")
         return AnthropicError(403, f"Amazon Q denied access: {detail}")
     if kind is FailureKind.BAD_REQUEST:

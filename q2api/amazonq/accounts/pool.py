@@ -2,11 +2,14 @@
 
 Health lives in memory (a throttle is a per-request event, and the store is
 written only when tokens or accounts change). The one durable state, "needs a
-new login", is kept by the token manager in the store.
+new login", is kept by the token manager in the store. The pool follows the
+store (`sync`): accounts added, changed, disabled or removed elsewhere join or
+leave it; a request that already holds an account's token manager keeps it.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import functools
@@ -17,7 +20,8 @@ import aiohttp
 from loguru import logger
 
 from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_token
-from q2api.amazonq.accounts.store import AccountStatus, AccountStore, EnvAccount
+from q2api.amazonq.accounts.stats import StatsRecorder
+from q2api.amazonq.accounts.store import Account, AccountStore, EnvAccount
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
@@ -27,6 +31,9 @@ THROTTLE_COOLDOWN = 30.0
 THROTTLE_COOLDOWN_MAX = 300.0
 QUOTA_COOLDOWN = 3600.0  # a quota: look again hourly (a plan upgrade takes effect at once)
 ACCESS_DENIED_COOLDOWN = 1800.0
+FAILURE_COOLDOWN = 300.0  # after `failure_limit` consecutive failures
+# Failures that are the request's own fault, not the account's or the upstream's.
+_CLIENT_FAULTS = frozenset({FailureKind.BAD_REQUEST, FailureKind.CONTEXT_OVERFLOW})
 
 
 class AccountHealth(enum.Enum):
@@ -34,6 +41,7 @@ class AccountHealth(enum.Enum):
     THROTTLED = "throttled"
     QUOTA_EXHAUSTED = "quota_exhausted"
     ACCESS_DENIED = "access_denied"
+    FAILING = "failing"  # too many consecutive failures: resting
     NEEDS_LOGIN = "needs_login"
 
 
@@ -51,6 +59,7 @@ class _Slot:
     resting_until: float = 0.0  # monotonic time the last account-scoped failure's cool-down ends
     rest_reason: AccountHealth = AccountHealth.READY  # the health that failure gave it
     consecutive_throttles: int = 0
+    consecutive_failures: int = 0
     last_picked: float = 0.0
 
 
@@ -62,16 +71,60 @@ class AccountHealthView:
     resting_for: float  # seconds left in the cool-down, 0 when ready
 
 
+ManagerFactory = Callable[[Account], TokenManager]
+
+
 class AccountPool:
-    def __init__(self, managers: Sequence[TokenManager], *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        managers: Sequence[TokenManager],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        factory: ManagerFactory | None = None,
+        failure_limit: int = 0,
+        stats: StatsRecorder | None = None,
+    ) -> None:
+        """`factory` makes the token manager of an account `sync` adds; `failure_limit`
+        consecutive failures rest an account for FAILURE_COOLDOWN (0 = never)."""
         self._slots = {manager.account_id: _Slot(manager) for manager in managers}
         self._clock = clock
+        self._factory = factory
+        self.failure_limit = failure_limit
+        self.stats = stats or StatsRecorder()
 
     def __len__(self) -> int:
         return len(self._slots)
 
     def managers(self) -> list[TokenManager]:
         return [slot.manager for slot in self._slots.values()]
+
+    def manager(self, account_id: str) -> TokenManager | None:
+        slot = self._slots.get(account_id)
+        return slot.manager if slot is not None else None
+
+    def make_manager(self, account: Account) -> TokenManager:
+        """A token manager for `account` outside the pool (e.g. to check a disabled account's login)."""
+        if self._factory is None:
+            raise RuntimeError("this pool was built without a token manager factory")
+        return self._factory(account)
+
+    def sync(self, accounts: Sequence[Account]) -> None:
+        """Follow the store: serve exactly its enabled accounts, with their current rows.
+
+        A removed or disabled account leaves the pool at once, so no new request
+        or retry picks it; one already picked finishes with it.
+        """
+        wanted = {account.id: account for account in accounts if account.enabled}
+        for account_id in [account_id for account_id in self._slots if account_id not in wanted]:
+            gone = self._slots.pop(account_id)
+            logger.info("account left the pool", account=gone.manager.label, account_id=account_id)
+        for account_id, account in wanted.items():
+            current = self._slots.get(account_id)
+            if current is not None:
+                current.manager.follow_store(account)
+            elif self._factory is not None:
+                self._slots[account_id] = _Slot(self._factory(account))
+                logger.info("account joined the pool", account=account.label, account_id=account_id)
 
     def pick(self, exclude: Collection[str] = ()) -> TokenManager | None:
         """The least recently used ready account not in `exclude`.
@@ -98,15 +151,28 @@ class AccountPool:
         )
 
     def report_success(self, account_id: str) -> None:
+        self.stats.record(account_id)
         slot = self._slots.get(account_id)
         if slot is not None:
             slot.resting_until = 0.0
             slot.consecutive_throttles = 0
+            slot.consecutive_failures = 0
 
-    def report_failure(self, account_id: str, kind: FailureKind, retry_after: float | None = None) -> None:
+    def report_failure(
+        self, account_id: str, kind: FailureKind | None, retry_after: float | None = None, detail: str | None = None
+    ) -> None:
+        """An attempt with `account_id` failed: `kind` for an error reply, None for a failure to reach
+        Amazon Q or its token service. `detail` (no secret in it) becomes the account's last error."""
+        client_fault = kind in _CLIENT_FAULTS
+        self.stats.record(account_id, None if client_fault else detail or (kind.value if kind else "failed"))
         slot = self._slots.get(account_id)
-        health = _HEALTH_BY_FAILURE.get(kind)
-        if slot is None or health is None:
+        if slot is None or client_fault:
+            return
+        slot.consecutive_failures += 1
+        health = _HEALTH_BY_FAILURE.get(kind) if kind is not None else None
+        if health is None:
+            if self.failure_limit and slot.consecutive_failures >= self.failure_limit:
+                self._rest(slot, AccountHealth.FAILING, FAILURE_COOLDOWN)
             return
         if kind is FailureKind.THROTTLED:
             slot.consecutive_throttles += 1
@@ -115,9 +181,12 @@ class AccountPool:
             rest = QUOTA_COOLDOWN
         else:
             rest = ACCESS_DENIED_COOLDOWN
+        self._rest(slot, health, rest)
+
+    def _rest(self, slot: _Slot, health: AccountHealth, seconds: float) -> None:
         slot.rest_reason = health
-        slot.resting_until = self._clock() + rest
-        logger.bind(account=slot.manager.label, health=health.value).warning(f"account rests for {rest:g}s")
+        slot.resting_until = self._clock() + seconds
+        logger.bind(account=slot.manager.label, health=health.value).warning(f"account rests for {seconds:g}s")
 
     def health(self) -> list[AccountHealthView]:
         now = self._clock()
@@ -127,6 +196,16 @@ class AccountPool:
             resting = max(slot.resting_until - now, 0.0) if health is not AccountHealth.READY else 0.0
             views.append(AccountHealthView(slot.manager.account_id, slot.manager.label, health.value, resting))
         return views
+
+    def unready_reason(self) -> str | None:
+        """None when at least one account can serve now, else why none can."""
+        views = self.health()
+        if not views:
+            return "no enabled Amazon Q account"
+        if any(view.health == AccountHealth.READY.value for view in views):
+            return None
+        counts = collections.Counter(view.health for view in views)
+        return "no account can serve now: " + ", ".join(f"{count} {health}" for health, count in sorted(counts.items()))
 
     @staticmethod
     def _preference(slot: _Slot, now: float) -> tuple[int, float]:
@@ -153,6 +232,7 @@ def build_account_pool(
     *,
     endpoints: RefreshEndpoints,
     seed: EnvAccount | None = None,
+    failure_limit: int = 0,
     observer: UpstreamObserver = NO_OBSERVER,
 ) -> AccountPool:
     """Seed the environment account, then one token manager per enabled stored account.
@@ -162,14 +242,15 @@ def build_account_pool(
     if seed is not None:
         store.seed_from_env(seed)
     refresh = functools.partial(refresh_access_token, session, endpoints=endpoints)
-    managers = [
-        TokenManager(account, store, refresh, observer=observer)
-        for account in store.accounts()
-        if account.status is not AccountStatus.DISABLED
-    ]
+
+    def factory(account: Account) -> TokenManager:
+        return TokenManager(account, store, refresh, observer=observer)
+
+    managers = [factory(account) for account in store.accounts() if account.enabled]
+    pool = AccountPool(managers, factory=factory, failure_limit=failure_limit)
     if not managers:
         logger.warning(
             "no Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (and the client id/secret for IdC) "
-            "or run `q2api accounts add`"
+            "or run `q2api accounts add` / `q2api login`"
         )
-    return AccountPool(managers)
+    return pool

@@ -10,6 +10,7 @@ try again later). No token ever reaches a log line or an exception message.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from typing import Any
 
@@ -49,11 +50,27 @@ class RefreshedToken:
         return f"RefreshedToken(expires_at={self.expires_at}, rotated={self.refresh_token is not None})"
 
 
+# The AWS SSO OIDC host of a region; a configured endpoint of this shape follows an account's region.
+_AWS_OIDC_HOST = re.compile(r"^https://oidc\.[a-z0-9-]+\.amazonaws\.com")
+
+
 @dataclasses.dataclass(frozen=True)
 class RefreshEndpoints:
     oidc: str  # base URL; POST {oidc}/token
     kiro: str  # full URL of the Kiro refreshToken call
     timeout: float = 30.0
+
+    def oidc_for(self, region: str | None) -> str:
+        """The OIDC base URL for an IdC login made in `region`.
+
+        The AWS endpoint (`https://oidc.<region>.amazonaws.com`) takes the
+        account's region; any other configured endpoint (a proxy, a test
+        double) serves every region as it is.
+        """
+        base = self.oidc.rstrip("/")
+        if region and _AWS_OIDC_HOST.match(base):
+            return _AWS_OIDC_HOST.sub(f"https://oidc.{region}.amazonaws.com", base)
+        return base
 
 
 async def refresh_access_token(
@@ -65,7 +82,7 @@ async def refresh_access_token(
     if account.auth_method == "idc":
         if not (account.client_id and account.client_secret):
             raise RefreshRejected(account.label, "the OIDC client id/secret are missing")
-        url = endpoints.oidc.rstrip("/") + "/token"
+        url = endpoints.oidc_for(account.region) + "/token"
         body = {
             "clientId": account.client_id,
             "clientSecret": account.client_secret,
@@ -99,10 +116,10 @@ async def _post_json(
             f"the token service for account {label!r} is unreachable ({type(exc).__name__})"
         ) from None
 
-    document = _json_object(raw)
+    document = json_object(raw)
     if status == 200 and document is not None:
         return document
-    code = _error_code(document) or sanitize_error_code(error_type)
+    code = oauth_error_code(document) or sanitize_error_code(error_type)
     if _credential_is_dead(status, code, auth_method):
         raise RefreshRejected(label, f"HTTP {status} {code or 'unauthorized'}{_description(document)}")
     if status == 200:
@@ -134,7 +151,7 @@ def _refreshed_token(document: dict[str, Any], label: str) -> RefreshedToken:
     )
 
 
-def _json_object(raw: bytes) -> dict[str, Any] | None:
+def json_object(raw: bytes) -> dict[str, Any] | None:
     try:
         document = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
@@ -147,7 +164,7 @@ def _description(document: dict[str, Any] | None) -> str:
     return f": {description[:200]}" if isinstance(description, str) and description else ""
 
 
-def _error_code(document: dict[str, Any] | None) -> str | None:
+def oauth_error_code(document: dict[str, Any] | None) -> str | None:
     if document is None:
         return None
     for key in ("error", "__type", "code"):

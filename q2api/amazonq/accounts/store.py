@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-import os
 import sqlite3
 import time
 import uuid
@@ -24,39 +23,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from q2api.amazonq.accounts import schema
 from q2api.amazonq.accounts.file_lock import exclusive_lock
+from q2api.amazonq.accounts.private_files import create_private_dir, create_private_file
 
 DB_FILENAME = "q2api.sqlite3"
 INIT_LOCK_FILENAME = "store-init.lock"
 ENV_ACCOUNT_ID = "env"
 _BUSY_TIMEOUT_MS = 10_000
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS accounts (
-    id                TEXT PRIMARY KEY,
-    label             TEXT NOT NULL,
-    auth_method       TEXT NOT NULL CHECK (auth_method IN ('idc', 'social')),
-    refresh_token     TEXT,
-    client_id         TEXT,
-    client_secret     TEXT,
-    profile_arn       TEXT,
-    access_token      TEXT,
-    expires_at        REAL,
-    status            TEXT NOT NULL DEFAULT 'active',
-    status_detail     TEXT,
-    seed_fingerprint  TEXT,
-    token_generation  INTEGER NOT NULL DEFAULT 0,
-    created_at        REAL NOT NULL,
-    updated_at        REAL NOT NULL,
-    refreshed_at      REAL
-)
-"""
-
 
 class AccountStatus(enum.StrEnum):
     ACTIVE = "active"
-    NEEDS_LOGIN = "needs_login"  # the refresh token was rejected; an operator must sign in again
-    DISABLED = "disabled"  # switched off by the operator
+    # The refresh token was rejected or the account is suspended; an operator must sign in again.
+    NEEDS_LOGIN = "needs_login"
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -78,6 +58,8 @@ class Account:
     created_at: float
     updated_at: float
     refreshed_at: float | None
+    enabled: bool = True  # False: switched off by the operator, serves nothing
+    region: str | None = None  # the OIDC region of an IdC login (None: the configured endpoint's)
 
     def view(self) -> AccountView:
         return AccountView(
@@ -93,6 +75,8 @@ class Account:
             expires_at=self.expires_at,
             refreshed_at=self.refreshed_at,
             created_at=self.created_at,
+            enabled=self.enabled,
+            region=self.region,
         )
 
     def __repr__(self) -> str:
@@ -115,6 +99,8 @@ class AccountView:
     expires_at: float | None
     refreshed_at: float | None
     created_at: float
+    enabled: bool = True
+    region: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -142,27 +128,33 @@ class AccountStore:
     def __init__(self, data_dir: str | Path) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_FILENAME
-        _create_private_dir(self.data_dir)
+        create_private_dir(self.data_dir)
         # `--workers` processes start together, and SQLite answers a second
         # simultaneous switch to WAL with "database is locked" at once (the busy
         # timeout does not cover it): set the file up one process at a time.
         with exclusive_lock(self.data_dir / INIT_LOCK_FILENAME):
-            _create_private_file(self.path)
-            with self._connect() as db:
+            create_private_file(self.path)
+            with self.connect() as db:
                 db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+                schema.create_or_upgrade(db)
 
     # -- reading ------------------------------------------------------------
 
     def get(self, account_id: str) -> Account | None:
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute("SELECT * FROM accounts WHERE id = ?", (account_id,)).fetchone()
         return _account(row) if row else None
 
     def accounts(self) -> list[Account]:
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute("SELECT * FROM accounts ORDER BY created_at, id").fetchall()
         return [_account(row) for row in rows]
+
+    def generation(self) -> int:
+        """A number that changes whenever an account is added, changed or removed (by any process)."""
+        with self.connect() as db:
+            row = db.execute("SELECT value FROM store_meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
 
     def list_views(self) -> list[AccountView]:
         """The listing for the CLI: never a secret."""
@@ -182,26 +174,32 @@ class AccountStore:
         access_token: str | None = None,
         expires_at: float | None = None,
         account_id: str | None = None,
+        region: str | None = None,
     ) -> Account:
-        """Add an account, or replace the credentials of `account_id` (e.g. after a new login)."""
+        """Add an account, or replace the credentials of `account_id` (e.g. after a new login).
+
+        Replacing keeps the operator's enabled flag and clears "needs login".
+        """
         if auth_method not in ("idc", "social"):
             raise ValueError(f"auth method must be 'idc' or 'social', not {auth_method!r}")
         if auth_method == "idc" and not (client_id and client_secret):
             raise ValueError("an IdC account needs its OIDC client id and client secret")
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute(
                 """
                 INSERT INTO accounts (id, label, auth_method, refresh_token, client_id, client_secret,
-                                      profile_arn, access_token, expires_at, status, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)
+                                      profile_arn, access_token, expires_at, status, created_at, updated_at,
+                                      region, refreshed_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     label = excluded.label, auth_method = excluded.auth_method,
                     refresh_token = excluded.refresh_token, client_id = excluded.client_id,
                     client_secret = excluded.client_secret, profile_arn = excluded.profile_arn,
                     access_token = excluded.access_token, expires_at = excluded.expires_at,
-                    status = 'active', status_detail = NULL,
+                    status = 'active', status_detail = NULL, region = excluded.region,
+                    refreshed_at = excluded.refreshed_at,
                     token_generation = accounts.token_generation + 1, updated_at = excluded.updated_at
                 """,
                 (
@@ -216,16 +214,34 @@ class AccountStore:
                     expires_at,
                     now,
                     now,
+                    region,
+                    now if access_token else None,
                 ),
             )
+            schema.bump_generation(db)
         account = self.get(account_id)
         assert account is not None
         return account
 
     def remove(self, account_id: str) -> bool:
-        with self._transaction() as db:
+        with self.transaction() as db:
             cursor = db.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
+            db.execute("DELETE FROM account_stats WHERE account_id = ?", (account_id,))
+            schema.bump_generation(db)
         return cursor.rowcount > 0
+
+    def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
+        """Switch an account on or off, or rename it; None when there is no such account."""
+        with self.transaction() as db:
+            db.execute(
+                """
+                UPDATE accounts SET enabled = COALESCE(?, enabled), label = COALESCE(?, label), updated_at = ?
+                WHERE id = ?
+                """,
+                (None if enabled is None else int(enabled), label, time.time(), account_id),
+            )
+            schema.bump_generation(db)
+        return self.get(account_id)
 
     def seed_from_env(self, env: EnvAccount) -> Account:
         """Create or update the environment account, keeping a token the upstream rotated since.
@@ -237,7 +253,7 @@ class AccountStore:
         """
         fingerprint = env.fingerprint()
         now = time.time()
-        with self._transaction() as db:
+        with self.transaction() as db:
             row = db.execute("SELECT * FROM accounts WHERE id = ?", (ENV_ACCOUNT_ID,)).fetchone()
             if row is None:
                 db.execute(
@@ -291,6 +307,7 @@ class AccountStore:
                     """,
                     (env.auth_method, env.client_id, env.client_secret, env.profile_arn, now, ENV_ACCOUNT_ID),
                 )
+            schema.bump_generation(db)
         account = self.get(ENV_ACCOUNT_ID)
         assert account is not None
         return account
@@ -308,7 +325,7 @@ class AccountStore:
     ) -> Account | None:
         """Store a refresh result in one transaction; a None refresh token / ARN keeps the old one."""
         now = time.time()
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute(
                 """
                 UPDATE accounts SET access_token = ?, expires_at = ?,
@@ -319,19 +336,21 @@ class AccountStore:
                 """,
                 (access_token, expires_at, refresh_token, profile_arn, now, now, account_id),
             )
+            schema.bump_generation(db)  # other workers adopt the token (and a cleared "needs login")
         return self.get(account_id)
 
     def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
-        with self._transaction() as db:
+        with self.transaction() as db:
             db.execute(
                 "UPDATE accounts SET status = ?, status_detail = ?, updated_at = ? WHERE id = ?",
                 (status.value, detail, time.time(), account_id),
             )
+            schema.bump_generation(db)
 
     # -- plumbing -----------------------------------------------------------
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def connect(self) -> Iterator[sqlite3.Connection]:
         # `timeout` is SQLite's busy timeout: another worker's short write makes us wait, not fail.
         db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
@@ -341,10 +360,10 @@ class AccountStore:
             db.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so a read-then-write
         # (seeding) cannot interleave with another process doing the same.
-        with self._connect() as db:
+        with self.connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -380,6 +399,8 @@ def _account(row: sqlite3.Row) -> Account:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         refreshed_at=row["refreshed_at"],
+        enabled=bool(row["enabled"]),
+        region=row["region"],
     )
 
 
@@ -387,21 +408,3 @@ def _mask(value: str | None) -> str | None:
     if not value:
         return value
     return value[:4] + "…" if len(value) > 8 else "…"
-
-
-def _create_private_dir(path: Path) -> None:
-    try:
-        path.mkdir(mode=0o700, parents=True)
-    except FileExistsError:
-        # Already there: the operator's own directory, or another `--workers`
-        # process won the race to create it (mkdir's mode can only be stricter).
-        return
-    os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
-
-
-def _create_private_file(path: Path) -> None:
-    # Create the file ourselves so it is 0600 from the first byte; SQLite gives
-    # its -wal and -shm files the same permissions as the database file.
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
-    os.chmod(path, 0o600)

@@ -121,6 +121,46 @@ class TokenManager:
             self._account = dataclasses.replace(self._account, expires_at=0.0)
             self._invalidated = token
 
+    # -- hot reload and operator actions ----------------------------------------
+
+    @property
+    def account(self) -> Account:
+        """The account as this manager last saw it (secrets included: never log or return it)."""
+        return self._account
+
+    def follow_store(self, stored: Account) -> None:
+        """Adopt a newer stored row: a new label, new credentials, a token or login state from elsewhere."""
+        if stored.updated_at == self._account.updated_at:
+            return
+        if stored.access_token is not None and stored.access_token == self._invalidated:
+            stored = dataclasses.replace(stored, expires_at=0.0)  # still the token Amazon Q refused
+        self._account = stored
+        if stored.status is AccountStatus.NEEDS_LOGIN:
+            self._mark_rejected(RefreshRejected(self.label, stored.status_detail or "refresh token rejected"))
+        else:
+            self._rejected = None
+
+    async def mark_needs_login(self, detail: str) -> None:
+        """Stop serving until an operator signs in again or a manual refresh succeeds (e.g. suspended)."""
+        logger.bind(account=self.label).error(f"account marked as needing login: {detail}")
+        await asyncio.to_thread(self._store.set_status, self._account.id, AccountStatus.NEEDS_LOGIN, detail)
+        self._account = dataclasses.replace(self._account, status=AccountStatus.NEEDS_LOGIN, status_detail=detail)
+        self._mark_rejected(RefreshRejected(self.label, detail))
+
+    async def refresh_now(self) -> Account:
+        """Refresh at once, even an account marked as needing login (the operator's retry).
+
+        Raises RefreshRejected (and marks the account) or RefreshUnavailable.
+        """
+        async with exclusive_lock_async(self._lock_path):
+            stored = await asyncio.to_thread(self._store.get, self._account.id)
+            if stored is None:
+                raise RefreshRejected(self.label, "the account was removed from the store")
+            # Naming the current token as rejected: a failure may not fall back to it.
+            await self._refresh_locked(stored, rejected=stored.access_token or "")
+        self._rejected = None
+        return self._account
+
     # -- internals -----------------------------------------------------------
 
     def _is_fresh(self, account: Account) -> bool:

@@ -1,0 +1,205 @@
+"""`/admin/api/accounts…`: list, add (checked by a real refresh), enable/disable/rename, remove, refresh, usage."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from q2api.admin.audit import audit
+from q2api.admin.context import AdminContext
+from q2api.admin.responses import AdminError, iso_time, json_answer
+from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.amazonq.accounts.stats import AccountStats, read_stats
+from q2api.amazonq.accounts.store import Account, AccountStatus
+from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+
+# An AWS region name (`us-east-1`, `eu-central-1`, `us-gov-west-1`): it becomes part of a host name.
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+_MAX_BODY_BYTES = 64 * 1024
+T = TypeVar("T")
+
+
+class AddAccountBody(msgspec.Struct, forbid_unknown_fields=True):
+    label: str
+    refresh_token: str
+    client_id: str | None = None
+    client_secret: str | None = None
+    region: str | None = None
+    profile_arn: str | None = None
+
+
+class PatchAccountBody(msgspec.Struct, forbid_unknown_fields=True):
+    enabled: bool | None = None
+    label: str | None = None
+
+
+async def list_accounts(request: Request, ctx: AdminContext) -> Response:
+    await ctx.reloader.flush_stats()  # this worker's latest counts, too
+    accounts = await asyncio.to_thread(ctx.store.accounts)
+    stats = await asyncio.to_thread(read_stats, ctx.store)
+    answers = [await account_answer(ctx, account, stats.get(account.id)) for account in accounts]
+    audit("list accounts")
+    return json_answer({"accounts": answers})
+
+
+async def add_account(request: Request, ctx: AdminContext) -> Response:
+    body = await decode_body(request, AddAccountBody)
+    if body.region is not None:
+        check_region(body.region)
+    try:
+        new = NewAccount(
+            label=body.label.strip(),
+            refresh_token=body.refresh_token.strip(),
+            client_id=_blank_to_none(body.client_id),
+            client_secret=_blank_to_none(body.client_secret),
+            profile_arn=_blank_to_none(body.profile_arn),
+            region=body.region,
+        )
+    except ValueError as exc:
+        raise AdminError(400, "invalid_request", str(exc)) from None
+    try:
+        verified = await verify_new_account(ctx.session, ctx.endpoints, new)
+    except RefreshRejected as exc:
+        audit("add account", label=new.label, outcome="refresh_refused")
+        raise AdminError(
+            400, "refresh_refused", f"the token service refused this refresh token, nothing was stored: {exc.detail}"
+        ) from None
+    except RefreshUnavailable as exc:
+        audit("add account", label=new.label, outcome="token_service_unavailable")
+        raise AdminError(503, "token_service_unavailable", f"{exc}; nothing was stored, try again") from None
+    account, replaced = await store_new_account(ctx.store, new, verified)
+    await ctx.reloader.tick(force=True)  # served by this worker at once; the others follow within seconds
+    audit("replace account credentials" if replaced else "add account", account_id=account.id, label=account.label)
+    return json_answer(await account_answer(ctx, account, None), 200 if replaced else 201)
+
+
+async def patch_account(request: Request, ctx: AdminContext) -> Response:
+    account = await existing_account(request, ctx)
+    body = await decode_body(request, PatchAccountBody)
+    if body.enabled is None and body.label is None:
+        raise AdminError(400, "invalid_request", "give `enabled` (true or false) and/or `label`")
+    label = None if body.label is None else body.label.strip()
+    if label == "":
+        raise AdminError(400, "invalid_request", "label must not be empty")
+    updated = await asyncio.to_thread(ctx.store.update, account.id, enabled=body.enabled, label=label)
+    if updated is None:
+        raise _not_found(account.id)
+    await ctx.reloader.tick(force=True)
+    if body.enabled is not None:
+        audit("enable account" if body.enabled else "disable account", account_id=updated.id, label=updated.label)
+    if label is not None:
+        audit(f"rename account (was {account.label!r})", account_id=updated.id, label=updated.label)
+    return json_answer(await account_answer(ctx, updated, None))
+
+
+async def delete_account(request: Request, ctx: AdminContext) -> Response:
+    account = await existing_account(request, ctx)
+    if not await asyncio.to_thread(ctx.store.remove, account.id):
+        raise _not_found(account.id)
+    await ctx.reloader.tick(force=True)
+    audit("remove account", account_id=account.id, label=account.label)
+    return Response(status_code=204)
+
+
+async def refresh_account(request: Request, ctx: AdminContext) -> Response:
+    account = await existing_account(request, ctx)
+    manager = ctx.pool.manager(account.id) or ctx.pool.make_manager(account)  # a disabled one can be checked too
+    try:
+        refreshed = await manager.refresh_now()
+    except RefreshRejected as exc:
+        await ctx.reloader.tick(force=True)
+        audit("refresh account", account_id=account.id, label=account.label, outcome="refresh_refused")
+        raise AdminError(
+            400,
+            "refresh_refused",
+            f"the token service refused the refresh; the account needs a new login: {exc.detail}",
+        ) from None
+    except RefreshUnavailable as exc:
+        audit("refresh account", account_id=account.id, label=account.label, outcome="token_service_unavailable")
+        raise AdminError(503, "token_service_unavailable", str(exc)) from None
+    await ctx.reloader.tick(force=True)
+    audit("refresh account", account_id=account.id, label=account.label)
+    return json_answer({"id": refreshed.id, "token_expires_at": iso_time(refreshed.expires_at)})
+
+
+async def account_usage(request: Request, ctx: AdminContext) -> Response:
+    account = await existing_account(request, ctx)
+    if ctx.usage is None:
+        raise AdminError(501, "not_available", "credit usage (getUsageLimits) is not available in this build yet")
+    usage = await ctx.usage(account)
+    audit("read usage", account_id=account.id, label=account.label)
+    if usage is None:
+        raise AdminError(503, "usage_unknown", f"Amazon Q did not report the credits of account {account.id!r}")
+    return json_answer(usage)
+
+
+# -- shared pieces ----------------------------------------------------------------
+
+
+async def account_answer(ctx: AdminContext, account: Account, stats: AccountStats | None) -> dict[str, Any]:
+    """An account as the admin API shows it: never a token, a client secret or the client id."""
+    stats = stats or AccountStats()
+    return {
+        "id": account.id,
+        "label": account.label,
+        "auth_method": account.auth_method,
+        "enabled": account.enabled,
+        "health": _health(ctx, account),
+        "status_detail": account.status_detail,
+        "region": account.region,
+        "token_expires_at": iso_time(account.expires_at),
+        "stats": {
+            "requests": stats.requests,
+            "failures": stats.failures,
+            "last_error": stats.last_error,
+            "last_used_at": iso_time(stats.last_used_at),
+        },
+        "usage": await ctx.usage(account) if ctx.usage is not None else None,
+    }
+
+
+def _health(ctx: AdminContext, account: Account) -> str:
+    if not account.enabled:
+        return "disabled"
+    if account.status is AccountStatus.NEEDS_LOGIN:
+        return "needs_login"
+    views = {view.account_id: view.health for view in ctx.pool.health()}
+    return views.get(account.id, "ready")
+
+
+async def existing_account(request: Request, ctx: AdminContext) -> Account:
+    account_id = request.path_params["account_id"]
+    account = await asyncio.to_thread(ctx.store.get, account_id)
+    if account is None:
+        raise _not_found(account_id)
+    return account
+
+
+async def decode_body(request: Request, kind: type[T]) -> T:
+    body = await request.body()
+    if len(body) > _MAX_BODY_BYTES:
+        raise AdminError(413, "request_too_large", f"the body exceeds {_MAX_BODY_BYTES} bytes")
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.ValidationError as exc:
+        raise AdminError(400, "invalid_request", f"invalid body: {exc}") from None
+    except msgspec.DecodeError:
+        raise AdminError(400, "invalid_request", "the body must be a JSON object") from None
+
+
+def check_region(region: str) -> None:
+    if not REGION.match(region):
+        raise AdminError(400, "invalid_request", f"region must be an AWS region name such as us-east-1, not {region!r}")
+
+
+def _blank_to_none(value: str | None) -> str | None:
+    return value.strip() or None if value is not None else None
+
+
+def _not_found(account_id: str) -> AdminError:
+    return AdminError(404, "not_found", f"no account with id {account_id!r}")

@@ -1,0 +1,28 @@
+"""What the admin API works with: the gateway's own store, pool, reloader and HTTP session."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+
+from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.refresh import RefreshEndpoints
+from q2api.amazonq.accounts.reload import AccountReloader
+from q2api.amazonq.accounts.store import Account, AccountStore
+
+# An account's credits (`{"subscription", "used", "limit", "resets_at"}`), or None when unknown.
+UsageLookup = Callable[[Account], Awaitable[dict[str, Any] | None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class AdminContext:
+    store: AccountStore
+    pool: AccountPool
+    reloader: AccountReloader
+    session: aiohttp.ClientSession
+    endpoints: RefreshEndpoints
+    # None until the gateway has a getUsageLimits client: `…/usage` answers 501 and lists show null.
+    usage: UsageLookup | None = None

@@ -1,0 +1,131 @@
+"""`/admin/api/logins`: a device-code login from the browser, finished in this worker's background.
+
+`POST` registers a client, starts the device authorization and answers with the
+verification URL and code at once; a background task polls the token service
+and stores the account when the user approves. The login's status lives in the
+store, so `GET /admin/api/logins/{login_id}` is answered by any worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+import msgspec
+from loguru import logger
+from starlette.requests import Request
+from starlette.responses import Response
+
+from q2api.admin.accounts import check_region, decode_body
+from q2api.admin.audit import audit
+from q2api.admin.context import AdminContext
+from q2api.admin.responses import AdminError, json_answer
+from q2api.amazonq.accounts.device_login import (
+    BUILDER_ID_REGION,
+    BUILDER_ID_START_URL,
+    DeviceLogin,
+    DeviceLoginError,
+    LoginFailed,
+    start_device_login,
+)
+from q2api.amazonq.accounts.logins import (
+    LoginStatus,
+    complete_device_login,
+    finish_login,
+    new_login_id,
+    read_login,
+    record_login,
+    status_of_failure,
+)
+
+
+class StartLoginBody(msgspec.Struct, forbid_unknown_fields=True):
+    label: str
+    method: Literal["builder-id", "idc"] = "builder-id"
+    start_url: str | None = None
+    region: str | None = None
+
+
+class LoginRunner:
+    """The logins this worker is polling for; `close` cancels them at shutdown."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def run(self, ctx: AdminContext, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._finish(ctx, login_id, login, label, region))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @staticmethod
+    async def _finish(ctx: AdminContext, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
+        try:
+            account = await complete_device_login(ctx.session, ctx.store, login, label=label, region=region)
+        except DeviceLoginError as exc:
+            status = status_of_failure(exc)
+            await asyncio.to_thread(finish_login, ctx.store, login_id, status, detail=str(exc))
+            audit(f"login {login_id}", label=label, outcome=status.value)
+            return
+        except Exception as exc:  # the login must end visibly, whatever broke
+            logger.opt(exception=exc).error(f"device login {login_id} failed unexpectedly")
+            await asyncio.to_thread(finish_login, ctx.store, login_id, LoginStatus.FAILED, detail="internal error")
+            return
+        await asyncio.to_thread(finish_login, ctx.store, login_id, LoginStatus.DONE, account.id)
+        await ctx.reloader.tick(force=True)
+        audit(f"login {login_id}", account_id=account.id, label=account.label, outcome="done")
+
+
+async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) -> Response:
+    body = await decode_body(request, StartLoginBody)
+    label = body.label.strip()
+    if not label:
+        raise AdminError(400, "invalid_request", "label must not be empty")
+    if body.method == "builder-id":
+        if body.start_url:
+            raise AdminError(400, "invalid_request", "start_url belongs to method idc (Builder ID has a fixed one)")
+        start_url, region = BUILDER_ID_START_URL, body.region or BUILDER_ID_REGION
+    else:
+        if not body.start_url or not body.start_url.startswith("https://"):
+            raise AdminError(
+                400, "invalid_request", "method idc needs start_url, your IAM Identity Center https:// URL"
+            )
+        start_url, region = body.start_url, body.region or BUILDER_ID_REGION
+    check_region(region)
+    try:
+        login = await start_device_login(ctx.session, ctx.endpoints.oidc_for(region), start_url)
+    except LoginFailed as exc:
+        audit("start login", label=label, outcome="failed")
+        raise AdminError(502, "login_failed", str(exc)) from None
+    login_id = new_login_id()
+    authorization = login.authorization
+    await asyncio.to_thread(record_login, ctx.store, login_id, label, body.method, authorization.expires_in)
+    runner.run(ctx, login_id, login, label, region)
+    audit(f"start login {login_id} ({body.method})", label=label)
+    return json_answer(
+        {
+            "login_id": login_id,
+            "verification_uri": authorization.verification_uri,
+            "verification_uri_complete": authorization.verification_uri_complete,
+            "user_code": authorization.user_code,
+            "expires_in": int(authorization.expires_in),
+        },
+        201,
+    )
+
+
+async def login_status(request: Request, ctx: AdminContext) -> Response:
+    login_id = request.path_params["login_id"]
+    record = await asyncio.to_thread(read_login, ctx.store, login_id)
+    if record is None:
+        raise AdminError(404, "not_found", f"no login with id {login_id!r}")
+    answer: dict[str, str] = {"status": record.status.value, "label": record.label}
+    if record.account_id:
+        answer["account_id"] = record.account_id
+    if record.detail and record.status is not LoginStatus.DONE:
+        answer["detail"] = record.detail
+    return json_answer(answer)

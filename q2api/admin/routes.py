@@ -1,0 +1,46 @@
+"""The admin API's routes, mounted by the app only when `Q2API_ADMIN_KEY` is set."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from q2api.admin import accounts, logins
+from q2api.admin.auth import AdminKey
+from q2api.admin.context import AdminContext
+from q2api.admin.responses import AdminError
+
+Handler = Callable[[Request, AdminContext], Awaitable[Response]]
+PREFIX = "/admin/api"
+
+
+def admin_routes(admin_key: str, context: Callable[[], AdminContext], runner: logins.LoginRunner) -> list[Route]:
+    """`context` gives the gateway's admin context (built in the app's lifespan, so looked up per request)."""
+    key = AdminKey(admin_key)
+
+    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def serve(request: Request) -> Response:
+            try:
+                key.check(request)
+                return await handler(request, context())
+            except AdminError as error:
+                return error.response()
+
+        return serve
+
+    async def start_login(request: Request, ctx: AdminContext) -> Response:
+        return await logins.start_login(request, ctx, runner)
+
+    return [
+        Route(f"{PREFIX}/accounts", endpoint(accounts.list_accounts), methods=["GET"]),
+        Route(f"{PREFIX}/accounts", endpoint(accounts.add_account), methods=["POST"]),
+        Route(f"{PREFIX}/accounts/{{account_id}}", endpoint(accounts.patch_account), methods=["PATCH"]),
+        Route(f"{PREFIX}/accounts/{{account_id}}", endpoint(accounts.delete_account), methods=["DELETE"]),
+        Route(f"{PREFIX}/accounts/{{account_id}}/refresh", endpoint(accounts.refresh_account), methods=["POST"]),
+        Route(f"{PREFIX}/accounts/{{account_id}}/usage", endpoint(accounts.account_usage), methods=["GET"]),
+        Route(f"{PREFIX}/logins", endpoint(start_login), methods=["POST"]),
+        Route(f"{PREFIX}/logins/{{login_id}}", endpoint(logins.login_status), methods=["GET"]),
+    ]

@@ -1,0 +1,57 @@
+"""Hot reload: every worker follows the store's accounts without a restart.
+
+Each worker reads the store's generation (one small query) every `interval`
+seconds; when another process (the CLI, the admin API on another worker,
+another replica) has changed an account, the pool re-syncs with the store.
+The same tick adds this worker's request counts to the shared stats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+from loguru import logger
+
+from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.stats import write_stats
+from q2api.amazonq.accounts.store import AccountStore
+
+DEFAULT_RELOAD_INTERVAL = 2.0
+
+
+class AccountReloader:
+    def __init__(self, store: AccountStore, pool: AccountPool, *, interval: float = DEFAULT_RELOAD_INTERVAL) -> None:
+        self._store = store
+        self._pool = pool
+        self._interval = interval
+        self._seen_generation: int | None = None
+        self._lock = asyncio.Lock()  # one sync at a time: a tick and an admin change may coincide
+
+    async def run(self) -> None:
+        """Tick forever (run it as a task; cancelling it stops it)."""
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.tick()
+            except (OSError, sqlite3.Error) as exc:
+                logger.warning(f"account reload failed, trying again: {exc}")
+
+    async def tick(self, *, force: bool = False) -> None:
+        """Flush the stats, and re-sync the pool if the store changed (or `force`)."""
+        async with self._lock:
+            await self.flush_stats()
+            generation = await asyncio.to_thread(self._store.generation)
+            if not force and generation == self._seen_generation:
+                return
+            accounts = await asyncio.to_thread(self._store.accounts)
+            self._pool.sync(accounts)
+            self._seen_generation = generation
+
+    async def flush_stats(self) -> None:
+        pending = self._pool.stats.take()
+        try:
+            await asyncio.to_thread(write_stats, self._store, pending)
+        except BaseException:
+            self._pool.stats.restore(pending)
+            raise

@@ -1,0 +1,90 @@
+"""The SQLite schema of the account store, and the upgrades older data directories need.
+
+Four tables:
+
+* `accounts`: credentials, rotated tokens, the operator's enabled flag and the login state;
+* `store_meta`: the store's generation, bumped by every account change, so that
+  each worker notices a change by reading one number (hot reload);
+* `account_stats`: per-account request counters, shared by every worker;
+* `logins`: device-code logins under way, so any worker can answer for one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+TABLES = (
+    """
+    CREATE TABLE IF NOT EXISTS accounts (
+        id                TEXT PRIMARY KEY,
+        label             TEXT NOT NULL,
+        auth_method       TEXT NOT NULL CHECK (auth_method IN ('idc', 'social')),
+        refresh_token     TEXT,
+        client_id         TEXT,
+        client_secret     TEXT,
+        profile_arn       TEXT,
+        access_token      TEXT,
+        expires_at        REAL,
+        status            TEXT NOT NULL DEFAULT 'active',
+        status_detail     TEXT,
+        seed_fingerprint  TEXT,
+        token_generation  INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL NOT NULL,
+        updated_at        REAL NOT NULL,
+        refreshed_at      REAL,
+        enabled           INTEGER NOT NULL DEFAULT 1,
+        region            TEXT
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS store_meta (
+        key    TEXT PRIMARY KEY,
+        value  INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS account_stats (
+        account_id    TEXT PRIMARY KEY,
+        requests      INTEGER NOT NULL DEFAULT 0,
+        failures      INTEGER NOT NULL DEFAULT 0,
+        last_error    TEXT,
+        last_used_at  REAL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS logins (
+        id          TEXT PRIMARY KEY,
+        label       TEXT NOT NULL,
+        method      TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        account_id  TEXT,
+        detail      TEXT,
+        expires_at  REAL NOT NULL,
+        created_at  REAL NOT NULL
+    )
+    """,
+)
+
+# Columns added after the first release: (name, declaration).
+_ADDED_ACCOUNT_COLUMNS = (
+    ("enabled", "INTEGER NOT NULL DEFAULT 1"),
+    ("region", "TEXT"),
+)
+
+
+def create_or_upgrade(db: sqlite3.Connection) -> None:
+    """Create missing tables and add missing columns (call under the store's init lock)."""
+    for table in TABLES:
+        db.execute(table)
+    existing = {row[1] for row in db.execute("PRAGMA table_info(accounts)")}
+    for name, declaration in _ADDED_ACCOUNT_COLUMNS:
+        if name not in existing:
+            db.execute(f"ALTER TABLE accounts ADD COLUMN {name} {declaration}")
+    # The first release kept "switched off" as a status; it is now the separate enabled flag.
+    db.execute("UPDATE accounts SET enabled = 0, status = 'active' WHERE status = 'disabled'")
+    db.execute("INSERT OR IGNORE INTO store_meta (key, value) VALUES ('generation', 0)")
+
+
+def bump_generation(db: sqlite3.Connection) -> None:
+    """Mark an account change; call inside the transaction that makes it."""
+    db.execute("UPDATE store_meta SET value = value + 1 WHERE key = 'generation'")

@@ -1,0 +1,31 @@
+"""Where am I, and can I serve: the store and accounts logged at start-up, and `/readyz`'s answer."""
+
+from __future__ import annotations
+
+import asyncio
+
+from loguru import logger
+
+from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.store import AccountStore
+
+
+def log_store_contents(store: AccountStore) -> None:
+    """One line naming the store (absolute path), one per account in it (labels and states, no secret)."""
+    accounts = store.accounts()
+    logger.info(f"account store: {store.path.resolve()} ({len(accounts)} account(s))")
+    for account in accounts:
+        state = account.status.value if account.enabled else "disabled"
+        detail = f" ({account.status_detail})" if account.status_detail else ""
+        logger.info(f"account {account.id} ({account.label}, {account.auth_method}): {state}{detail}")
+
+
+async def readiness(store: AccountStore, pool: AccountPool) -> str | None:
+    """None when at least one account can serve now, else the reason none can."""
+    reason = pool.unready_reason()
+    if reason is None or len(pool):
+        return reason
+    stored = await asyncio.to_thread(store.accounts)
+    if stored:
+        return f"every account is disabled ({len(stored)} in the store)"
+    return "no Amazon Q account is configured"
