@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any, TypeVar
 
 import msgspec
@@ -13,13 +12,12 @@ from starlette.responses import Response
 from q2api.admin.audit import audit
 from q2api.admin.context import AdminContext
 from q2api.admin.responses import AdminError, iso_time, json_answer
+from q2api.amazonq.accounts.device_login import is_aws_region
 from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
 from q2api.amazonq.accounts.stats import AccountStats, read_stats
 from q2api.amazonq.accounts.store import Account, AccountStatus
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 
-# An AWS region name (`us-east-1`, `eu-central-1`, `us-gov-west-1`): it becomes part of a host name.
-REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 _MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")
 
@@ -193,7 +191,7 @@ async def decode_body(request: Request, kind: type[T]) -> T:
 
 
 def check_region(region: str) -> None:
-    if not REGION.match(region):
+    if not is_aws_region(region):
         raise AdminError(400, "invalid_request", f"region must be an AWS region name such as us-east-1, not {region!r}")
 
 

@@ -16,16 +16,15 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.admin.accounts import check_region, decode_body
+from q2api.admin.accounts import decode_body
 from q2api.admin.audit import audit
 from q2api.admin.context import AdminContext
 from q2api.admin.responses import AdminError, json_answer
 from q2api.amazonq.accounts.device_login import (
-    BUILDER_ID_REGION,
-    BUILDER_ID_START_URL,
     DeviceLogin,
     DeviceLoginError,
     LoginFailed,
+    login_target,
     start_device_login,
 )
 from q2api.amazonq.accounts.logins import (
@@ -85,17 +84,10 @@ async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) 
     label = body.label.strip()
     if not label:
         raise AdminError(400, "invalid_request", "label must not be empty")
-    if body.method == "builder-id":
-        if body.start_url:
-            raise AdminError(400, "invalid_request", "start_url belongs to method idc (Builder ID has a fixed one)")
-        start_url, region = BUILDER_ID_START_URL, body.region or BUILDER_ID_REGION
-    else:
-        if not body.start_url or not body.start_url.startswith("https://"):
-            raise AdminError(
-                400, "invalid_request", "method idc needs start_url, your IAM Identity Center https:// URL"
-            )
-        start_url, region = body.start_url, body.region or BUILDER_ID_REGION
-    check_region(region)
+    try:
+        start_url, region = login_target(body.method, body.start_url, body.region)
+    except ValueError as exc:
+        raise AdminError(400, "invalid_request", str(exc)) from None
     try:
         login = await start_device_login(ctx.session, ctx.endpoints.oidc_for(region), start_url)
     except LoginFailed as exc:

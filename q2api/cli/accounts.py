@@ -1,13 +1,16 @@
-"""`q2api accounts list | add | remove | import`: the operator's view of the account store.
+"""`q2api accounts list | add | remove | enable | disable | import`: the operator's view of the account store.
 
 Secrets go in, never out: the listing is built from `AccountView`, which has
 no token or client secret, and secrets are read from environment variables or
-a hidden prompt rather than echoed anywhere.
+a hidden prompt rather than echoed anywhere. Every command names the store it
+uses (on stderr, so stdout stays scriptable), and a running gateway follows
+every change within seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import getpass
 import os
@@ -16,7 +19,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from q2api.amazonq.accounts.logins import account_id_for_label
+from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.amazonq.accounts.refresh import RefreshedToken
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
+from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+from q2api.amazonq.upstream import create_session
+from q2api.server.wiring import refresh_endpoints
 from q2api.cli.accounts_import import run_import
 from q2api.settings import Settings, SettingsError, load_settings
 
@@ -27,11 +36,19 @@ SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE
 
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
+EXIT_REFUSED = 1  # the token service refused (or could not check) the credentials
 EXIT_USAGE = 2
 EXIT_STORE_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "TOKEN EXPIRES", "REFRESHED AT")
+
+
+def open_store(settings: Settings) -> AccountStore:
+    """The store the settings name, announced on stderr: a command run elsewhere must not silently use another."""
+    store = AccountStore(settings.data_dir)
+    print(f"store: {store.path.resolve()}", file=sys.stderr)
+    return store
 
 
 class _UsageError(Exception):
@@ -49,6 +66,8 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "add": _add,
         "remove": _remove,
         "import": run_import,
+        "enable": _enable,
+        "disable": _disable,
     }
     try:
         return commands[args.accounts_command](args, settings)
@@ -70,7 +89,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
-    views = AccountStore(settings.data_dir).list_views()
+    views = open_store(settings).list_views()
     if views:
         print(format_table(views))
     else:
@@ -101,6 +120,8 @@ def format_table(views: Sequence[AccountView], now: float | None = None) -> str:
 
 
 def _status(view: AccountView) -> str:
+    if not view.enabled:
+        return "disabled"
     if view.status_detail:
         return f"{view.status} ({view.status_detail})"
     if not view.has_refresh_token:
@@ -154,25 +175,50 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
     elif client_id or args.client_secret:
         raise _UsageError("--client-id and --client-secret belong to idc accounts, not social ones")
 
-    store = AccountStore(settings.data_dir)
-    existing = _matching(store.list_views(), args.label, by_id=False)
-    if len(existing) > 1:
-        raise _UsageError(f"{len(existing)} accounts are labelled {args.label!r}; remove the extra ones first")
-    account = store.add(
-        auth_method=auth_method,
-        refresh_token=refresh_token,
+    new = NewAccount(
         label=args.label,
+        refresh_token=refresh_token,
         client_id=client_id,
         client_secret=client_secret,
         profile_arn=(args.profile_arn or "").strip() or None,
-        account_id=existing[0].id if existing else None,
     )
-    if existing:
+    store = open_store(settings)
+    account_id_for_label(store.accounts(), new.label)  # several accounts with this label: refuse before refreshing
+    verified = None if args.no_verify else _verify(new, settings)
+    if verified is None and not args.no_verify:
+        return EXIT_REFUSED
+    account, replaced = asyncio.run(store_new_account(store, new, verified))
+    if replaced:
         print(f"Updated the credentials of account {account.id} ({account.label}, {account.auth_method}).")
     else:
         print(f"Added account {account.id} ({account.label}, {account.auth_method}).")
-        print("A running `q2api serve` uses it after a restart.")
+    if args.no_verify:
+        print("Not checked (--no-verify): the first request it serves will tell whether the token works.")
+    print("A running `q2api serve` uses it within a few seconds.")
     return EXIT_OK
+
+
+def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
+    """One real refresh with the new credentials; None (after saying why) when it does not work."""
+
+    async def refresh() -> RefreshedToken:
+        async with create_session() as session:
+            return await verify_new_account(session, refresh_endpoints(settings), new)
+
+    try:
+        return asyncio.run(refresh())
+    except RefreshRejected as exc:
+        print(
+            f"q2api accounts add: the token service refused this refresh token ({exc.detail}); nothing was stored.",
+            file=sys.stderr,
+        )
+    except RefreshUnavailable as exc:
+        print(
+            f"q2api accounts add: could not check the refresh token ({exc}); nothing was stored. "
+            "Try again, or store it unchecked with --no-verify.",
+            file=sys.stderr,
+        )
+    return None
 
 
 def _secret(given: str | None, variable: str, what: str) -> str | None:
@@ -192,22 +238,51 @@ def _secret(given: str | None, variable: str, what: str) -> str | None:
 
 
 def _remove(args: argparse.Namespace, settings: Settings) -> int:
-    store = AccountStore(settings.data_dir)
-    views = store.list_views()
-    matches = _matching(views, args.account, by_id=True) or _matching(views, args.account, by_id=False)
-    if not matches:
-        print(f"q2api accounts remove: no account with id or label {args.account!r}", file=sys.stderr)
+    store = open_store(settings)
+    account = _one_account(store, args.account, "remove")
+    if account is None:
         return EXIT_NOT_FOUND
-    if len(matches) > 1:
-        ids = ", ".join(view.id for view in matches)
-        print(f"q2api accounts remove: {args.account!r} labels several accounts ({ids}); give the id", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    account = matches[0]
     store.remove(account.id)
     print(f"Removed account {account.id} ({account.label}).")
     if account.id == ENV_ACCOUNT_ID and settings.has_env_account:
         print("Note: AMAZONQ_REFRESH_TOKEN / AMAZONQ_ACCESS_TOKEN are still set, so the next start adds it again.")
     return EXIT_OK
+
+
+# -- enable / disable -------------------------------------------------------------
+
+
+def _enable(args: argparse.Namespace, settings: Settings) -> int:
+    return _switch(args, settings, enabled=True)
+
+
+def _disable(args: argparse.Namespace, settings: Settings) -> int:
+    return _switch(args, settings, enabled=False)
+
+
+def _switch(args: argparse.Namespace, settings: Settings, *, enabled: bool) -> int:
+    store = open_store(settings)
+    account = _one_account(store, args.account, "enable" if enabled else "disable")
+    if account is None:
+        return EXIT_NOT_FOUND
+    store.update(account.id, enabled=enabled)
+    what = "Enabled" if enabled else "Disabled"
+    print(f"{what} account {account.id} ({account.label}); a running gateway follows within a few seconds.")
+    return EXIT_OK
+
+
+def _one_account(store: AccountStore, wanted: str, command: str) -> AccountView | None:
+    """The account with id or label `wanted`, or None after saying why there is not exactly one."""
+    views = store.list_views()
+    matches = _matching(views, wanted, by_id=True) or _matching(views, wanted, by_id=False)
+    if not matches:
+        print(f"q2api accounts {command}: no account with id or label {wanted!r}", file=sys.stderr)
+        return None
+    if len(matches) > 1:
+        ids = ", ".join(view.id for view in matches)
+        print(f"q2api accounts {command}: {wanted!r} labels several accounts ({ids}); give the id", file=sys.stderr)
+        return None
+    return matches[0]
 
 
 def _matching(views: Sequence[AccountView], wanted: str, *, by_id: bool) -> list[AccountView]:

@@ -1,4 +1,4 @@
-"""`q2api serve | demo | accounts …` — the command line.
+"""`q2api serve | demo | login | accounts …` — the command line.
 
 `q2api` alone prints the help and exits 0 (asking what there is to do is not an error);
 a misspelt or missing command argument exits 2, as argparse does.
@@ -89,6 +89,12 @@ def _accounts(args: argparse.Namespace) -> int:
     return run_accounts_command(args)
 
 
+def _login(args: argparse.Namespace) -> int:
+    from q2api.cli.login import run_login
+
+    return run_login(args)
+
+
 def _positive_int(raw: str) -> int:
     try:
         value = int(raw)
@@ -163,8 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--client-id", help="OIDC client id (idc accounts)")
     add.add_argument("--client-secret", help="prefer the Q2API_NEW_CLIENT_SECRET env var")
     add.add_argument("--profile-arn", help="optional profileArn sent upstream")
-    remove = account_commands.add_parser("remove", help="remove an account")
-    remove.add_argument("account", help="account id or label")
+    add.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="store the token without checking it by a refresh (by default a refused token is not stored)",
+    )
+    for name, what in (("remove", "remove"), ("enable", "serve with"), ("disable", "stop serving with")):
+        command = account_commands.add_parser(name, help=f"{what} an account")
+        command.add_argument("account", help="account id or label")
     imports = account_commands.add_parser(
         "import",
         help="import the logins Kiro IDE, kiro-cli or the Amazon Q CLI already hold",
@@ -185,6 +197,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--label", help="label of the new account (default: its source: kiro-ide, kiro-cli, amazon-q-cli)"
     )
     accounts.set_defaults(run=_accounts)
+
+    login = commands.add_parser(
+        "login",
+        help="sign in with a device code (Builder ID or IAM Identity Center) and store the account",
+        description=(
+            "Device-code login: prints a URL and a code to confirm in a browser, waits for the approval, "
+            "then stores the account (a running gateway serves it within seconds)."
+        ),
+    )
+    login.add_argument("--label", help="a name for the account (default: the method; an existing label is replaced)")
+    login.add_argument("--method", choices=["builder-id", "idc"], default="builder-id", help="default: builder-id")
+    login.add_argument("--start-url", help="the IAM Identity Center start URL (method idc)")
+    login.add_argument("--region", help="the Identity Center's AWS region (default: us-east-1)")
+    login.set_defaults(run=_login)
     return parser
 
 

@@ -6,7 +6,9 @@ One aiohttp server plays three services:
   answering each request with the next queued reply script (see
   :mod:`q2api.testing.scripts`), or with `responder(request)`, or with an echo;
 * `POST /token`: the AWS SSO OIDC refresh grant;
-* `POST /refreshToken`: the Kiro social refresh.
+* `POST /refreshToken`: the Kiro social refresh;
+* `POST /client/register`, `POST /device_authorization` and the device-code
+  grant of `POST /token`: device-code login (:mod:`q2api.testing.simulated_oidc`).
 
 It records every request, knows which access tokens it has issued (with
 `check_tokens=True` others get the real 403 "bearer token invalid"), and counts
@@ -34,6 +36,7 @@ from aiohttp import web
 
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
+from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
 
@@ -84,6 +87,7 @@ class SimulatedUpstream:
         self.kiro_profile_arn = SIM_PROFILE_ARN
         # "invalid_grant" | "invalid_client" | "server_error" | None: how refresh calls fail.
         self.refresh_failure: str | None = None
+        self.device = SimulatedDeviceAuthorization(lambda: self.base_url, self.issue_access_token)
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
@@ -103,6 +107,8 @@ class SimulatedUpstream:
         app.router.add_post("/generateAssistantResponse", self._generate)
         app.router.add_post("/token", self._oidc_token)
         app.router.add_post("/refreshToken", self._kiro_refresh)
+        app.router.add_post("/client/register", self._device_call(self.device.register))
+        app.router.add_post("/device_authorization", self._device_call(self.device.start))
         # handler_cancellation: a client disconnect cancels the handler at once,
         # which is how the simulator notices it even in the middle of a pause.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -270,11 +276,28 @@ class SimulatedUpstream:
             await asyncio.sleep(self.refresh_delay)
         return record.body if isinstance(record.body, dict) else {}
 
+    def _device_call(
+        self, answer: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+    ) -> Callable[[web.Request], Any]:
+        async def handle(request: web.Request) -> web.Response:
+            record = await _record(request)
+            self.refresh_requests.append(record)
+            return self._device_answer(*answer(record.body if isinstance(record.body, dict) else {}))
+
+        return handle
+
+    def _device_answer(self, status: int, document: dict[str, Any]) -> web.Response:
+        headers = None if status == 200 else {"x-amzn-ErrorType": self.device.error_type(document)}
+        return _json(document, status=status, headers=headers)
+
     async def _oidc_token(self, request: web.Request) -> web.Response:
         body = await self._refresh_request(request)
+        if body.get("grantType") == DEVICE_CODE_GRANT:
+            return self._device_answer(*self.device.token(body))
         failure = self.refresh_failure
         client = (body.get("clientId"), body.get("clientSecret"))
-        if failure is None and self.oidc_client is not None and client != self.oidc_client:
+        registered = self.device.clients.get(str(client[0])) == client[1]
+        if failure is None and self.oidc_client is not None and client != self.oidc_client and not registered:
             failure = "invalid_client"
         if failure is None and body.get("grantType") != "refresh_token":
             return _oidc_error(400, "unsupported_grant_type", "UnsupportedGrantTypeException")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,6 +41,8 @@ CLIENT_NAME = "q2api"
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 SLOW_DOWN_STEP = 5.0  # seconds added to the polling interval by each `slow_down`
 _DEFAULT_INTERVAL = 5.0
+# An AWS region name (`us-east-1`, `eu-central-1`, `us-gov-west-1`): it becomes part of a host name.
+_AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 # The exception names AWS puts in `x-amzn-ErrorType`, for a reply whose body lacks the OAuth code.
 _CODES_BY_EXCEPTION = {
     "AuthorizationPendingException": "authorization_pending",
@@ -48,6 +51,26 @@ _CODES_BY_EXCEPTION = {
     "AccessDeniedException": "access_denied",
 }
 _DEFAULT_TOKEN_LIFETIME = 3600.0
+
+
+def is_aws_region(name: str) -> bool:
+    return bool(_AWS_REGION.match(name))
+
+
+def login_target(method: str, start_url: str | None, region: str | None) -> tuple[str, str]:
+    """(start URL, region) of a `builder-id` or `idc` login; ValueError naming what is wrong."""
+    region = region or BUILDER_ID_REGION
+    if not is_aws_region(region):
+        raise ValueError(f"region must be an AWS region name such as us-east-1, not {region!r}")
+    if method == "builder-id":
+        if start_url:
+            raise ValueError("a start URL belongs to method idc (Builder ID has a fixed one)")
+        return BUILDER_ID_START_URL, region
+    if method == "idc":
+        if not (start_url or "").startswith("https://"):
+            raise ValueError("method idc needs the start URL of your IAM Identity Center (https://…)")
+        return str(start_url), region
+    raise ValueError(f"method must be builder-id or idc, not {method!r}")
 
 
 class DeviceLoginError(Exception):

@@ -1,0 +1,71 @@
+"""`q2api login`: a device-code login on the command line, ending in a stored account."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from q2api.amazonq.accounts.device_login import DeviceLoginError, LoginFailed, login_target, start_device_login
+from q2api.amazonq.accounts.logins import complete_device_login
+from q2api.amazonq.accounts.store import Account, AccountStore
+from q2api.amazonq.upstream import create_session
+from q2api.cli.accounts import open_store
+from q2api.server.wiring import refresh_endpoints
+from q2api.settings import Settings, SettingsError, load_settings
+
+EXIT_OK = 0
+EXIT_LOGIN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def run_login(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"q2api: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        start_url, region = login_target(args.method, args.start_url, args.region)
+    except ValueError as exc:
+        print(f"q2api login: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    store = open_store(settings)
+    label = args.label or _free_label(store, args.method)
+    try:
+        account = asyncio.run(_login(settings, store, label=label, start_url=start_url, region=region))
+    except KeyboardInterrupt:
+        print("\nq2api login: cancelled, nothing stored", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except DeviceLoginError as exc:
+        print(f"q2api login: {exc}; nothing stored", file=sys.stderr)
+        return EXIT_LOGIN_FAILED
+    print(f"Signed in: account {account.id} ({account.label}, idc) is stored.")
+    print("A running `q2api serve` uses it within a few seconds.")
+    return EXIT_OK
+
+
+async def _login(settings: Settings, store: AccountStore, *, label: str, start_url: str, region: str) -> Account:
+    async with create_session() as session:
+        oidc_url = refresh_endpoints(settings).oidc_for(region)
+        try:
+            login = await start_device_login(session, oidc_url, start_url)
+        except LoginFailed as exc:
+            raise LoginFailed(f"could not start the login: {exc}") from None
+        authorization = login.authorization
+        print(f"Open this address in a browser and confirm the code {authorization.user_code}:")
+        print(f"  {authorization.verification_uri_complete}")
+        print(f"(or open {authorization.verification_uri} and type the code)")
+        print(f"Waiting up to {int(authorization.expires_in // 60)} min for the approval… (Ctrl-C cancels)", flush=True)
+        return await complete_device_login(session, store, login, label=label, region=region)
+
+
+def _free_label(store: AccountStore, method: str) -> str:
+    """`builder-id`, or `builder-id-2`, … when taken: a login without --label never replaces another account."""
+    taken = {account.label for account in store.accounts()}
+    label, serial = method, 1
+    while label in taken:
+        serial += 1
+        label = f"{method}-{serial}"
+    return label
