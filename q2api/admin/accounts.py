@@ -37,7 +37,7 @@ class PatchAccountBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 async def list_accounts(request: Request, ctx: AdminContext) -> Response:
-    await ctx.reloader.flush_stats()  # this worker's latest counts, too
+    await ctx.reloader.tick()  # this worker's latest counts, and its pool in step with the store
     accounts = await asyncio.to_thread(ctx.store.accounts)
     stats = await asyncio.to_thread(read_stats, ctx.store)
     answers = [await account_answer(ctx, account, stats.get(account.id)) for account in accounts]

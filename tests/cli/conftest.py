@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from q2api.cli.accounts import SECRET_INPUT_VARIABLES
 from q2api.settings import ENV_VARIABLES
+from q2api.testing.simulated_upstream import SimulatedUpstream
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An isolated store for in-process `main([...])` calls: no inherited setting, no `.env`, no terminal."""
+def token_service() -> Iterator[SimulatedUpstream]:
+    """The simulated token services `accounts add` verifies with; they accept any token and client."""
+    with SimulatedUpstream.run_in_thread() as thread:
+        thread.sim.oidc_client = None
+        yield thread.sim
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_service: SimulatedUpstream) -> Path:
+    """An isolated store for in-process `main([...])` calls: no inherited setting, no `.env`, no terminal,
+    and the token services on loopback."""
     for variable in (*ENV_VARIABLES, *SECRET_INPUT_VARIABLES):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)  # a `.env` is read from the working directory; there is none here
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     data = tmp_path / "store"
     monkeypatch.setenv("Q2API_DATA_DIR", str(data))
+    monkeypatch.setenv("AMAZONQ_OIDC_ENDPOINT", token_service.oidc_url)
+    monkeypatch.setenv("AMAZONQ_KIRO_REFRESH_ENDPOINT", token_service.kiro_refresh_url)
     return data

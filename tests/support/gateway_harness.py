@@ -31,15 +31,20 @@ from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SimulatedUpstrea
 
 MODEL = "claude-sonnet-5-5"
 CLIENT_KEY = "q2api-test-client-key-5f1e9a7c"
+ADMIN_KEY = "q2api-test-admin-key-8c2d4e6f"
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
 
-# Secrets that must never reach a log line or an error message: the client key,
-# the OIDC client secret, and any refresh or access token the simulator issues.
+# Secrets that must never reach a log line or an error message: the client and admin
+# keys, OIDC client secrets and device codes, and any refresh or access token the simulator issues.
 _SECRET_PATTERNS = (
     re.compile(re.escape(CLIENT_KEY)),
     re.compile(re.escape(SIM_CLIENT_SECRET)),
+    re.compile(re.escape(ADMIN_KEY)),
     re.compile(r"sim-refresh-\d+"),
+    re.compile(r"sim-refresh-device-\d+"),
     re.compile(r"sim-access-\d+"),
+    re.compile(r"sim-registered-secret-\d+"),
+    re.compile(r"sim-device-\d+"),
 )
 
 

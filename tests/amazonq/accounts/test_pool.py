@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from q2api.amazonq.accounts.pool import QUOTA_COOLDOWN, AccountPool, build_account_pool
-from q2api.amazonq.accounts.store import AccountStatus, AccountStore
+from q2api.amazonq.accounts.store import AccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.server.wiring import env_account, refresh_endpoints
@@ -82,7 +82,7 @@ def test_build_pool_seeds_env_and_skips_disabled(tmp_path: Path) -> None:
     settings = load_settings({"AMAZONQ_REFRESH_TOKEN": "env-r", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None)
     store = AccountStore(tmp_path)
     store.add(auth_method="social", refresh_token="x", account_id="off")
-    store.set_status("off", AccountStatus.DISABLED)
+    store.update("off", enabled=False)
     pool = build_account_pool(store, None, endpoints=refresh_endpoints(settings), seed=env_account(settings))  # type: ignore[arg-type]  # no refresh happens
     assert [manager.account_id for manager in pool.managers()] == ["env"]
     assert env_account(load_settings({}, env_file=None)) is None
