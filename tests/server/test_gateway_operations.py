@@ -14,9 +14,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2
+import pytest
 
 from q2api.amazonq.accounts.store import AccountStore
+from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.gateway_harness import (
@@ -170,3 +173,28 @@ async def test_accounts_join_serve_and_leave_without_a_restart(tmp_path: Path) -
     assert any(entry["action"] == "add account" and entry["account_id"] == added_id for entry in audit)
     assert any(entry["action"] == "disable account" and entry["account_id"] == added_id for entry in audit)
     assert any(entry["action"] == "remove account" and entry["label"] == "added" for entry in audit)
+
+
+async def test_a_suspended_account_stops_serving_visibly(tmp_path: Path) -> None:
+    async with SimulatedUpstream() as sim:
+        settings = gateway_settings(sim, tmp_path, Q2API_ADMIN_KEY=ADMIN_KEY)
+        async with running_gateway(settings) as url:
+            operator = Operator(url, [])
+            sim.enqueue(scripts.access_denied())
+            client = sdk(url)
+            with pytest.raises(anthropic.PermissionDeniedError):
+                await ask(client)
+
+            health = (await operator.http.get("/healthz")).json()
+            assert [account["health"] for account in health["accounts"]] == ["needs_login"]
+            ready = await operator.http.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["reason"] == "no account can serve now: 1 needs_login"
+            [account] = (await operator.accounts()).values()
+            assert account["health"] == "needs_login" and "TEMPORARILY_SUSPENDED" in account["status_detail"]
+
+            reached = len(sim.requests)
+            with pytest.raises(anthropic.AuthenticationError):
+                await ask(client)
+            assert len(sim.requests) == reached  # it serves nothing until an operator acts
+            await operator.http.aclose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from q2api.amazonq.accounts.pool import QUOTA_COOLDOWN, AccountPool, build_account_pool
+from q2api.amazonq.accounts.pool import FAILURE_COOLDOWN, QUOTA_COOLDOWN, AccountPool, build_account_pool
 from q2api.amazonq.accounts.store import AccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
@@ -97,3 +97,38 @@ def test_any_quota_rests_the_account_for_the_quota_cool_down(tmp_path: Path) -> 
     assert pool.health()[0].health == "quota_exhausted"
     now[0] = QUOTA_COOLDOWN + 1
     assert pool.health()[0].health == "ready"
+
+
+def test_consecutive_failures_rest_the_account_once_the_limit_is_reached(tmp_path: Path) -> None:
+    now = [0.0]
+    pool = make_pool(tmp_path, 2, now)
+    pool.failure_limit = 3
+    for _ in range(2):
+        pool.report_failure("acc0", FailureKind.SERVER_ERROR)
+    pool.report_failure("acc0", FailureKind.BAD_REQUEST)  # the request's fault: neither counts nor resets
+    assert pool.health()[0].health == "ready"
+    pool.report_failure("acc0", None, detail="unreachable")
+    assert [view.health for view in pool.health()] == ["failing", "ready"]
+    assert pool.health()[0].resting_for == FAILURE_COOLDOWN
+    now[0] += 1
+    assert pool.pick().account_id == "acc1"
+
+
+def test_a_success_resets_the_failure_count(tmp_path: Path) -> None:
+    now = [0.0]
+    pool = make_pool(tmp_path, 1, now)
+    pool.failure_limit = 2
+    pool.report_failure("acc0", FailureKind.SERVER_ERROR)
+    pool.report_success("acc0")
+    pool.report_failure("acc0", FailureKind.SERVER_ERROR)
+    assert pool.health()[0].health == "ready"
+
+
+def test_readiness_reasons(tmp_path: Path) -> None:
+    now = [0.0]
+    assert AccountPool([]).unready_reason() == "no enabled Amazon Q account"
+    pool = make_pool(tmp_path, 2, now)
+    assert pool.unready_reason() is None
+    pool.report_failure("acc0", FailureKind.THROTTLED, retry_after=10)
+    pool.report_failure("acc1", FailureKind.MONTHLY_QUOTA)
+    assert pool.unready_reason() == "no account can serve now: 1 quota_exhausted, 1 throttled"
