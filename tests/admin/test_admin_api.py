@@ -129,7 +129,7 @@ async def test_a_body_that_is_not_json_is_a_400(admin) -> None:
 
 
 async def test_rename_disable_and_unknown_accounts(admin) -> None:
-    gateway, http = admin
+    _gateway, http = admin
     renamed = await http.patch(f"/admin/api/accounts/{ENV_ACCOUNT_ID}", json={"label": "main", "enabled": False})
     assert renamed.status_code == 200, renamed.text
     assert (renamed.json()["label"], renamed.json()["enabled"], renamed.json()["health"]) == ("main", False, "disabled")
