@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -28,6 +29,10 @@ def admin_routes(admin_key: str, context: Callable[[], AdminContext], runner: lo
                 return await handler(request, context())
             except AdminError as error:
                 return error.response()
+            except Exception as exc:  # the traceback to the log; the operator gets the same envelope as always
+                logger.opt(exception=exc).error(f"admin request failed: {request.method} {request.url.path}")
+                internal = AdminError(500, "internal_error", "the admin request failed; see the gateway log")
+                return internal.response()
 
         return serve
 
