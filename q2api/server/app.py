@@ -6,7 +6,6 @@ process; everything else is built per request from plain data.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -52,7 +51,7 @@ def create_app(settings: Settings) -> Starlette:
         if not client_keys.required:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
         session = create_session()
-        reloading: asyncio.Task[None] | None = None
+        reloader: AccountReloader | None = None
         try:
             store = AccountStore(settings.data_dir)
             endpoints = refresh_endpoints(settings)
@@ -66,7 +65,7 @@ def create_app(settings: Settings) -> Starlette:
             )
             log_store_contents(store)
             reloader = AccountReloader(store, pool)
-            reloading = asyncio.get_running_loop().create_task(reloader.run())
+            reloader.start()
             upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
             state["store"] = store
             state["pool"] = pool
@@ -76,11 +75,8 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             await login_runner.close()
-            if reloading is not None:
-                reloading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reloading
-                await reloader.flush_stats()  # the last counts of this worker
+            if reloader is not None:
+                await reloader.stop()
             await session.close()
 
     async def messages(request: Request) -> Response:

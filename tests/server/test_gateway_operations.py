@@ -198,3 +198,18 @@ async def test_a_suspended_account_stops_serving_visibly(tmp_path: Path) -> None
                 await ask(client)
             assert len(sim.requests) == reached  # it serves nothing until an operator acts
             await operator.http.aclose()
+
+
+async def test_a_request_under_way_keeps_the_account_that_is_disabled_meanwhile(tmp_path: Path) -> None:
+    async with SimulatedUpstream() as sim:
+        settings = gateway_settings(sim, tmp_path, Q2API_ADMIN_KEY=ADMIN_KEY, Q2API_PING_INTERVAL="0.05")
+        async with running_gateway(settings) as url:
+            operator = Operator(url, [])
+            sim.enqueue(scripts.stalled_reply(1.0, text_before="Started", text_after=" and finished"))
+            reply = asyncio.create_task(ask(sdk(url), stream=True))
+            assert await sim.wait_until(lambda: sim.streams_started == 1)
+            disabled = await operator.call("PATCH", "/admin/api/accounts/env", json={"enabled": False})
+            assert disabled.status_code == 200
+            assert await reply == "Started and finished"
+            assert (await operator.http.get("/readyz")).status_code == 503  # nothing new starts with it
+            await operator.http.aclose()

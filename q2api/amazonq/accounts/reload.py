@@ -9,6 +9,7 @@ The same tick adds this worker's request counts to the shared stats.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 
 from loguru import logger
@@ -27,9 +28,25 @@ class AccountReloader:
         self._interval = interval
         self._seen_generation: int | None = None
         self._lock = asyncio.Lock()  # one sync at a time: a tick and an admin change may coincide
+        self._task: asyncio.Task[None] | None = None
 
-    async def run(self) -> None:
-        """Tick forever (run it as a task; cancelling it stops it)."""
+    def start(self) -> None:
+        """Tick every `interval` seconds in the background until `stop`."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop ticking and write this worker's last counts."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            await self.flush_stats()
+        except (OSError, sqlite3.Error) as exc:
+            logger.warning(f"could not write the last account stats: {exc}")
+
+    async def _run(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
             try:

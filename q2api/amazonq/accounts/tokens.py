@@ -123,11 +123,6 @@ class TokenManager:
 
     # -- hot reload and operator actions ----------------------------------------
 
-    @property
-    def account(self) -> Account:
-        """The account as this manager last saw it (secrets included: never log or return it)."""
-        return self._account
-
     def follow_store(self, stored: Account) -> None:
         """Adopt a newer stored row: a new label, new credentials, a token or login state from elsewhere."""
         if stored.updated_at == self._account.updated_at:
