@@ -150,3 +150,26 @@ def test_concurrent_writes_from_two_processes(tmp_path: Path) -> None:
     assert final is not None and final.refresh_token in {"r-0-59", "r-1-59"}
     assert final.token_generation == 120
     assert {account.id for account in store.accounts()} == {ENV_ACCOUNT_ID, "w0", "w1"}
+
+
+def test_a_store_of_the_first_release_is_upgraded_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "q2api.sqlite3") as db:  # the first release's table, one switched-off account
+        db.execute(
+            """CREATE TABLE accounts (id TEXT PRIMARY KEY, label TEXT NOT NULL, auth_method TEXT NOT NULL,
+            refresh_token TEXT, client_id TEXT, client_secret TEXT, profile_arn TEXT, access_token TEXT,
+            expires_at REAL, status TEXT NOT NULL DEFAULT 'active', status_detail TEXT, seed_fingerprint TEXT,
+            token_generation INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+            refreshed_at REAL)"""
+        )
+        db.execute(
+            "INSERT INTO accounts (id, label, auth_method, refresh_token, status, created_at, updated_at) "
+            "VALUES ('old', 'old', 'social', 'r', 'disabled', 1, 1)"
+        )
+    store = AccountStore(tmp_path)
+    [account] = store.accounts()
+    assert (account.enabled, account.status, account.region) == (False, AccountStatus.ACTIVE, None)
+    before = store.generation()
+    store.update("old", enabled=True)
+    assert store.get("old").enabled is True and store.generation() == before + 1
