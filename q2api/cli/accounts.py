@@ -17,11 +17,12 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from q2api.amazonq.accounts.logins import account_id_for_label
 from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
 from q2api.amazonq.accounts.refresh import RefreshedToken
+from q2api.amazonq.accounts.stats import AccountStats, read_stats
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.upstream import create_session
@@ -41,7 +42,7 @@ EXIT_USAGE = 2
 EXIT_STORE_ERROR = 1
 EXIT_INTERRUPTED = 130
 
-TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "TOKEN EXPIRES", "REFRESHED AT")
+TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "TOKEN EXPIRES", "REFRESHED AT")
 
 
 def open_store(settings: Settings) -> AccountStore:
@@ -89,9 +90,10 @@ def run_accounts_command(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace, settings: Settings) -> int:
-    views = open_store(settings).list_views()
+    store = open_store(settings)
+    views = store.list_views()
     if views:
-        print(format_table(views))
+        print(format_table(views, stats=read_stats(store)))
     else:
         print(f"No accounts in {settings.data_dir}. Add one with `q2api accounts add --label NAME`.")
     if settings.has_env_account and not any(view.id == ENV_ACCOUNT_ID for view in views):
@@ -99,8 +101,10 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def format_table(views: Sequence[AccountView], now: float | None = None) -> str:
-    """The listing as aligned columns; built only from views, which hold no secret."""
+def format_table(
+    views: Sequence[AccountView], now: float | None = None, stats: Mapping[str, AccountStats] | None = None
+) -> str:
+    """The listing as aligned columns; built only from views and counts, which hold no secret."""
     now = time.time() if now is None else now
     rows = [TABLE_COLUMNS] + [
         (
@@ -108,6 +112,7 @@ def format_table(views: Sequence[AccountView], now: float | None = None) -> str:
             view.label,
             view.auth_method,
             _status(view),
+            _requests((stats or {}).get(view.id)),
             _expiry(view, now),
             _timestamp(view.refreshed_at),
         )
@@ -127,6 +132,13 @@ def _status(view: AccountView) -> str:
     if not view.has_refresh_token:
         return f"{view.status} (no refresh token)"
     return view.status
+
+
+def _requests(stats: AccountStats | None) -> str:
+    """`12 (1 failed)`: the calls every worker made with the account."""
+    if stats is None:
+        return "0"
+    return f"{stats.requests} ({stats.failures} failed)" if stats.failures else str(stats.requests)
 
 
 def _expiry(view: AccountView, now: float) -> str:

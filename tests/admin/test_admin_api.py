@@ -172,7 +172,7 @@ async def test_usage_is_not_available_yet(admin) -> None:
 
 @pytest.mark.parametrize(
     ("answers", "status"),
-    [(["authorization_pending", "access_denied"], "denied"), (["slow_down", "expired_token"], "expired")],
+    [(["authorization_pending", "access_denied"], "denied"), (["authorization_pending", "expired_token"], "expired")],
 )
 async def test_a_login_that_is_denied_or_expires_says_so(admin, answers: list[str], status: str) -> None:
     gateway, http = admin

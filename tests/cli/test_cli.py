@@ -12,6 +12,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
+from q2api.amazonq.accounts.stats import AccountStats
 from q2api.amazonq.accounts.store import AccountStatus, AccountStore
 from q2api.cli.accounts import format_table
 from q2api.cli.main import build_parser
@@ -158,9 +159,11 @@ def test_account_table_shows_expiry_refresh_time_and_why_an_account_is_stuck(tmp
     stuck = store.add(auth_method="social", refresh_token="t2", label="stuck")
     store.set_status(stuck.id, AccountStatus.NEEDS_LOGIN, "invalid_grant")
 
-    lines = format_table(store.list_views(), now=now).splitlines()
+    stats = {fresh.id: AccountStats(requests=12, failures=1, last_error="HTTP 500", last_used_at=now)}
+    lines = format_table(store.list_views(), now=now, stats=stats).splitlines()
     fresh_row = next(line for line in lines if line.startswith(fresh.id))
     stuck_row = next(line for line in lines if line.startswith(stuck.id))
+    assert "12 (1 failed)" in fresh_row
     assert "(in 1 h 30 min)" in fresh_row
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", fresh_row)  # refreshed at
     assert "needs_login (invalid_grant)" in stuck_row
