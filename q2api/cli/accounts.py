@@ -26,8 +26,8 @@ from q2api.amazonq.accounts.stats import AccountStats, read_stats
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.upstream import create_session
-from q2api.server.wiring import refresh_endpoints
 from q2api.cli.accounts_import import run_import
+from q2api.server.wiring import refresh_endpoints
 from q2api.settings import Settings, SettingsError, load_settings
 
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
