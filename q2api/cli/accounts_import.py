@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from q2api.amazonq.accounts.device_login import is_aws_region
 from q2api.amazonq.accounts.kiro_import import (
     KIRO_IDE_TOKEN_FILE,
     UNSUPPORTED_AUTH_KV_TOKENS,
@@ -34,7 +35,6 @@ from q2api.settings import Settings
 
 EXIT_OK = 0
 EXIT_NOTHING_IMPORTED = 1
-BUILDER_ID_REGION = "us-east-1"
 
 
 def run_import(args: argparse.Namespace, settings: Settings) -> int:
@@ -73,12 +73,13 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
             access_token=login.access_token,
             expires_at=login.expires_at,
             account_id=existing.get(label),
+            region=_region(login),
         )
         verb = "Updated" if label in existing else "Imported"
         provider = f", {login.provider}" if login.provider else ""
-        print(f"{verb} account {account.id} ({label}, {login.auth_method}{provider}) from {login.origin}")
-        _warn_about_region(login, settings)
-    print("A running `q2api serve` uses new accounts after a restart.")
+        region = f", region {account.region}" if account.region else ""
+        print(f"{verb} account {account.id} ({label}, {login.auth_method}{provider}{region}) from {login.origin}")
+    print("A running `q2api serve` uses them within a few seconds.")
     return EXIT_OK if not problems else EXIT_NOTHING_IMPORTED
 
 
@@ -128,14 +129,11 @@ def _collect(args: argparse.Namespace, explicit: bool) -> tuple[list[ImportedLog
     return logins, problems, looked_in
 
 
-def _warn_about_region(login: ImportedLogin, settings: Settings) -> None:
-    # The store keeps no region: every IdC account refreshes through AMAZONQ_OIDC_ENDPOINT.
-    region = login.region
-    if login.auth_method == "idc" and region and region != BUILDER_ID_REGION and region not in settings.oidc_endpoint:
-        print(
-            f"  note: this login's region is {region}; its tokens refresh only if AMAZONQ_OIDC_ENDPOINT is "
-            f"https://oidc.{region}.amazonaws.com (now {settings.oidc_endpoint})"
-        )
+def _region(login: ImportedLogin) -> str | None:
+    """The region an IdC login refreshes in (the account keeps it); social logins have none that matters."""
+    if login.auth_method != "idc" or not login.region or not is_aws_region(login.region):
+        return None
+    return login.region
 
 
 def _date(epoch: float | None) -> str:
