@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, TypeVar
 
 import msgspec
@@ -147,7 +148,7 @@ async def account_answer(ctx: AdminContext, account: Account, stats: AccountStat
         "label": account.label,
         "auth_method": account.auth_method,
         "enabled": account.enabled,
-        "health": _health(ctx, account),
+        **_health(ctx, account),
         "status_detail": account.status_detail,
         "region": account.region,
         "token_expires_at": iso_time(account.expires_at),
@@ -161,13 +162,17 @@ async def account_answer(ctx: AdminContext, account: Account, stats: AccountStat
     }
 
 
-def _health(ctx: AdminContext, account: Account) -> str:
+def _health(ctx: AdminContext, account: Account) -> dict[str, str | None]:
+    """`health`, and `health_until`: when a rest (throttle, quota, failures) ends, if the account rests."""
     if not account.enabled:
-        return "disabled"
+        return {"health": "disabled", "health_until": None}
     if account.status is AccountStatus.NEEDS_LOGIN:
-        return "needs_login"
-    views = {view.account_id: view.health for view in ctx.pool.health()}
-    return views.get(account.id, "ready")
+        return {"health": "needs_login", "health_until": None}
+    for view in ctx.pool.health():
+        if view.account_id == account.id:
+            until = iso_time(time.time() + view.resting_for) if view.resting_for > 0 else None
+            return {"health": view.health, "health_until": until}
+    return {"health": "ready", "health_until": None}
 
 
 async def existing_account(request: Request, ctx: AdminContext) -> Account:

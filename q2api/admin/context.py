@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -13,6 +13,11 @@ from q2api.amazonq.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.accounts.reload import AccountReloader
 from q2api.amazonq.accounts.store import Account, AccountStore
 
+if TYPE_CHECKING:
+    from q2api.admin.activity import ActivityLog
+
+# The model catalogue as `GET /v1/models` lists it (its `data` entries).
+ModelCatalogue = Callable[[], Sequence[dict[str, Any]]]
 # An account's credits (`{"subscription", "used", "limit", "resets_at"}`), or None when unknown.
 UsageLookup = Callable[[Account], Awaitable[dict[str, Any] | None]]
 
@@ -26,3 +31,7 @@ class AdminContext:
     endpoints: RefreshEndpoints
     # None until the gateway has a getUsageLimits client: `…/usage` answers 501 and lists show null.
     usage: UsageLookup | None = None
+    # The last requests this worker served (`/admin/api/activity`); None = an empty list.
+    activity: ActivityLog | None = None
+    # The catalogue `/admin/api/models` shows; None = an empty list.
+    models: ModelCatalogue | None = None

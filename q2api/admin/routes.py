@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from q2api.admin import accounts, logins
+from q2api.admin import accounts, activity, logins, models
 from q2api.admin.auth import AdminKey
 from q2api.admin.context import AdminContext
 from q2api.admin.responses import AdminError
@@ -48,4 +48,6 @@ def admin_routes(admin_key: str, context: Callable[[], AdminContext], runner: lo
         Route(f"{PREFIX}/accounts/{{account_id}}/usage", endpoint(accounts.account_usage), methods=["GET"]),
         Route(f"{PREFIX}/logins", endpoint(start_login), methods=["POST"]),
         Route(f"{PREFIX}/logins/{{login_id}}", endpoint(logins.login_status), methods=["GET"]),
+        Route(f"{PREFIX}/activity", endpoint(activity.list_activity), methods=["GET"]),
+        Route(f"{PREFIX}/models", endpoint(models.list_models), methods=["GET"]),
     ]

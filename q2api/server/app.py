@@ -19,6 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from q2api.admin import metrics
+from q2api.admin.activity import ActivityLog
+from q2api.admin.console import console_routes
 from q2api.admin.context import AdminContext
 from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes
@@ -45,6 +47,7 @@ def create_app(settings: Settings) -> Starlette:
     ]
     state: dict[str, Any] = {}
     login_runner = LoginRunner()
+    activity = ActivityLog()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -69,8 +72,15 @@ def create_app(settings: Settings) -> Starlette:
             upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
             state["store"] = store
             state["pool"] = pool
-            state["admin"] = AdminContext(store, pool, reloader, session, endpoints)
-            state["relay"] = MessagesRelay(upstream=upstream, settings=settings, model_aliases=dict(settings.model_map))
+            state["admin"] = AdminContext(
+                store, pool, reloader, session, endpoints, activity=activity, models=lambda: catalog
+            )
+            state["relay"] = MessagesRelay(
+                upstream=upstream,
+                settings=settings,
+                model_aliases=dict(settings.model_map),
+                on_exchange_logged=activity.record if settings.admin_key else None,
+            )
             logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {settings.endpoint}")
             yield
         finally:
@@ -158,6 +168,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/readyz", readyz, methods=["GET"]),
             # Without an admin key the admin routes do not exist: 404, like any unknown path.
             *(admin_routes(settings.admin_key, lambda: state["admin"], login_runner) if settings.admin_key else ()),
+            *(console_routes() if settings.admin_key else ()),
         ],
         middleware=[Middleware(RequestIdMiddleware)],
         exception_handlers={

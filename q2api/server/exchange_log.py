@@ -6,6 +6,7 @@ The same moment feeds the request metrics (q2api.admin.metrics), so the log and 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loguru import logger
@@ -34,6 +35,9 @@ class Exchange:
     stop_reason: str | None = None
     output_tokens: int = 0
     error: str | None = None
+    account: str = "-"  # the label of the account that served it, when one did
+    # Told about the finished request right after its line is written (the admin API's activity ring).
+    on_logged: Callable[[Exchange], None] | None = None
     ended: bool = False
 
     def record_request(self, model: str, *, stream: bool) -> None:
@@ -44,8 +48,12 @@ class Exchange:
         self.upstream_model = upstream_model
         self.input_tokens = input_tokens
 
-    def record_upstream(self, request_id: str | None, attempts: int | None, seconds: float | None) -> None:
+    def record_upstream(
+        self, request_id: str | None, attempts: int | None, seconds: float | None, account: str | None = None
+    ) -> None:
         self.upstream_request_id = request_id or "-"
+        if account is not None:
+            self.account = account
         if attempts is not None:
             self.upstream_attempts = attempts
         self.upstream_seconds = seconds
@@ -98,3 +106,5 @@ class Exchange:
             stop_reason=self.stop_reason or "-",
             output_tokens=self.output_tokens,
         ).info("POST /v1/messages" + (f" error={self.error}" if self.error else ""))
+        if self.on_logged is not None:
+            self.on_logged(self)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loguru import logger
@@ -61,8 +62,17 @@ class Prepared:
 
 
 class MessagesRelay:
-    def __init__(self, *, upstream: UpstreamOpener, settings: Settings, model_aliases: dict[str, str]) -> None:
+    def __init__(
+        self,
+        *,
+        upstream: UpstreamOpener,
+        settings: Settings,
+        model_aliases: dict[str, str],
+        on_exchange_logged: Callable[[Exchange], None] | None = None,
+    ) -> None:
+        """`on_exchange_logged` is told about each request once its log line is written."""
         self._upstream = upstream
+        self._on_exchange_logged = on_exchange_logged
         self._settings = settings
         self._model_aliases = model_aliases
         self._loop_policy = loop_policy(settings)
@@ -105,7 +115,7 @@ class MessagesRelay:
     # ------------------------------------------------------------ the endpoint
 
     async def handle(self, request: Request, body: bytes, request_id: str) -> Response:
-        exchange = Exchange(request_id=request_id, request_bytes=len(body))
+        exchange = self._exchange(request_id, request_bytes=len(body))
         try:
             if len(body) > OFF_LOOP_BODY_BYTES:
                 prepared = await self._prepare_off_loop(body, exchange)
@@ -196,7 +206,10 @@ class MessagesRelay:
 
     def refuse(self, request_id: str, error: AnthropicError) -> Response:
         """Answer a request refused before its body was parsed (bad client key, body too large)."""
-        return self._finish_with_error(Exchange(request_id=request_id), error)
+        return self._finish_with_error(self._exchange(request_id), error)
+
+    def _exchange(self, request_id: str, request_bytes: int = 0) -> Exchange:
+        return Exchange(request_id=request_id, request_bytes=request_bytes, on_logged=self._on_exchange_logged)
 
     @staticmethod
     def _finish_with_error(exchange: Exchange, error: AnthropicError) -> Response:

@@ -54,7 +54,7 @@ class Reply:
         self._translator = translator
         self._pump = ReplyPump(stream.chunks(), translator)
         self._closed = False
-        exchange.record_upstream(stream.request_id, stream.attempts, stream.time_to_headers)
+        exchange.record_upstream(stream.request_id, stream.attempts, stream.time_to_headers, stream.account_label)
 
     @classmethod
     async def open(cls, upstream: UpstreamOpener, plan: ReplyPlan, exchange: Exchange) -> Reply:
