@@ -37,7 +37,7 @@ SECURITY_HEADERS = {
 
 
 class _WithHeaders:
-    """Adds SECURITY_HEADERS to every response of the wrapped ASGI app (404s included)."""
+    """Adds SECURITY_HEADERS to every response of the wrapped ASGI app."""
 
     def __init__(self, app: ASGIApp) -> None:
         self._app = app

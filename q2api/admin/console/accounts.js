@@ -7,7 +7,7 @@ import {
   $, el, setText, setAttr, show, toast, formatNumber, formatRelative, formatDate, formatTime,
 } from "./dom.js";
 
-const METHODS = { idc: "Builder ID / IAM Identity Center", social: "Kiro social login" };
+const METHODS = { idc: "AWS Builder ID / IdC", social: "Kiro social login" };
 const HEALTH_TEXT = {
   ready: "Ready",
   throttled: "Throttled",
@@ -98,27 +98,25 @@ function buildRow(id) {
   remove.addEventListener("click", () => removeAccount(entry));
   c.enabled.addEventListener("change", () => toggle(entry));
   c.actions = { refresh, rename, remove };
+  const stack = (...children) => el("div", { className: "cell-stack" }, ...children);
   entry.row = el(
     "tr",
     { dataset: { accountId: id } },
-    el("td", { dataset: { label: "Account" } }, el("div", { className: "cell-stack" }, c.label, c.method)),
-    el("td", { dataset: { label: "Health" } }, el("div", { className: "cell-stack" }, c.badge, c.reason)),
-    el(
-      "td",
-      { dataset: { label: "Enabled" } },
-      el("label", { className: "switch-label" }, c.enabled, c.enabledText),
-    ),
-    el("td", { dataset: { label: "Token expires" } }, c.expiry),
-    el(
-      "td",
-      { dataset: { label: "Credits" } },
-      el("div", { className: "cell-stack" }, c.creditsText, c.creditsBar, c.creditsReset),
-    ),
-    el("td", { dataset: { label: "Requests" } }, el("div", { className: "cell-stack" }, c.requests, c.failures)),
-    el("td", { dataset: { label: "Last error" } }, c.lastError),
-    el("td", { className: "actions", dataset: { label: "Actions" } }, refresh, rename, remove),
+    cell("Account", "", stack(c.label, c.method)),
+    cell("Health", "", stack(c.badge, c.reason)),
+    cell("Enabled", "nowrap", el("label", { className: "switch-label" }, c.enabled, c.enabledText)),
+    cell("Token expires", "nowrap", c.expiry),
+    cell("Credits", "nowrap", stack(c.creditsText, c.creditsBar, c.creditsReset)),
+    cell("Requests", "nowrap", stack(c.requests, c.failures)),
+    cell("Last error", "", c.lastError),
+    cell("Actions", "actions", refresh, rename, remove),
   );
   return entry;
+}
+
+/** A cell; `label` names it in the narrow layout, where each row becomes a card. */
+function cell(label, className, ...children) {
+  return el("td", { className, dataset: { label } }, ...children);
 }
 
 function updateRow(entry, account) {
@@ -153,7 +151,7 @@ function updateRow(entry, account) {
   setText(c.creditsReset, [usage?.subscription, resets].filter(Boolean).join(" · "));
 
   const stats = account.stats ?? {};
-  setText(c.requests, `${formatNumber(stats.requests ?? 0)} requests`);
+  setText(c.requests, plural(stats.requests ?? 0, "request"));
   setText(c.failures, `${formatNumber(stats.failures ?? 0)} failed`);
   setText(c.lastError, stats.last_error ?? "—");
   setAttr(c.lastError, "title", stats.last_error ?? null);
@@ -161,6 +159,10 @@ function updateRow(entry, account) {
   for (const [name, button] of Object.entries(c.actions)) {
     setAttr(button, "aria-label", `${name[0].toUpperCase()}${name.slice(1)} ${account.label}`);
   }
+}
+
+function plural(count, noun) {
+  return `${formatNumber(count)} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 function healthReason(account) {

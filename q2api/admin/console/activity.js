@@ -37,7 +37,7 @@ function buildRow(entry) {
     "tr",
     { dataset: { requestId: entry.request_id } },
     el("td", { dataset: { label: "Time" }, title: entry.request_id }, formatTime(entry.time)),
-    el("td", { dataset: { label: "Model" } }, el("code", {}, entry.model)),
+    el("td", { dataset: { label: "Model" } }, entry.model === "-" ? "—" : el("code", {}, entry.model)),
     el(
       "td",
       { dataset: { label: "Status" } },

@@ -1,5 +1,5 @@
 // The admin API client. The admin key lives in this tab's sessionStorage (gone when the tab closes)
-// and travels only in the Authorization header: never in a URL, a cookie or localStorage.
+// and travels only in the Authorization header: never in a URL, a cookie or local storage.
 
 const KEY_NAME = "q2api.adminKey";
 

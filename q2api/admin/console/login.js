@@ -55,6 +55,7 @@ function follow(login, label) {
   show($("login-form"), false);
   show($("login-progress"), true);
   show($("login-dismiss"), false);
+  show($("login-instructions"), true);
   setText($("login-status"), "Waiting for you to approve in the browser…");
   $("login-copy").focus();
 
@@ -88,6 +89,8 @@ function follow(login, label) {
 }
 
 async function finish(answer, label) {
+  // The link and the code are spent either way; what is left to say is how it ended.
+  show($("login-instructions"), false);
   show($("login-dismiss"), true);
   if (answer.status === "done") {
     $("login-bar").value = $("login-bar").max;

@@ -67,7 +67,7 @@ async function send() {
     stream: true,
     messages: [...conversation, { role: "user", content: prompt }],
   };
-  bubble("user", prompt);
+  const question = bubble("user", prompt);
   const reply = bubble("assistant", "");
   reply.item.classList.add("streaming");
   $("try-prompt").value = "";
@@ -95,8 +95,11 @@ async function send() {
       const answer = await response.json().catch(() => null);
       const error = answer?.error ?? {};
       fail(`${response.status} ${error.type ?? ""}: ${error.message ?? "the gateway refused the request"}`);
+      // Nothing was answered: the message goes back to the box for another try.
+      question.item.remove();
       reply.item.remove();
-      $("try-prompt").value = prompt; // nothing was answered: keep the message for another try
+      show($("try-empty"), conversation.length === 0);
+      $("try-prompt").value = prompt;
       return;
     }
     text = await readStream(response, started, (piece) => {
