@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from q2api.admin import metrics
 from q2api.admin.activity import ActivityLog
-from q2api.admin.console import console_routes
+from q2api.admin.console_routes import console_routes
 from q2api.admin.context import AdminContext
 from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes

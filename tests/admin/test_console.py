@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from q2api.admin.console import CONSOLE_DIR, CONTENT_SECURITY_POLICY
+from q2api.admin.console_routes import CONSOLE_DIR, CONTENT_SECURITY_POLICY
 from tests.support.gateway_harness import ADMIN_KEY, Gateway, open_gateway
 
 ASSETS = sorted(path.name for path in CONSOLE_DIR.iterdir() if path.name != "index.html")
