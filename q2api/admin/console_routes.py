@@ -20,7 +20,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CONSOLE_PATH = "/console"
-CONSOLE_DIR = Path(__file__).parent / "console"  # the static files: package data (pyproject `[tool.setuptools.package-data]`)
+CONSOLE_DIR = (
+    Path(__file__).parent / "console"
+)  # the static files: package data (pyproject `[tool.setuptools.package-data]`)
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "

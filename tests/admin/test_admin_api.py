@@ -28,6 +28,7 @@ ACCOUNT_FIELDS = {
     "auth_method",
     "enabled",
     "health",
+    "health_until",
     "status_detail",
     "region",
     "token_expires_at",
