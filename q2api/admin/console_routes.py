@@ -1,8 +1,8 @@
 """`GET /console`: the web console, static files shipped in this package, under strict headers.
 
 The page (`console/index.html`) and its modules and style sheet are served as
-they are: no build step, nothing fetched from anywhere but this gateway. Every
-answer under `/console` carries a Content-Security-Policy that allows only this
+they are: no build step, nothing fetched from anywhere but this gateway. The
+page and each of its files carry a Content-Security-Policy that allows only this
 origin's scripts and styles (none inline), forbids framing, and sends no
 referrer, so a key typed into the console cannot leak through the page itself.
 The console holds the admin key in the tab's session storage and sends it as
@@ -20,9 +20,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CONSOLE_PATH = "/console"
-CONSOLE_DIR = (
-    Path(__file__).parent / "console"
-)  # the static files: package data (pyproject `[tool.setuptools.package-data]`)
+# The static files, shipped as package data (pyproject `[tool.setuptools.package-data]`).
+CONSOLE_DIR = Path(__file__).parent / "console"
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
