@@ -10,6 +10,7 @@ recent traffic, not a history (the log line is the history).
 from __future__ import annotations
 
 import collections
+import datetime
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from q2api.admin.context import AdminContext
-from q2api.admin.responses import AdminError, iso_time, json_answer
+from q2api.admin.responses import AdminError, json_answer
 from q2api.server.exchange_log import Exchange
 
 ACTIVITY_SIZE = 200  # requests kept; also the largest `limit` a client may ask for
@@ -37,7 +38,7 @@ class ActivityLog:
         duration = time.perf_counter() - exchange.started
         self._entries.append(
             {
-                "time": iso_time(self._clock() - duration),
+                "time": _iso_milliseconds(self._clock() - duration),
                 "request_id": exchange.request_id,
                 "model": exchange.model,
                 "stream": exchange.stream,
@@ -65,6 +66,12 @@ async def list_activity(request: Request, ctx: AdminContext) -> Response:
         raise AdminError(400, "invalid_request", f"limit must be an integer between 1 and {ACTIVITY_SIZE}")
     entries = ctx.activity.latest(int(limit_text)) if ctx.activity is not None else []
     return json_answer({"requests": entries, "size": ACTIVITY_SIZE})
+
+
+def _iso_milliseconds(epoch: float) -> str:
+    """When the request arrived, to the millisecond: the console orders the answers of several workers by it."""
+    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _milliseconds(seconds: float | None) -> float | None:

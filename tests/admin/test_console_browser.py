@@ -74,6 +74,8 @@ async def add_by_refresh_token(page: Page) -> None:
     await expect(account_row(page, "team")).to_be_visible()
     await expect(account_row(page, "team").locator(".badge")).to_have_text("Ready")
     await expect(form.get_by_label("Refresh token")).to_have_value("")  # not left on the page
+    await account_row(page, "team").get_by_role("button", name="Refresh team").click()
+    await expect(page.locator("#toasts")).to_contain_text("team: new access token")
 
 
 async def device_login(page: Page, gateway: Gateway) -> None:

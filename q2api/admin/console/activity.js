@@ -1,33 +1,30 @@
-// The Activity panel: the last requests the gateway served. Rows are keyed by request id: new ones
-// are added on top and the rest stay as they are, so the table does not flicker while it refreshes.
+// The Activity panel: the last requests the gateway served, newest first. Each answer comes from the
+// ring of the one worker process that served the poll, so answers are merged, never replaced: a row
+// stays until LIMIT newer ones push it out, and nothing flickers while the table refreshes.
 
 import { admin } from "./api.js";
 import { $, el, show, formatMs, formatNumber, formatTime } from "./dom.js";
 
 const LIMIT = 50;
-const rows = new Map(); // request id → row
+const known = new Map(); // request id → {entry, row}
 
 export async function refreshActivity() {
   const { requests } = await admin("GET", `/activity?limit=${LIMIT}`);
-  const body = $("activity-rows");
-  const wanted = new Set(requests.map((entry) => entry.request_id));
-  for (const [id, row] of rows) {
-    if (!wanted.has(id)) {
-      row.remove();
-      rows.delete(id);
-    }
+  for (const entry of requests) {
+    if (!known.has(entry.request_id)) known.set(entry.request_id, { entry, row: buildRow(entry) });
   }
-  requests.forEach((entry, index) => {
-    let row = rows.get(entry.request_id);
-    if (!row) {
-      row = buildRow(entry);
-      rows.set(entry.request_id, row);
-    }
+  // ISO times of one format sort as text; the sort is stable, so one answer's order decides ties.
+  const newest = [...known.values()].sort((a, b) => b.entry.time.localeCompare(a.entry.time));
+  for (const { entry, row } of newest.splice(LIMIT)) {
+    row.remove();
+    known.delete(entry.request_id);
+  }
+  const body = $("activity-rows");
+  newest.forEach(({ row }, index) => {
     if (body.children[index] !== row) body.insertBefore(row, body.children[index] ?? null);
   });
-  show($("activity-empty"), requests.length === 0);
-  show($("activity-table"), requests.length > 0);
-  return requests;
+  show($("activity-empty"), newest.length === 0);
+  show($("activity-table"), newest.length > 0);
 }
 
 function buildRow(entry) {
