@@ -244,6 +244,7 @@ async def test_the_console_runs_the_gateway_from_a_browser(tmp_path: Path) -> No
             await remove_everything(page)
             await page.get_by_role("button", name="Sign out").click()
             await expect(page.get_by_label("Admin key")).to_be_visible()
+            await screenshot(page, "sign-in-phone-dark")
             assert await page.evaluate("sessionStorage.length") == 0
             await context.close()
 

@@ -53,6 +53,7 @@ async function signIn(event) {
 function signOut(message) {
   session.forget();
   clearTimeout(timer);
+  $("toasts").replaceChildren(); // what happened while signed in is not for whoever sits down next
   signedIn(false);
   if (message) {
     setText($("sign-in-error"), message);
