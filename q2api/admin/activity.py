@@ -40,6 +40,7 @@ class ActivityLog:
             {
                 "time": _iso_milliseconds(self._clock() - duration),
                 "request_id": exchange.request_id,
+                "route": exchange.route,
                 "model": exchange.model,
                 "stream": exchange.stream,
                 "status": exchange.status,

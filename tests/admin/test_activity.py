@@ -40,7 +40,7 @@ async def test_activity_lists_the_last_requests_newest_first_without_their_conte
     answer = (await http.get("/admin/api/activity")).json()
     refused, served = answer["requests"]
     assert answer["size"] == ACTIVITY_SIZE
-    assert served["model"] == MODEL and served["stream"] is True
+    assert served["route"] == "/v1/messages" and served["model"] == MODEL and served["stream"] is True
     assert served["status"] == 200 and served["error"] is None and served["stop_reason"] == "end_turn"
     assert served["account"] == "environment"
     assert served["output_tokens"] == 3 and served["input_tokens"] > 0
