@@ -94,7 +94,11 @@ function start() {
 function main() {
   whenUnauthorized(() => signOut("The gateway no longer accepts this admin key. Sign in again."));
   $("sign-in-form").addEventListener("submit", signIn);
-  $("sign-out").addEventListener("click", () => signOut());
+  $("sign-out").addEventListener("click", () => {
+    // A fresh page: no account rows, typed client key or conversation is left in memory.
+    session.forget();
+    location.reload();
+  });
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => select(tab.dataset.panel));
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && session.key()) refreshNow();
