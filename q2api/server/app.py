@@ -24,9 +24,10 @@ from q2api.admin.console_routes import console_routes
 from q2api.admin.context import AdminContext
 from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes
+from q2api.amazonq.accounts.opening import open_account_store
 from q2api.amazonq.accounts.pool import build_account_pool
 from q2api.amazonq.accounts.reload import AccountReloader
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.models import served_models
 from q2api.amazonq.upstream import UpstreamClient, create_session
 from q2api.anthropic.errors import AnthropicError
@@ -55,8 +56,9 @@ def create_app(settings: Settings) -> Starlette:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
         session = create_session()
         reloader: AccountReloader | None = None
+        store: AccountStore | None = None
         try:
-            store = AccountStore(settings.data_dir)
+            store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
             endpoints = refresh_endpoints(settings)
             pool = build_account_pool(
                 store,
@@ -87,6 +89,8 @@ def create_app(settings: Settings) -> Starlette:
             await login_runner.close()
             if reloader is not None:
                 await reloader.stop()
+            if store is not None:
+                store.close()
             await session.close()
 
     async def messages(request: Request) -> Response:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from q2api.amazonq.accounts.records import EnvAccount
 from q2api.amazonq.accounts.refresh import RefreshEndpoints
-from q2api.amazonq.accounts.store import EnvAccount
 from q2api.amazonq.upstream import UpstreamConfig
 from q2api.conversion.loop_guard import LoopPolicy
 from q2api.settings import Settings

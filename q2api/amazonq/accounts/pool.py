@@ -19,9 +19,10 @@ from collections.abc import Callable, Collection, Sequence
 import aiohttp
 from loguru import logger
 
+from q2api.amazonq.accounts.records import Account, EnvAccount
 from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.amazonq.accounts.stats import StatsRecorder
-from q2api.amazonq.accounts.store import Account, AccountStore, EnvAccount
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver

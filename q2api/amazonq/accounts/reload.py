@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 
 from loguru import logger
 
 from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.stats import write_stats
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
 
 DEFAULT_RELOAD_INTERVAL = 2.0
 
@@ -43,7 +41,7 @@ class AccountReloader:
             self._task = None
         try:
             await self.flush_stats()
-        except (OSError, sqlite3.Error) as exc:
+        except STORE_ERRORS as exc:
             logger.warning(f"could not write the last account stats: {exc}")
 
     async def _run(self) -> None:
@@ -51,7 +49,7 @@ class AccountReloader:
             await asyncio.sleep(self._interval)
             try:
                 await self.tick()
-            except (OSError, sqlite3.Error) as exc:
+            except STORE_ERRORS as exc:
                 logger.warning(f"account reload failed, trying again: {exc}")
 
     async def tick(self, *, force: bool = False) -> None:
@@ -68,7 +66,7 @@ class AccountReloader:
     async def flush_stats(self) -> None:
         pending = self._pool.stats.take()
         try:
-            await asyncio.to_thread(write_stats, self._store, pending)
+            await asyncio.to_thread(self._store.add_stats, pending)
         except BaseException:
             self._pool.stats.restore(pending)
             raise
