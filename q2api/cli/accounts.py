@@ -27,6 +27,7 @@ from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.upstream import create_session
 from q2api.cli.accounts_import import run_import
+from q2api.cli.store_copy import copy_accounts
 from q2api.server.wiring import refresh_endpoints
 from q2api.settings import Settings, SettingsError, load_settings
 
@@ -69,6 +70,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "import": run_import,
         "enable": _enable,
         "disable": _disable,
+        "copy": copy_accounts,
     }
     try:
         return commands[args.accounts_command](args, settings)
