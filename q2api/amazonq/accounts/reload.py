@@ -3,7 +3,8 @@
 Each worker reads the store's generation (one small query) every `interval`
 seconds; when another process (the CLI, the admin API on another worker,
 another replica) has changed an account, the pool re-syncs with the store.
-The same tick adds this worker's request counts to the shared stats.
+The same tick adds this worker's request counts to the shared stats and
+swaps cool-downs with the other workers and replicas.
 """
 
 from __future__ import annotations
@@ -56,12 +57,25 @@ class AccountReloader:
         """Flush the stats, and re-sync the pool if the store changed (or `force`)."""
         async with self._lock:
             await self.flush_stats()
+            await self._share_rests()
             generation = await asyncio.to_thread(self._store.generation)
             if not force and generation == self._seen_generation:
                 return
             accounts = await asyncio.to_thread(self._store.accounts)
             self._pool.sync(accounts)
             self._seen_generation = generation
+
+    async def _share_rests(self) -> None:
+        mine = self._pool.take_rests()
+        try:
+            begun = {account_id: rest for account_id, rest in mine.items() if rest is not None}
+            await asyncio.to_thread(self._store.add_rests, begun)
+            await asyncio.to_thread(self._store.clear_rests, [key for key, rest in mine.items() if rest is None])
+        except BaseException:
+            for account_id, rest in mine.items():  # not lost: the next tick writes them
+                self._pool.requeue_rest(account_id, rest)
+            raise
+        self._pool.adopt_rests(await asyncio.to_thread(self._store.read_rests))
 
     async def flush_stats(self) -> None:
         pending = self._pool.stats.take()

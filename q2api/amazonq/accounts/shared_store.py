@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -288,6 +288,11 @@ class SharedAccountStore:
 
         if rests:
             self._write(write)
+
+    def clear_rests(self, account_ids: Collection[str]) -> None:
+        table = tables.account_rests
+        if account_ids:
+            self._write(lambda db: db.execute(sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))))
 
     def read_rests(self) -> dict[str, AccountRest]:
         table = tables.account_rests

@@ -17,7 +17,7 @@ import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 
@@ -334,6 +334,11 @@ class SqliteAccountStore:
                     """,
                     (account_id, rest.until, rest.reason),
                 )
+
+    def clear_rests(self, account_ids: Collection[str]) -> None:
+        if account_ids:
+            with self.transaction() as db:
+                db.executemany("DELETE FROM account_rests WHERE account_id = ?", [(i,) for i in account_ids])
 
     def read_rests(self) -> dict[str, AccountRest]:
         with self.connect() as db:

@@ -17,7 +17,7 @@ Two stores implement it:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -126,6 +126,10 @@ class AccountStore(Protocol):
 
     def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
         """Record account cool-downs, so every worker and replica rests the account too."""
+        ...
+
+    def clear_rests(self, account_ids: Collection[str]) -> None:
+        """End these accounts' cool-downs (the upstream has served them again)."""
         ...
 
     def read_rests(self) -> dict[str, AccountRest]:

@@ -174,6 +174,8 @@ def test_the_longest_cool_down_wins_and_a_spent_one_is_gone(open_store: OpenStor
     assert other.read_rests() == {"a": AccountRest(now + 60, "throttled")}
     other.add_rests({"a": AccountRest(now + 3600, "quota_exhausted")})
     assert store.read_rests()["a"].reason == "quota_exhausted"
+    other.clear_rests(["a", "never-rested"])  # the upstream served it again somewhere
+    assert store.read_rests() == {}
 
 
 def test_login_records_are_visible_to_every_handle(open_store: OpenStore) -> None:
