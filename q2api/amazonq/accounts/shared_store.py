@@ -230,6 +230,7 @@ class SharedAccountStore:
         expires_at: float | None,
         refresh_token: str | None = None,
         profile_arn: str | None = None,
+        if_generation: int | None = None,
     ) -> Account | None:
         now = time.time()
         changes: dict[str, Any] = {
@@ -245,8 +246,11 @@ class SharedAccountStore:
             changes["refresh_token"] = self._secrets.seal(refresh_token)
         if profile_arn is not None:
             changes["profile_arn"] = profile_arn
-        self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
-        return self.get(account_id)
+        statement = _update_account(account_id).values(**changes)
+        if if_generation is not None:
+            statement = statement.where(tables.accounts.c.token_generation == if_generation)
+        updated = self._change(lambda db: db.execute(statement).rowcount)
+        return self.get(account_id) if updated else None
 
     def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
         changes = {"status": status.value, "status_detail": detail, "updated_at": time.time()}

@@ -252,22 +252,32 @@ class SqliteAccountStore:
         expires_at: float | None,
         refresh_token: str | None = None,
         profile_arn: str | None = None,
+        if_generation: int | None = None,
     ) -> Account | None:
-        """Store a refresh result in one transaction; a None refresh token / ARN keeps the old one."""
         now = time.time()
         with self.transaction() as db:
-            db.execute(
+            cursor = db.execute(
                 """
                 UPDATE accounts SET access_token = ?, expires_at = ?,
                     refresh_token = COALESCE(?, refresh_token), profile_arn = COALESCE(?, profile_arn),
                     status = 'active', status_detail = NULL, token_generation = token_generation + 1,
                     refreshed_at = ?, updated_at = ?
-                WHERE id = ?
+                WHERE id = ? AND (? IS NULL OR token_generation = ?)
                 """,
-                (access_token, expires_at, refresh_token, profile_arn, now, now, account_id),
+                (
+                    access_token,
+                    expires_at,
+                    refresh_token,
+                    profile_arn,
+                    now,
+                    now,
+                    account_id,
+                    if_generation,
+                    if_generation,
+                ),
             )
             schema.bump_generation(db)  # other workers adopt the token (and a cleared "needs login")
-        return self.get(account_id)
+        return self.get(account_id) if cursor.rowcount else None
 
     def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
         with self.transaction() as db:

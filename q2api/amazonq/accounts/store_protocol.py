@@ -108,8 +108,13 @@ class AccountStore(Protocol):
         expires_at: float | None,
         refresh_token: str | None = None,
         profile_arn: str | None = None,
+        if_generation: int | None = None,
     ) -> Account | None:
-        """Store a refresh result in one transaction; a None refresh token / ARN keeps the old one."""
+        """Store a refresh result in one transaction; a None refresh token / ARN keeps the old one.
+
+        With `if_generation`, only a row still at that token generation is updated
+        (a late write must not undo a newer login). None when no row was updated.
+        """
         ...
 
     def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None: ...

@@ -136,6 +136,10 @@ def test_saved_tokens_rotate_only_what_the_refresh_returned(store: AccountStore)
         "arn:new",
     )
     assert rotated.token_generation > kept.token_generation
+    late = store.save_tokens(account.id, access_token="late", expires_at=1.0, if_generation=kept.token_generation)
+    assert late is None  # a newer write happened meanwhile: the late one is dropped
+    assert store.get(account.id).access_token == "access-3"
+    assert store.save_tokens("no-such-id", access_token="x", expires_at=1.0) is None
 
 
 def test_the_environment_seed_keeps_a_rotated_token_until_the_env_token_changes(open_store: OpenStore) -> None:
