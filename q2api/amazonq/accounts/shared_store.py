@@ -21,14 +21,14 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from q2api.amazonq.accounts import shared_schema as tables
+from q2api.amazonq.accounts.database import Database
 from q2api.amazonq.accounts.database_locks import DatabaseLocks, lock_namespace
 from q2api.amazonq.accounts.database_url import DatabaseUrl
 from q2api.amazonq.accounts.records import (
@@ -51,42 +51,35 @@ from q2api.amazonq.accounts.store_protocol import StoreUnavailable
 T = TypeVar("T")
 _SECRET_COLUMNS = ("refresh_token", "client_secret", "access_token")
 _LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another replica holds
-_WRITE_ATTEMPTS = 3  # a transaction chosen as a deadlock victim is run again
-_DEADLOCK_CODES = frozenset({"40P01", "40001", 1213, 1205})  # PostgreSQL SQLSTATEs, MySQL error numbers
 
 
 class SharedAccountStore:
     def __init__(self, url: DatabaseUrl, secrets: SecretBox) -> None:
         """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
-        self._url = url
         self._secrets = secrets
         self._kind = url.kind
-        isolation = "READ COMMITTED"  # MySQL's default REPEATABLE READ adds gap locks nobody here needs
-        self._engine = sa.create_engine(url.url, pool_pre_ping=True, isolation_level=isolation)
-        # Lock connections are never pooled: closing one really ends it, releasing whatever it held.
-        self._lock_engine = sa.create_engine(url.url, poolclass=sa.NullPool, isolation_level=isolation)
-        with self._failures():
-            with self._engine.connect() as connection:
+        self._db = Database(url)
+        with self._db.failures():
+            with self._db.engine.connect() as connection:
                 self._locks = DatabaseLocks(self._kind, lock_namespace(connection, self._kind))
-            tables.migrate(self._engine, self._locks)
+            tables.migrate(self._db.engine, self._locks)
 
     @property
     def location(self) -> str:
-        return self._url.masked
+        return self._db.url.masked
 
     def close(self) -> None:
-        self._engine.dispose()
-        self._lock_engine.dispose()
+        self._db.dispose()
 
     # -- reading ----------------------------------------------------------------
 
     def get(self, account_id: str) -> Account | None:
-        row = self._read(lambda db: db.execute(_accounts_where(account_id)).first())
+        row = self._db.read(lambda db: db.execute(_accounts_where(account_id)).first())
         return self._account(row) if row is not None else None
 
     def accounts(self) -> list[Account]:
         query = sa.select(tables.accounts).order_by(tables.accounts.c.created_at, tables.accounts.c.id)
-        rows = self._read(lambda db: db.execute(query).all())
+        rows = self._db.read(lambda db: db.execute(query).all())
         return [self._account(row) for row in rows]
 
     def list_views(self) -> list[AccountView]:
@@ -94,7 +87,7 @@ class SharedAccountStore:
 
     def generation(self) -> int:
         query = sa.select(tables.meta.c.value).where(tables.meta.c.name == tables.GENERATION)
-        return int(self._read(lambda db: db.execute(query).scalar()) or 0)
+        return int(self._db.read(lambda db: db.execute(query).scalar()) or 0)
 
     # -- account changes ----------------------------------------------------------
 
@@ -211,7 +204,7 @@ class SharedAccountStore:
     @contextlib.asynccontextmanager
     async def refresh_lock(self, account_id: str) -> AsyncIterator[None]:
         name = f"refresh:{account_id}"
-        connection = await asyncio.to_thread(self._connect_for_lock)
+        connection = await asyncio.to_thread(self._db.connect_for_lock)
         try:
             # Polled, not waited for in the database: a blocking wait would hold a thread per waiter.
             while not await asyncio.to_thread(self._try_lock, connection, name):  # noqa: ASYNC110
@@ -271,10 +264,10 @@ class SharedAccountStore:
                 row |= {"last_error": delta.last_error, "last_used_at": delta.last_used_at}
                 db.execute(self._upsert(stats, row, self._stats_merge))
 
-        self._write(write)
+        self._db.write(write)
 
     def read_stats(self) -> dict[str, AccountStats]:
-        rows = self._read(lambda db: db.execute(sa.select(tables.account_stats)).all())
+        rows = self._db.read(lambda db: db.execute(sa.select(tables.account_stats)).all())
         return {
             row.account_id: AccountStats(row.requests, row.failures, row.last_error, row.last_used_at) for row in rows
         }
@@ -291,16 +284,16 @@ class SharedAccountStore:
                     db.execute(sa.insert(table).values(account_id=account_id, until=rest.until, reason=rest.reason))
 
         if rests:
-            self._write(write)
+            self._db.write(write)
 
     def clear_rests(self, account_ids: Collection[str]) -> None:
         table = tables.account_rests
         if account_ids:
-            self._write(lambda db: db.execute(sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))))
+            self._db.write(lambda db: db.execute(sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))))
 
     def read_rests(self) -> dict[str, AccountRest]:
         table = tables.account_rests
-        rows = self._read(lambda db: db.execute(sa.select(table).where(table.c.until > time.time())).all())
+        rows = self._db.read(lambda db: db.execute(sa.select(table).where(table.c.until > time.time())).all())
         return {row.account_id: AccountRest(row.until, row.reason) for row in rows}
 
     # -- device-code logins ---------------------------------------------------------
@@ -314,18 +307,18 @@ class SharedAccountStore:
             db.execute(sa.insert(tables.logins).values(**record))
             db.execute(sa.delete(tables.logins).where(tables.logins.c.created_at < now - LOGIN_RECORD_LIFETIME))
 
-        self._write(write)
+        self._db.write(write)
 
     def finish_login(
         self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
     ) -> None:
         statement = sa.update(tables.logins).where(tables.logins.c.id == login_id)
         changes = {"status": status.value, "account_id": account_id, "detail": detail}
-        self._write(lambda db: db.execute(statement.values(**changes)))
+        self._db.write(lambda db: db.execute(statement.values(**changes)))
 
     def read_login(self, login_id: str) -> LoginRecord | None:
         query = sa.select(tables.logins).where(tables.logins.c.id == login_id)
-        row = self._read(lambda db: db.execute(query).first())
+        row = self._db.read(lambda db: db.execute(query).first())
         if row is None:
             return None
         return login_record(row.id, row.label, row.method, row.status, row.account_id, row.detail, row.expires_at)
@@ -393,40 +386,11 @@ class SharedAccountStore:
             db.execute(sa.update(tables.meta).where(tables.meta.c.name == tables.GENERATION).values(value=generation))
             return work(db)
 
-        return self._write(bump_then_work)
-
-    def _write(self, work: Callable[[sa.Connection], T]) -> T:
-        for attempt in range(1, _WRITE_ATTEMPTS + 1):
-            try:
-                with self._failures(), self._engine.begin() as db:
-                    return work(db)
-            except StoreUnavailable as exc:
-                if attempt == _WRITE_ATTEMPTS or not _is_deadlock(exc.__cause__):
-                    raise
-        raise AssertionError("unreachable")
-
-    def _read(self, work: Callable[[sa.Connection], T]) -> T:
-        with self._failures(), self._engine.connect() as db:
-            return work(db)
-
-    def _connect_for_lock(self) -> sa.Connection:
-        with self._failures():
-            return self._lock_engine.connect()
+        return self._db.write(bump_then_work)
 
     def _try_lock(self, connection: sa.Connection, name: str) -> bool:
-        with self._failures():
+        with self._db.failures():
             return self._locks.try_acquire(connection, name)
-
-    @contextlib.contextmanager
-    def _failures(self) -> Iterator[None]:
-        """Database faults become StoreUnavailable, naming the store but never a parameter or password."""
-        try:
-            yield
-        except DBAPIError as exc:
-            fault = exc.orig if exc.orig is not None else exc
-            raise StoreUnavailable(f"the shared store {self.location} failed: {type(fault).__name__}: {fault}") from exc
-        except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"the shared store {self.location} failed: {type(exc).__name__}") from exc
 
 
 def _accounts_where(account_id: str) -> sa.Select[Any]:
@@ -435,10 +399,3 @@ def _accounts_where(account_id: str) -> sa.Select[Any]:
 
 def _update_account(account_id: str) -> sa.Update:
     return sa.update(tables.accounts).where(tables.accounts.c.id == account_id)
-
-
-def _is_deadlock(error: BaseException | None) -> bool:
-    if not isinstance(error, DBAPIError) or error.orig is None:
-        return False
-    code = getattr(error.orig, "sqlstate", None) or (error.orig.args[0] if error.orig.args else None)
-    return code in _DEADLOCK_CODES
