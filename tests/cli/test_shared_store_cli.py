@@ -98,3 +98,13 @@ def test_accounts_move_from_sqlite_to_a_shared_store_and_back(
 def test_copy_refuses_one_store_as_both_ends(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["accounts", "copy", "--from", str(isolated / "data"), "--to", str(isolated / "data")]) == 2
     assert "same store" in capsys.readouterr().err
+
+
+def test_an_unreachable_database_is_a_clear_error_without_the_password(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("Q2API_DATABASE_URL", f"postgresql://q2api:{PASSWORD}@127.0.0.1:1/q2api")
+    assert main(["accounts", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot use the store: the shared store postgresql://q2api:***@127.0.0.1:1/q2api failed" in err
+    assert PASSWORD not in err
