@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from q2api.amazonq.accounts.records import AccountStatus
 from q2api.cli.main import main
 from q2api.settings import ENV_VARIABLES
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
+from tests.support.serve_process import clean_environment
 
 PASSWORD = "pw-NEVER-PRINTED-51c2"
 
@@ -35,7 +35,7 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_serve_refuses_a_shared_store_without_a_key(tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("Q2API_", "AMAZONQ_"))}
+    env = clean_environment()
     env["Q2API_DATABASE_URL"] = f"postgresql://q2api:{PASSWORD}@127.0.0.1:1/q2api"
     result = subprocess.run(
         [sys.executable, "-m", "q2api", "serve", "--port", "0"],
@@ -52,7 +52,7 @@ def test_serve_refuses_a_shared_store_without_a_key(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_a_malformed_key(tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("Q2API_", "AMAZONQ_"))}
+    env = clean_environment()
     env |= {"Q2API_DATABASE_URL": "mysql://root@127.0.0.1:1/q2api", "Q2API_SECRET_KEY": "not-a-fernet-key"}
     result = subprocess.run(
         [sys.executable, "-m", "q2api", "serve"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60

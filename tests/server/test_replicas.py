@@ -30,7 +30,7 @@ from q2api.testing.simulated_upstream import (
 )
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import MODEL, find_secrets
-from tests.support.replicas import ServeProcess, clean_environment
+from tests.support.serve_process import CLIENT_KEY, ServeProcess, serve
 
 REPLICAS = 3
 SENDERS_PER_REPLICA = 2
@@ -38,22 +38,16 @@ PASSWORD = "hunter2-DB-PASSWORD"  # PostgreSQL's trust auth ignores it; it must 
 
 
 @contextlib.contextmanager
-def replicas(env: dict[str, str], workdir: Path) -> Iterator[list[ServeProcess]]:
-    started = [ServeProcess(f"replica{n}", env, workdir) for n in range(REPLICAS)]
-    try:
-        for replica in started:
-            replica.wait_ready()
-        yield started
-    finally:
-        for replica in started:
-            replica.stop()
+def replicas(tmp_path: Path, env: dict[str, str]) -> Iterator[list[ServeProcess]]:
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(serve(tmp_path, env)) for _ in range(REPLICAS)]
 
 
 class Burst:
     """Requests through every replica until `stop`; each outcome kept per replica."""
 
     def __init__(self, targets: list[ServeProcess]) -> None:
-        self.outcomes: dict[str, list[str]] = {replica.name: [] for replica in targets}
+        self.outcomes: dict[str, list[str]] = {replica.base_url: [] for replica in targets}
         self._targets = targets
         self._running = True
 
@@ -63,23 +57,23 @@ class Burst:
     def stop(self) -> None:
         self._running = False
 
-    def served(self, name: str) -> int:
-        return self.outcomes[name].count("ok")
+    def served(self, replica: ServeProcess) -> int:
+        return self.outcomes[replica.base_url].count("ok")
 
     async def _send(self, replica: ServeProcess, sender: int) -> None:
-        client = anthropic.AsyncAnthropic(base_url=replica.url, api_key="unused", max_retries=0, timeout=30)
+        client = anthropic.AsyncAnthropic(base_url=replica.base_url, api_key=CLIENT_KEY, max_retries=0, timeout=30)
         serial = 0
         while self._running:
             serial += 1
-            prompt = f"{replica.name}-{sender}-{serial}"
+            prompt = f"{replica.base_url}-{sender}-{serial}"
             try:
                 message = await client.messages.create(
                     model=MODEL, max_tokens=50, messages=[{"role": "user", "content": prompt}]
                 )
                 text = message.content[0].text if message.content and message.content[0].type == "text" else ""
-                self.outcomes[replica.name].append("ok" if prompt in text else f"wrong reply: {text[:80]!r}")
+                self.outcomes[replica.base_url].append("ok" if prompt in text else f"wrong reply: {text[:80]!r}")
             except anthropic.APIError as exc:
-                self.outcomes[replica.name].append(f"{type(exc).__name__}: {exc}"[:200])
+                self.outcomes[replica.base_url].append(f"{type(exc).__name__}: {exc}"[:200])
             await asyncio.sleep(0.05)
         await client.close()
 
@@ -113,19 +107,16 @@ async def test_three_replicas_refresh_once_and_survive_a_killed_one(kind: str, t
             access_token=first_token,
             expires_at=time.time() + 3600,
         )
-        env = clean_environment(
-            {
-                "AMAZONQ_ENDPOINT": sim.url,
-                "AMAZONQ_OIDC_ENDPOINT": sim.oidc_url,
-                "Q2API_DATABASE_URL": database_url,
-                "Q2API_SECRET_KEY": TEST_SECRET_KEY,
-                "Q2API_DATA_DIR": str(tmp_path / "unused-data-dir"),
-            }
-        )
-        with replicas(env, tmp_path) as started:
+        env = {
+            "AMAZONQ_ENDPOINT": sim.url,
+            "AMAZONQ_OIDC_ENDPOINT": sim.oidc_url,
+            "Q2API_DATABASE_URL": database_url,
+            "Q2API_SECRET_KEY": TEST_SECRET_KEY,
+        }
+        with replicas(tmp_path, env) as started:
             await run_the_story(started, store, account.id, first_token, upstream)
             survivors = started[:2]
-        logs = {replica.name: replica.log() for replica in started}
+        logs = {replica.base_url: "\n".join(replica.lines) for replica in started}
         final = store.get(account.id)
         store.close()
 
@@ -134,7 +125,7 @@ async def test_three_replicas_refresh_once_and_survive_a_killed_one(kind: str, t
     assert final is not None and final.refresh_token in (sim.valid_refresh_tokens or ())
     assert final.access_token in sim.valid_access_tokens and final.access_token != first_token
     for replica in survivors:
-        log = logs[replica.name]
+        log = logs[replica.base_url]
         assert "Traceback" not in log, log
         assert PASSWORD not in log and TEST_SECRET_KEY not in log
         assert find_secrets(log) == []
@@ -148,21 +139,21 @@ async def run_the_story(
     burst = Burst(started)
     sending = asyncio.create_task(burst.run())
     try:
-        await wait_for(lambda: all(burst.served(replica.name) >= 3 for replica in started), "every replica to serve")
+        await wait_for(lambda: all(burst.served(replica) >= 3 for replica in started), "every replica to serve")
         # The shared access token expires: Amazon Q refuses it from now on, on every replica at once.
         upstream.revoke_access_token(first_token)
         await wait_for(lambda: sim.refresh_calls >= 1, "the refresh")
-        served_before_kill = {replica.name: burst.served(replica.name) for replica in started}
+        served_before_kill = {replica.base_url: burst.served(replica) for replica in started}
         await wait_for(
-            lambda: all(burst.served(r.name) >= served_before_kill[r.name] + 3 for r in started), "serving after it"
+            lambda: all(burst.served(r) >= served_before_kill[r.base_url] + 3 for r in started), "serving after it"
         )
         started[2].kill()
-        served_at_kill = {replica.name: burst.served(replica.name) for replica in started[:2]}
+        served_at_kill = {replica.base_url: burst.served(replica) for replica in started[:2]}
         await asyncio.sleep(3.0)  # longer than a reload tick: the survivors keep going without the dead one
     finally:
         burst.stop()
         await sending
     for replica in started[:2]:
-        failures = [outcome for outcome in burst.outcomes[replica.name] if outcome != "ok"]
-        assert failures == [], (replica.name, failures[:5])
-        assert burst.served(replica.name) > served_at_kill[replica.name] + 5
+        failures = [outcome for outcome in burst.outcomes[replica.base_url] if outcome != "ok"]
+        assert failures == [], (replica.base_url, failures[:5])
+        assert burst.served(replica) > served_at_kill[replica.base_url] + 5
