@@ -34,11 +34,16 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page, model_info
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
-from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
+from q2api.openai.shapes import model_list
+from q2api.server.chat_completions import CHAT_DOOR, CHAT_ROUTE
+from q2api.server.edge import ClientKeys, RequestIdMiddleware, json_response, read_body
+from q2api.server.front_door import CLAUDE_DOOR, FrontDoor
 from q2api.server.readiness import log_store_contents, readiness
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
 from q2api.settings import Settings
+
+MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it here
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -93,7 +98,7 @@ def create_app(settings: Settings) -> Starlette:
                 store.close()
             await session.close()
 
-    async def messages(request: Request) -> Response:
+    async def relayed(request: Request, door: FrontDoor) -> Response:
         request_id = request.state.request_id  # given by RequestIdMiddleware
         relay: MessagesRelay = state["relay"]
         try:
@@ -101,8 +106,14 @@ def create_app(settings: Settings) -> Starlette:
             body = await read_body(request, settings.max_body_bytes)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
-            return relay.refuse(request_id, error)
-        return await relay.handle(request, body, request_id)
+            return relay.refuse(request_id, error, door)
+        return await relay.handle(request, body, request_id, door)
+
+    async def messages(request: Request) -> Response:
+        return await relayed(request, CLAUDE_DOOR)
+
+    async def chat_completions(request: Request) -> Response:
+        return await relayed(request, CHAT_DOOR)
 
     async def count_tokens(request: Request) -> Response:
         client_keys.check(request)
@@ -113,7 +124,8 @@ def create_app(settings: Settings) -> Starlette:
 
     async def list_models(request: Request) -> Response:
         client_keys.check(request)
-        return json_response(list_models_page(catalog, request.query_params))
+        # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
+        return json_response(model_list(list_models_page(catalog, request.query_params), owned_by=MODELS_OWNER))
 
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health (labels only, never a credential).
@@ -139,9 +151,14 @@ def create_app(settings: Settings) -> Starlette:
             return json_response({"status": "ready"})
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
+    def error_for(request: Request, error: AnthropicError) -> Response:
+        # Each door's clients get its own envelope, for routing errors and bugs too.
+        door = CHAT_DOOR if request.url.path == CHAT_ROUTE else CLAUDE_DOOR
+        return door.error_response(error, getattr(request.state, "request_id", None))
+
     async def anthropic_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AnthropicError)
-        return error_response(exc, getattr(request.state, "request_id", None))
+        return error_for(request, exc)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -154,18 +171,19 @@ def create_app(settings: Settings) -> Starlette:
             )
         else:
             error = AnthropicError(exc.status_code, str(exc.detail))
-        return error_response(error, getattr(request.state, "request_id", None))
+        return error_for(request, error)
 
     async def unexpected_error(request: Request, exc: Exception) -> Response:
         # The traceback goes to the log (without local variables), never to the client.
         logger.opt(exception=exc).error(f"unhandled error on {request.method} {request.url.path}")
         error = AnthropicError(500, "internal gateway error; see the gateway log for details")
-        return error_response(error, getattr(request.state, "request_id", None))
+        return error_for(request, error)
 
     return Starlette(
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route(CHAT_ROUTE, chat_completions, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
