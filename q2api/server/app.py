@@ -43,6 +43,7 @@ from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
 from q2api.settings import Settings
 
+CHAT_PATHS = ("/v1/chat/",)  # where OpenAI clients are: their errors use the OpenAI envelope
 MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it here
 
 
@@ -153,7 +154,7 @@ def create_app(settings: Settings) -> Starlette:
 
     def error_for(request: Request, error: AnthropicError) -> Response:
         # Each door's clients get its own envelope, for routing errors and bugs too.
-        door = CHAT_DOOR if request.url.path == CHAT_ROUTE else CLAUDE_DOOR
+        door = CHAT_DOOR if request.url.path.startswith(CHAT_PATHS) else CLAUDE_DOOR
         return door.error_response(error, getattr(request.state, "request_id", None))
 
     async def anthropic_error(request: Request, exc: Exception) -> Response:
