@@ -33,9 +33,15 @@ _STREAM_ERROR_TYPES = {
 class ChatError(AnthropicError):
     """An error of the OpenAI door: the pipeline sees an AnthropicError, the client gets `openai`."""
 
-    def __init__(self, openai: OpenAIError) -> None:
-        super().__init__(openai.status, openai.message, headers=openai.headers)
+    def __init__(self, openai: OpenAIError, *, error_type: str | None = None) -> None:
+        # `error_type` keeps the pipeline's own name for what happened (the log line's `error=`).
+        super().__init__(openai.status, openai.message, error_type=error_type, headers=openai.headers)
         self.openai = openai
+
+    @classmethod
+    def of(cls, error: AnthropicError) -> ChatError:
+        """`error` as the OpenAI client sees it, status included (the log line names that status)."""
+        return error if isinstance(error, ChatError) else cls(openai_error(error), error_type=error.error_type)
 
 
 def openai_error(error: AnthropicError) -> OpenAIError:

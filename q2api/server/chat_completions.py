@@ -53,12 +53,13 @@ class ChatCall:
         return chat_completion(message, self.translated.options, created=self.created, report=_report)
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
-        """A later stage's 400 names a field of the Claude form; the client is told its own field."""
-        if isinstance(error, InvalidRequest) and not isinstance(error, ChatError):
+        """The error in OpenAI terms; a later stage's 400 names a field of the Claude form, so the
+        client is told its own field instead."""
+        if isinstance(error, InvalidRequest):
             param = self.translated.param_for(error.path)
             if param is not None:
-                return ChatError(InvalidChatRequest(param, error.problem))
-        return error
+                return ChatError(InvalidChatRequest(param, error.problem), error_type=error.error_type)
+        return ChatError.of(error)
 
 
 class ChatDoor:
