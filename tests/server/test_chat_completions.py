@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from q2api.testing import scripts
-from tests.support.gateway_harness import MODEL, Gateway, capture_logs, current_user_message, read_sse
+from tests.support.gateway_harness import MODEL, Gateway, capture_logs, current_user_message, open_gateway, read_sse
 from tests.support.openai_harness import assert_openai_envelope, openai_client, tool_calls_reply
 
 WEATHER = {
@@ -385,3 +385,28 @@ async def test_the_same_client_keys_guard_the_door(gw: Gateway):
         response = await raw.post("/v1/chat/completions", json={"model": MODEL, "messages": [user("hi")]})
     assert response.status_code == 401 and set(response.json()) == {"error"}
     assert gw.sim.requests == []
+
+
+async def test_the_debug_summary_and_the_redacted_reproducer_cover_this_door(tmp_path):
+    big_image = base64.b64encode(PNG_BYTES * 40_000).decode()  # ~2.7 MB: prepared off the event loop
+    async with open_gateway(tmp_path, DEBUG_MESSAGE_CONVERSION="true", Q2API_LOG_LEVEL="DEBUG") as gw:
+        gw.sim.enqueue(scripts.text_reply("seen"))
+        with capture_logs() as logs:
+            async with openai_client(gw) as client:
+                completion = await client.chat.completions.create(
+                    model=MODEL,
+                    messages=[
+                        {"role": "system", "content": "be brief"},
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{big_image}"}}
+                            ],
+                        },
+                    ],
+                )
+    assert completion.choices[0].message.content == "seen"
+    assert any(line.message.lstrip().startswith("=== Message Conversion Debug ===") for line in logs.lines)
+    (reproducer,) = [line.message for line in logs.lines if line.message.startswith("Claude request (redacted)")]
+    assert '"role":"user"' in reproducer and "be brief" in reproducer
+    assert big_image[:64] not in logs.text and "base64 characters>" in reproducer
