@@ -17,6 +17,7 @@ import pytest
 
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, Gateway, capture_logs, current_user_message, open_gateway, read_sse
+from tests.support.metrics_scrape import Scrape
 from tests.support.openai_harness import assert_openai_envelope, openai_client, tool_calls_reply
 
 WEATHER = {
@@ -410,3 +411,21 @@ async def test_the_debug_summary_and_the_redacted_reproducer_cover_this_door(tmp
     (reproducer,) = [line.message for line in logs.lines if line.message.startswith("Claude request (redacted)")]
     assert '"role":"user"' in reproducer and "be brief" in reproducer
     assert big_image[:64] not in logs.text and "base64 characters>" in reproducer
+
+
+async def test_metrics_count_this_door_under_its_own_route(gw: Gateway):
+    async def scrape() -> Scrape:
+        async with httpx2.AsyncClient(base_url=gw.base_url, timeout=10) as http:
+            return Scrape((await http.get("/metrics")).text)
+
+    def served(scrape: Scrape) -> float:
+        return scrape.total("q2api_requests_total", route="/v1/chat/completions", status="200")
+
+    before = await scrape()
+    gw.sim.enqueue(scripts.text_reply("one"), scripts.text_reply("two"))
+    async with openai_client(gw) as client:
+        await client.chat.completions.create(model=MODEL, messages=[user("json")])
+        await stream_chunks(client, messages=[user("stream")])
+    after = await scrape()
+    assert served(after) - served(before) == 2
+    assert after.value("q2api_active_streams") == 0
