@@ -73,7 +73,6 @@ _DATA_URL = re.compile(r"^data:(?P<media_type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?
 class ReplyOptions:
     """How the Claude reply becomes the OpenAI one."""
 
-    stream: bool = False
     include_usage: bool = False  # the usage chunk before `[DONE]`
     show_reasoning: bool = False  # thinking as `reasoning_content`, only when `reasoning_effort` asked for it
     legacy_functions: bool = False  # answer with `function_call` instead of `tool_calls`
@@ -127,7 +126,6 @@ def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
         top_p=chat.top_p,
     )
     options = ReplyOptions(
-        stream=bool(chat.stream),
         include_usage=bool(chat.stream and chat.stream_options and chat.stream_options.include_usage),
         show_reasoning=thinking is not None,
         legacy_functions=bool(chat.functions) and not chat.tools,

@@ -91,7 +91,7 @@ def deltas(chunks: list[Any]) -> list[dict[str, Any]]:
 
 
 def test_a_text_stream():
-    chunks = run([start(), *text_block(0, "Hel", "lo"), *end("end_turn")], ReplyOptions(stream=True))
+    chunks = run([start(), *text_block(0, "Hel", "lo"), *end("end_turn")], ReplyOptions())
     assert chunks[-1] == "[DONE]"
     assert deltas(chunks) == [{"role": "assistant", "content": ""}, {"content": "Hel"}, {"content": "lo"}, {}]
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
@@ -101,7 +101,7 @@ def test_a_text_stream():
 
 
 def test_usage_chunk_when_asked():
-    chunks = run([start(), *text_block(0, "x"), *end("max_tokens")], ReplyOptions(stream=True, include_usage=True))
+    chunks = run([start(), *text_block(0, "x"), *end("max_tokens")], ReplyOptions(include_usage=True))
     *_, finish, usage, done = chunks
     assert finish["choices"][0]["finish_reason"] == "length" and finish["usage"] is None
     assert usage["choices"] == [] and done == "[DONE]"
@@ -121,7 +121,7 @@ def test_parallel_tool_calls_get_consecutive_indices():
         *tool_block(2, "t2", "{}"),
         *end("tool_use"),
     ]
-    tool_deltas = [d["tool_calls"][0] for d in deltas(run(events, ReplyOptions(stream=True))) if "tool_calls" in d]
+    tool_deltas = [d["tool_calls"][0] for d in deltas(run(events, ReplyOptions())) if "tool_calls" in d]
     assert tool_deltas == [
         {"index": 0, "id": "t1", "type": "function", "function": {"name": "f", "arguments": ""}},
         {"index": 0, "function": {"arguments": '{"a"'}},
@@ -134,7 +134,7 @@ def test_parallel_tool_calls_get_consecutive_indices():
 def test_legacy_functions_stream_one_call_and_report_the_rest():
     reports: list[str] = []
     events = [start(), *tool_block(0, "t1", "{}"), *tool_block(1, "t2", "{}"), *end("tool_use")]
-    chunks = run(events, ReplyOptions(stream=True, legacy_functions=True), reports)
+    chunks = run(events, ReplyOptions(legacy_functions=True), reports)
     calls = [d["function_call"] for d in deltas(chunks) if "function_call" in d]
     assert calls == [{"name": "f", "arguments": ""}, {"arguments": "{}"}]
     assert chunks[-2]["choices"][0]["finish_reason"] == "function_call"
@@ -146,7 +146,7 @@ def test_reasoning_only_when_asked(shown: bool):
     events = [start(), *thinking_block(0, "hmm"), *text_block(1, "ok"), *end("end_turn")]
     reasoning = [
         d["reasoning_content"]
-        for d in deltas(run(events, ReplyOptions(stream=True, show_reasoning=shown)))
+        for d in deltas(run(events, ReplyOptions(show_reasoning=shown)))
         if "reasoning_content" in d
     ]
     assert reasoning == (["hmm"] if shown else [])
@@ -154,7 +154,7 @@ def test_reasoning_only_when_asked(shown: bool):
 
 def test_an_error_event_is_the_last_chunk_and_no_done_follows():
     events = [start(), *text_block(0, "part"), error_event("overloaded_error", "Amazon Q is overloaded")]
-    chunks = run(events, ReplyOptions(stream=True, include_usage=True))
+    chunks = run(events, ReplyOptions(include_usage=True))
     assert chunks[-1] == {
         "error": {
             "message": "Amazon Q is overloaded",
@@ -167,7 +167,7 @@ def test_an_error_event_is_the_last_chunk_and_no_done_follows():
 
 
 def test_a_reply_failing_the_response_format_check_ends_with_an_error_chunk():
-    options = ReplyOptions(stream=True, check=ResponseCheck("json please"))
+    options = ReplyOptions(check=ResponseCheck("json please"))
     reports: list[str] = []
     chunks = run([start(), *text_block(0, "not ", "json"), *end("end_turn")], options, reports)
     assert chunks[-1]["error"]["code"] == "invalid_response_format" and "[DONE]" not in chunks
