@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from q2api.conversion.converter import ConversionOptions, convert_request
-from q2api.conversion.guards import validate_conversation
+from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.chat_request import claude_request
 from q2api.openai.types import parse_chat_request
 from tests.support.converter_helpers import all_text, all_tool_results, assistant_messages
