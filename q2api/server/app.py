@@ -81,7 +81,13 @@ def create_app(settings: Settings) -> Starlette:
             state["store"] = store
             state["pool"] = pool
             state["admin"] = AdminContext(
-                store, pool, reloader, session, endpoints, activity=activity, models=lambda: catalog
+                store,
+                pool,
+                reloader,
+                session,
+                endpoints,
+                activity=activity,
+                models=lambda: model_list({"data": catalog}, owned_by=MODELS_OWNER)["data"],
             )
             state["relay"] = MessagesRelay(
                 upstream=upstream,
