@@ -173,7 +173,11 @@ class MessagesRelay:
         while not reply.finished:
             aggregator.add_all(await reply.read() or ())
         try:
-            # Raises the reply's failure, a 500 for an unfinished one, or the door's refusal of it.
+            if reply.failure is not None:
+                # The reply's own error, not the one rebuilt from its `error` event: that one
+                # keeps only the type, and loses the status (502, 504) and headers (retry-after).
+                raise reply.failure
+            # Raises a 500 for an unfinished reply, or the door's refusal of the message.
             answer = call.answer(aggregator.message())
         except AnthropicError as error:
             error = call.client_error(error)
