@@ -296,18 +296,65 @@ def _invalid_from(exc: msgspec.MsgspecError) -> InvalidRequest:
     return InvalidRequest("", f"request body is not valid JSON: {text}")
 
 
-def parse_messages_request(body: bytes) -> MessagesRequest:
+# Tool inputs and schemas are free-form JSON forwarded to Amazon Q, a few levels deeper
+# again; past 128 levels no real schema goes, and the encoders' recursion limits are near.
+MAX_JSON_DEPTH = 128
+
+
+def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
     try:
-        return _messages_decoder.decode(body)
+        return decoder.decode(body)
     except msgspec.MsgspecError as exc:
         raise _invalid_from(exc) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest("", f"request body is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        raise InvalidRequest("", "request body is nested too deeply to parse") from None
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _check_depth(path: str, document: Any) -> None:
+    """Refuse a free-form JSON value nested deeper than MAX_JSON_DEPTH."""
+    encoded = _encode(document)
+    if encoded.count(b"{") + encoded.count(b"[") <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep (the common case, counted in C)
+    # Walked iteratively: no Python recursion to exhaust.
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidRequest(path, f"nested more than {MAX_JSON_DEPTH} levels deep")
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def _check_forwarded_documents(request: _RequestCommon) -> None:
+    """The free-form JSON that travels upstream (tool inputs, tool schemas) must be encodable there."""
+    for index, tool in enumerate(request.tools or ()):
+        if tool.input_schema is not None:
+            _check_depth(f"tools.{index}.input_schema", tool.input_schema)
+    for message_index, message in enumerate(request.messages):
+        if not isinstance(message.content, list):
+            continue
+        for block_index, block in enumerate(message.content):
+            if isinstance(block, ToolUseBlock):
+                _check_depth(f"messages.{message_index}.content.{block_index}.input", block.input)
+
+
+def parse_messages_request(body: bytes) -> MessagesRequest:
+    request: MessagesRequest = _decode(_messages_decoder, body)
+    _check_forwarded_documents(request)
+    return request
 
 
 def parse_count_tokens_request(body: bytes) -> CountTokensRequest:
-    try:
-        return _count_tokens_decoder.decode(body)
-    except msgspec.MsgspecError as exc:
-        raise _invalid_from(exc) from None
+    request: CountTokensRequest = _decode(_count_tokens_decoder, body)
+    _check_forwarded_documents(request)
+    return request
 
 
 def blocks_of(message: Message) -> list[ContentBlock]:

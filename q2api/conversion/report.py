@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
+from q2api.log_text import one_line
+
 
 class Severity(StrEnum):
     INFO = "info"  # an expected adaptation (merges, renames, placeholders)
@@ -98,9 +100,6 @@ _ERRORS = frozenset(
 )
 
 
-_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
-
-
 class Finding(NamedTuple):
     """One change or problem. `message_index` points into the client's `messages`
     (None when the finding is about the request as a whole, or about the output).
@@ -125,8 +124,8 @@ class Finding(NamedTuple):
         if self.message_index is not None:
             parts.append(f" message={self.message_index}")
         if self.tool_use_id is not None:
-            parts.append(f" tool={self.tool_use_id}")
+            parts.append(f" tool={one_line(self.tool_use_id)}")
         if self.detail:
-            parts.append(f": {self.detail}")
-        # Ids and details can hold the client's text: a line break in them must not start a new log line.
-        return "".join(parts).translate(_LINE_BREAKS)
+            # Tool ids and names come from the client: escaped, the line stays one line.
+            parts.append(f": {one_line(self.detail)}")
+        return "".join(parts)

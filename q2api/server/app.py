@@ -158,10 +158,13 @@ def create_app(settings: Settings) -> Starlette:
             return json_response({"status": "ready"})
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
+    def door_error(path: str, error: AnthropicError, request_id: str | None) -> Response:
+        door = CHAT_DOOR if path.startswith(CHAT_PATHS) else CLAUDE_DOOR
+        return door.error_response(error, request_id)
+
     def error_for(request: Request, error: AnthropicError) -> Response:
         # Each door's clients get its own envelope, for routing errors and bugs too.
-        door = CHAT_DOOR if request.url.path.startswith(CHAT_PATHS) else CLAUDE_DOOR
-        return door.error_response(error, getattr(request.state, "request_id", None))
+        return door_error(request.url.path, error, getattr(request.state, "request_id", None))
 
     async def anthropic_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AnthropicError)
@@ -180,12 +183,6 @@ def create_app(settings: Settings) -> Starlette:
             error = AnthropicError(exc.status_code, str(exc.detail))
         return error_for(request, error)
 
-    async def unexpected_error(request: Request, exc: Exception) -> Response:
-        # The traceback goes to the log (without local variables), never to the client.
-        logger.opt(exception=exc).error(f"unhandled error on {request.method} {request.url.path}")
-        error = AnthropicError(500, "internal gateway error; see the gateway log for details")
-        return error_for(request, error)
-
     return Starlette(
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
@@ -199,11 +196,11 @@ def create_app(settings: Settings) -> Starlette:
             *(admin_routes(settings.admin_key, lambda: state["admin"], login_runner) if settings.admin_key else ()),
             *(console_routes() if settings.admin_key else ()),
         ],
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[Middleware(RequestIdMiddleware, error_response_for=door_error)],
         exception_handlers={
             AnthropicError: anthropic_error,
             HTTPException: http_error,
-            Exception: unexpected_error,
+            # Other exceptions (gateway bugs) are answered by RequestIdMiddleware, inside the request's log context.
         },
         lifespan=lifespan,
     )

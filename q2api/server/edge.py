@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
+from collections.abc import Callable
 
 import orjson
 from loguru import logger
@@ -18,9 +19,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from q2api.admin import metrics
 from q2api.anthropic.errors import AnthropicError
+from q2api.log_text import one_line
 
 REQUEST_ID_HEADER = "request-id"
 _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
+# (path, error, request id) → the error response in the envelope of the door that path belongs to.
+DoorErrorResponse = Callable[[str, AnthropicError, str | None], Response]
 # The routes whose handler writes its own, richer log line (q2api.server.exchange_log).
 _RELAY_LOGGED = {("POST", "/v1/messages"), ("POST", "/v1/chat/completions")}
 # Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
@@ -40,10 +44,18 @@ class RequestIdMiddleware:
     other routes than the two front doors, whose relay writes a richer line,
     get their one log line (and their request metrics) here (`/healthz`,
     `/readyz` and `/metrics` at DEBUG: monitors poll them).
+
+    A gateway bug (an exception no handler turned into a response) is answered
+    here too: its traceback is logged inside the request's log context, and the
+    client gets the 500 envelope with `Connection: close`.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, error_response_for: DoorErrorResponse | None = None) -> None:
         self.app = app
+        # The bug's 500 in the envelope of the door the request came through (default: Anthropic's).
+        self._error_response_for = error_response_for or (
+            lambda path, error, request_id: error_response(error, request_id)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -53,28 +65,47 @@ class RequestIdMiddleware:
         started = time.perf_counter()
         scope.setdefault("state", {})["request_id"] = request_id
         status = 500  # if no response starts, the server answers 500
+        response_started = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, response_started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, response_started = message["status"], True
                 headers = list(message.get("headers", ()))
                 if not any(name.lower() == _REQUEST_ID_HEADER_BYTES for name, _ in headers):
                     headers.append((_REQUEST_ID_HEADER_BYTES, request_id.encode()))
                     message = {**message, "headers": headers}
             await send(message)
 
+        method, path = scope["method"], scope["path"]
+        own_line = (method, path) not in _RELAY_LOGGED
         with logger.contextualize(request_id=request_id):
             try:
                 await self.app(scope, receive, send_with_id)
+            except Exception as exc:
+                # A gateway bug: logged here, inside the request's log context, so the
+                # traceback line carries the request id; the client gets a plain 500.
+                logger.opt(exception=exc).error(f"unhandled error on {method} {one_line(path)}")
+                if response_started:
+                    # uvicorn closes a connection whose response was left unfinished; a stream
+                    # that had started writes its own line when it ends.
+                    return
+                own_line = True  # the relay never reached its own line
+                status = 500
+                response = self._error_response_for(path, _INTERNAL_ERROR, request_id)
+                # After a gateway bug the connection's state is unknown: say so, and the server closes it.
+                response.headers["connection"] = "close"
+                await response(scope, receive, send)
             finally:
-                method, path = scope["method"], scope["path"]
-                if (method, path) not in _RELAY_LOGGED:
+                if own_line:
                     level = "DEBUG" if path in _POLLED_PATHS else "INFO"
-                    logger.bind(status=status).log(level, f"{method} {path}")
+                    logger.bind(status=status).log(level, f"{method} {one_line(path)}")
                     metrics.observe_request(
                         route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
                     )
+
+
+_INTERNAL_ERROR = AnthropicError(500, "internal gateway error; see the gateway log for details")
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -84,8 +115,6 @@ def json_response(body: object, status: int = 200, headers: dict[str, str] | Non
 def error_response(error: AnthropicError, request_id: str | None) -> Response:
     headers = dict(error.headers)
     if request_id:
-        # RequestIdMiddleware adds the header to what passes through it; an unhandled
-        # error is answered by Starlette's outermost middleware, outside it.
         headers[REQUEST_ID_HEADER] = request_id
     return json_response(error.envelope(request_id), error.status, headers)
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 import orjson
 from loguru import logger
 
+from q2api.log_text import one_line
+
 if TYPE_CHECKING:
     from loguru import Message, Record
 
@@ -27,7 +29,8 @@ def _render_fields(record: Record) -> bool:
     """Append the bound fields as `key=value` pairs after the message (text format only)."""
     extra = record["extra"]
     fields = {key: value for key, value in extra.items() if key != "fields"}
-    extra["fields"] = "".join(f" {key}={value}" for key, value in fields.items())
+    # Field values are often the client's (model, path): escaped, so none can start a forged line.
+    extra["fields"] = "".join(f" {key}={one_line(value)}" for key, value in fields.items())
     return True
 
 
@@ -75,20 +78,25 @@ class _InterceptHandler(logging.Handler):
         logger.opt(depth=6, exception=record.exc_info).log(level, record.getMessage())
 
 
+def add_text_sink(stream: TextIO, level: str = "INFO") -> int:
+    """The text sink on `stream` (stderr in production); returns loguru's handler id."""
+    return logger.add(
+        stream,
+        level=level.upper(),
+        format=text_format,
+        filter=_render_fields,
+        backtrace=False,
+        # diagnose=False: tracebacks never print local variables, which could hold tokens.
+        diagnose=False,
+    )
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     logger.remove()
     if fmt == "json":
         logger.add(JsonLineSink(sys.stderr), level=level.upper(), format="", backtrace=False, diagnose=False)
     else:
-        logger.add(
-            sys.stderr,
-            level=level.upper(),
-            format=text_format,
-            filter=_render_fields,
-            backtrace=False,
-            # diagnose=False: tracebacks never print local variables, which could hold tokens.
-            diagnose=False,
-        )
+        add_text_sink(sys.stderr, level)
     # The stdlib root logger at the configured level, not 0: uvicorn checks whether TRACE is
     # enabled and, if so, wraps the app in a middleware that logs every ASGI message.
     logging.basicConfig(handlers=[_InterceptHandler()], level=logger.level(level.upper()).no, force=True)

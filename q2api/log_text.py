@@ -1,0 +1,30 @@
+"""Client-supplied text made safe for a one-line-per-record text log.
+
+A path, a model id or a tool id may hold a newline (`%0A` in a URL decodes to
+one) or other control characters; printed raw, they would start a forged log
+line. `one_line` escapes every character that can break or disguise a line —
+the C0 and C1 controls, DEL and the Unicode line and paragraph separators —
+as `\\xNN` / `\\uNNNN`, and leaves everything else (other non-ASCII text
+included) as it is. A backslash is doubled, so an escape the client typed
+cannot pass for one the gateway made.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\\":
+        return "\\\\"
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(value: object) -> str:
+    """`value` as text that stays on one log line."""
+    text = value if isinstance(value, str) else str(value)
+    return _UNSAFE.sub(_escape, text)
