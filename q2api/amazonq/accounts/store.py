@@ -47,8 +47,9 @@ _BUSY_TIMEOUT_MS = 10_000
 class SqliteAccountStore:
     """The embedded store (implements `AccountStore`, store_protocol.py)."""
 
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | Path, *, busy_timeout: float = _BUSY_TIMEOUT_MS / 1000) -> None:
         self.data_dir = Path(data_dir)
+        self._busy_timeout = busy_timeout
         self.path = self.data_dir / DB_FILENAME
         create_private_dir(self.data_dir)
         # `--workers` processes start together, and SQLite answers a second
@@ -390,7 +391,7 @@ class SqliteAccountStore:
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
         # `timeout` is SQLite's busy timeout: another worker's short write makes us wait, not fail.
-        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
         try:
             db.row_factory = sqlite3.Row
             yield db

@@ -22,7 +22,8 @@ from loguru import logger
 
 from q2api.amazonq.accounts.records import Account, AccountStatus
 from q2api.amazonq.accounts.refresh import RefreshedToken
-from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.amazonq.accounts.token_saver import TokenSaver
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.observer import (
     NO_OBSERVER,
@@ -64,6 +65,7 @@ class TokenManager:
         self._rejected: RefreshRejected | None = None
         self._invalidated: str | None = None  # a token invalidate() retired: never adopt it again
         self._rejected_checked_at = 0.0
+        self._saver = TokenSaver(store, account.id, account.label)
         if account.status is AccountStatus.NEEDS_LOGIN:
             self._rejected = RefreshRejected(account.label, account.status_detail or "refresh token rejected earlier")
 
@@ -177,7 +179,7 @@ class TokenManager:
 
     async def _run_refresh(self, rejected: str | None) -> str:
         async with self._store.refresh_lock(self._account.id):
-            stored = await asyncio.to_thread(self._store.get, self._account.id)
+            stored = self._saver.overlay(await self._read_stored())
             if stored is None:
                 raise RefreshRejected(self.label, "the account was removed from the store")
             if stored.access_token and stored.access_token != rejected and self._is_fresh(stored):
@@ -198,7 +200,10 @@ class TokenManager:
         except RefreshRejected as exc:
             self._observer.token_refresh(REFRESH_REJECTED)
             logger.bind(account=self.label).error(str(exc))
-            await asyncio.to_thread(self._store.set_status, stored.id, AccountStatus.NEEDS_LOGIN, exc.detail)
+            try:
+                await asyncio.to_thread(self._store.set_status, stored.id, AccountStatus.NEEDS_LOGIN, exc.detail)
+            except STORE_ERRORS as store_error:  # the rejection stands in memory; the store catches up later
+                logger.bind(account=self.label).error(f"could not record the rejection in the store: {store_error}")
             self._account = dataclasses.replace(stored, status=AccountStatus.NEEDS_LOGIN, status_detail=exc.detail)
             self._mark_rejected(exc)
             raise
@@ -218,17 +223,7 @@ class TokenManager:
                 return stored.access_token  # type: ignore[return-value]
             logger.bind(account=self.label).error(f"token refresh failed: {exc}")
             raise
-        updated = await asyncio.to_thread(
-            self._store.save_tokens,
-            stored.id,
-            access_token=result.access_token,
-            expires_at=result.expires_at,
-            refresh_token=result.refresh_token,
-            profile_arn=result.profile_arn,
-        )
-        self._account = updated or dataclasses.replace(
-            stored, access_token=result.access_token, expires_at=result.expires_at
-        )
+        self._account = await self._saver.save(stored, result)
         self._observer.token_refresh(REFRESH_SUCCESS)
         logger.info(
             "refreshed the access token",
@@ -237,6 +232,16 @@ class TokenManager:
             refresh_token_rotated=result.refresh_token is not None,
         )
         return result.access_token
+
+    async def _read_stored(self) -> Account | None:
+        """The account as stored; if the store cannot be read, the copy in memory (and an ERROR line)."""
+        try:
+            return await asyncio.to_thread(self._store.get, self._account.id)
+        except STORE_ERRORS as exc:
+            logger.bind(account=self.label).error(
+                f"could not read the account store ({type(exc).__name__}: {exc}); using the tokens in memory"
+            )
+            return self._account
 
     def _mark_rejected(self, error: RefreshRejected) -> None:
         self._rejected = error
