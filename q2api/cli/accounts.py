@@ -237,6 +237,12 @@ def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
 
 def _secret(given: str | None, variable: str, what: str) -> str | None:
     """The flag, else the environment variable, else a hidden prompt on a terminal."""
+    if given and given.strip():
+        print(
+            f"warning: the {what} was given on the command line, where other users of this machine can read it"
+            f" (ps, shell history); set {variable} instead",
+            file=sys.stderr,
+        )
     for candidate in (given, os.environ.get(variable)):
         if candidate and candidate.strip():
             return candidate.strip()

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from q2api.settings import Settings
+
 # Exit status of a command that refused to start because of its configuration.
 EXIT_BAD_SETTINGS = 2
 # The factory each uvicorn worker process imports and calls (see `logged_app_from_environment`).
@@ -59,6 +61,10 @@ def _serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"q2api: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
+    store_problem = _store_problem(settings)
+    if store_problem:
+        print(f"q2api: {store_problem}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     configure_logging(settings.log_level, settings.log_format)
     for unknown in unknown_variables(os.environ, known=SECRET_INPUT_VARIABLES):
         logger.warning(unknown.warning())
@@ -75,6 +81,20 @@ def _serve(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=5,
         )
     return 0
+
+
+def _store_problem(settings: Settings) -> str | None:
+    """Why the account store in Q2API_DATA_DIR cannot be used, if it cannot (checked once, before any worker)."""
+    import sqlite3
+
+    from q2api.amazonq.accounts.store import AccountStore
+
+    try:
+        AccountStore(settings.data_dir).accounts()
+    except (OSError, sqlite3.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"Q2API_DATA_DIR={settings.data_dir} cannot hold the account store: {reason}"
+    return None
 
 
 def _demo(args: argparse.Namespace) -> int:

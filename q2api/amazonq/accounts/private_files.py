@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
@@ -11,7 +12,10 @@ def create_private_dir(path: Path) -> None:
         path.mkdir(mode=0o700, parents=True)
     except FileExistsError:
         # Already there: the operator's own directory, or another `--workers`
-        # process won the race to create it (mkdir's mode can only be stricter).
+        # process won the race to create it. Tokens live here: no access for others.
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode) and mode & 0o077:
+            os.chmod(path, stat.S_IMODE(mode) & 0o700)
         return
     os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
 
