@@ -83,6 +83,13 @@ class Settings:
     account_max_failures: int = 10
     database_url: str | None = None  # None: the SQLite store in data_dir; else a shared PostgreSQL/MySQL store
     secret_key: str | None = None  # Fernet key(s) encrypting secrets in a shared store
+    # Transport limits (q2api/server/transport.py): what one client connection may cost.
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 100
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    keep_alive_timeout: int = 5
+    max_connections: int = 1000
 
     @property
     def auth_method(self) -> AuthMethod:
@@ -251,6 +258,12 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "account_max_failures": ("Q2API_ACCOUNT_MAX_FAILURES", _number(int, 0)),
     "database_url": ("Q2API_DATABASE_URL", _database_url),
     "secret_key": ("Q2API_SECRET_KEY", _secret_key),
+    "max_header_bytes": ("Q2API_MAX_HEADER_BYTES", _number(int, 1024)),
+    "max_headers": ("Q2API_MAX_HEADERS", _number(int, 8)),
+    "header_timeout": ("Q2API_HEADER_TIMEOUT", _number(float, 0, above=True)),
+    "body_timeout": ("Q2API_BODY_TIMEOUT", _number(float, 0, above=True)),
+    "keep_alive_timeout": ("Q2API_KEEP_ALIVE_TIMEOUT", _number(int, 1)),
+    "max_connections": ("Q2API_MAX_CONNECTIONS", _number(int, 1)),
 }
 
 ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())

@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 EXIT_BAD_SETTINGS = 2
 # The factory each uvicorn worker process imports and calls (see `logged_app_from_environment`).
 SERVE_APP_FACTORY = "q2api.cli.main:logged_app_from_environment"
+# `q2api serve` flags (argparse destination) → the variable each one sets.
+TRANSPORT_FLAGS = {
+    "max_header_bytes": "Q2API_MAX_HEADER_BYTES",
+    "max_headers": "Q2API_MAX_HEADERS",
+    "header_timeout": "Q2API_HEADER_TIMEOUT",
+    "body_timeout": "Q2API_BODY_TIMEOUT",
+    "keep_alive_timeout": "Q2API_KEEP_ALIVE_TIMEOUT",
+    "max_connections": "Q2API_MAX_CONNECTIONS",
+}
 
 
 def logged_app_from_environment() -> Starlette:
@@ -54,8 +63,14 @@ def _serve(args: argparse.Namespace) -> int:
     from q2api.cli.env_check import unknown_variables
     from q2api.cli.metrics_dir import metrics_directory
     from q2api.server.logging_setup import configure_logging
+    from q2api.server.transport import transport_limits, uvicorn_options
     from q2api.settings import SettingsError, load_settings
 
+    # A flag is its environment variable for this process and its workers (which read the environment).
+    for option, variable in TRANSPORT_FLAGS.items():
+        value = getattr(args, option)
+        if value is not None:
+            os.environ[variable] = value
     try:
         settings = load_settings()  # fail fast, before uvicorn starts, on a bad setting
     except SettingsError as exc:
@@ -79,6 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=5,
+            **uvicorn_options(transport_limits(settings)),
         )
     return 0
 
@@ -152,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=_positive_int, default=1, help="worker processes sharing one data dir (default: 1)"
     )
+    limits = serve.add_argument_group(
+        "transport limits", "each flag overrides its environment variable (defaults in the README)"
+    )
+    for option, variable in TRANSPORT_FLAGS.items():
+        limits.add_argument("--" + option.replace("_", "-"), metavar=variable, help=f"sets {variable}")
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(

@@ -40,6 +40,7 @@ from q2api.server.edge import ClientKeys, RequestIdMiddleware, json_response, re
 from q2api.server.front_door import CLAUDE_DOOR, FrontDoor
 from q2api.server.readiness import log_store_contents, readiness
 from q2api.server.relay import MessagesRelay
+from q2api.server.transport import transport_limits
 from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
 from q2api.settings import Settings
 
@@ -183,7 +184,7 @@ def create_app(settings: Settings) -> Starlette:
             error = AnthropicError(exc.status_code, str(exc.detail))
         return error_for(request, error)
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
@@ -204,3 +205,5 @@ def create_app(settings: Settings) -> Starlette:
         },
         lifespan=lifespan,
     )
+    app.state.transport_limits = transport_limits(settings)  # read by the server's protocol (transport.py)
+    return app

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 import uvicorn
 
 from q2api.server.app import create_app
+from q2api.server.transport import transport_limits, uvicorn_options
 from q2api.settings import Settings
 
 
@@ -35,6 +36,7 @@ async def running_gateway(settings: Settings, *, host: str = "127.0.0.1") -> Asy
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=2,
+        **uvicorn_options(transport_limits(settings)),
     )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
