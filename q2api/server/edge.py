@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from q2api.admin import metrics
 from q2api.anthropic.errors import AnthropicError
 from q2api.log_text import one_line
+from q2api.server.transport import BODY_TIMED_OUT
 
 REQUEST_ID_HEADER = "request-id"
 _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
@@ -168,6 +169,8 @@ async def read_body(request: Request, limit: int) -> bytes:
                 raise _too_large(limit)
             chunks.append(chunk)
     except ClientDisconnect:
+        if request.scope.get("state", {}).get(BODY_TIMED_OUT):
+            raise AnthropicError(408, "the request body did not arrive in time", error_type="timeout_error") from None
         raise AnthropicError(400, "the client closed the connection while sending the body") from None
     return b"".join(chunks)
 

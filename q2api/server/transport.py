@@ -36,6 +36,8 @@ from q2api.anthropic.errors import error_envelope
 from q2api.settings import Settings
 
 PROTOCOL_PATH = "q2api.server.transport:LimitedHttpToolsProtocol"
+# Set in the request's state when its body timed out, so the edge logs the 408 the client got.
+BODY_TIMED_OUT = "body_timed_out"
 # How long a refused connection is still read (and the bytes dropped) before it is closed.
 _LINGER_SECONDS = 1.0
 
@@ -191,7 +193,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self._send_refusal(408, f"the request body did not arrive within {self.limits.body_timeout:g} s")
         else:
             self.transport.close()
-        # The application, waiting for the rest of the body, sees the client leave.
+        # The application, waiting for the rest of the body, sees the client leave, and why.
+        cycle.scope["state"][BODY_TIMED_OUT] = True
         cycle.disconnected = True
         cycle.message_event.set()
 
