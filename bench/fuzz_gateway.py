@@ -1,0 +1,99 @@
+"""Fuzz run: many hostile bodies against the real gateway — never a 5xx, always the envelope, no traceback.
+
+    .venv/bin/python bench/fuzz_gateway.py [--examples 20000] [--seed N]
+
+The CI test (tests/server/test_fuzz_gateway.py) posts a thousand bodies; this
+posts as many as asked, from the same strategies (q2api/testing/fuzz_bodies.py),
+to a gateway on the simulated upstream, and prints the statuses it saw. On the
+first bad answer hypothesis shrinks the body to a small reproducer and the run
+fails with it (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx2
+from hypothesis import HealthCheck, given, seed, settings
+from loguru import logger
+
+from q2api.settings import load_settings
+from q2api.testing.fuzz_bodies import cases, problem_with
+from q2api.testing.gateway_server import GatewayThread
+from q2api.testing.simulated_upstream import SimulatedUpstream
+
+CLIENT_KEY = "fuzz-client-key"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random)")
+    args = parser.parse_args()
+
+    bad_log_lines: list[str] = []
+
+    def watch(message: object) -> None:
+        record = message.record  # type: ignore[attr-defined]
+        if record["level"].no >= 40 or record["exception"] is not None:
+            bad_log_lines.append(str(message))
+
+    logger.remove()
+    logger.add(watch, level="WARNING", diagnose=False)
+    statuses: collections.Counter[tuple[str, int]] = collections.Counter()
+
+    with SimulatedUpstream.run_in_thread() as upstream, tempfile.TemporaryDirectory() as data_dir:
+        env = {
+            **upstream.env("idc"),
+            "Q2API_DATA_DIR": data_dir,
+            "Q2API_API_KEYS": CLIENT_KEY,
+            "Q2API_STREAM_HOLD_SECONDS": "0",
+        }
+        with GatewayThread(load_settings(env, env_file=None)) as gateway:
+            with httpx2.Client(base_url=gateway.base_url, headers={"x-api-key": CLIENT_KEY}, timeout=60) as http:
+
+                @settings(
+                    max_examples=args.examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+                )
+                @given(case=cases)
+                def fuzz(case: tuple[str, bytes]) -> None:
+                    endpoint, body = case
+                    bad_log_lines.clear()
+                    response = http.post(endpoint, content=body)
+                    statuses[(endpoint, response.status_code)] += 1
+                    problem = problem_with(response.status_code, response.content)
+                    assert problem is None, problem
+                    assert not bad_log_lines, "".join(bad_log_lines)
+
+                if args.seed is not None:
+                    fuzz = seed(args.seed)(fuzz)
+                started = time.perf_counter()
+                try:
+                    fuzz()
+                    outcome = 0
+                except AssertionError as failure:
+                    print(f"FAILED: {failure}", file=sys.stderr)
+                    outcome = 1
+                elapsed = time.perf_counter() - started
+
+    total = sum(statuses.values())
+    print(f"{total} bodies in {elapsed:.1f} s ({total / elapsed:.0f}/s); statuses:")
+    for (endpoint, status), count in sorted(statuses.items()):
+        print(f"  {endpoint:28} {status}  {count}")
+    print(
+        "result: "
+        + ("ok — no 5xx, every error in the envelope, no ERROR or traceback logged" if outcome == 0 else "FAILED")
+    )
+    return outcome
+
+
+if __name__ == "__main__":
+    sys.exit(main())
