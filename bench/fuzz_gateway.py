@@ -33,12 +33,10 @@ from q2api.testing.simulated_upstream import SimulatedUpstream
 CLIENT_KEY = "fuzz-client-key"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=20_000)
-    parser.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random)")
-    args = parser.parse_args()
-
+def fuzz_against(
+    base_url: str, examples: int, seed_value: int | None
+) -> tuple[collections.Counter[tuple[str, int]], str | None]:
+    """Post `examples` hostile bodies; the statuses seen, and the failure (None if every answer was right)."""
     bad_log_lines: list[str] = []
 
     def watch(message: object) -> None:
@@ -49,6 +47,33 @@ def main() -> int:
     logger.remove()
     logger.add(watch, level="WARNING", diagnose=False)
     statuses: collections.Counter[tuple[str, int]] = collections.Counter()
+    with httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}, timeout=60) as http:
+
+        @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(case=cases)
+        def fuzz(case: tuple[str, bytes]) -> None:
+            endpoint, body = case
+            bad_log_lines.clear()
+            response = http.post(endpoint, content=body)
+            statuses[(endpoint, response.status_code)] += 1
+            problem = problem_with(response.status_code, response.content)
+            assert problem is None, problem
+            assert not bad_log_lines, "".join(bad_log_lines)
+
+        if seed_value is not None:
+            fuzz = seed(seed_value)(fuzz)
+        try:
+            fuzz()
+        except AssertionError as failure:
+            return statuses, str(failure)
+    return statuses, None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random)")
+    args = parser.parse_args()
 
     with SimulatedUpstream.run_in_thread() as upstream, tempfile.TemporaryDirectory() as data_dir:
         env = {
@@ -58,41 +83,19 @@ def main() -> int:
             "Q2API_STREAM_HOLD_SECONDS": "0",
         }
         with GatewayThread(load_settings(env, env_file=None)) as gateway:
-            with httpx2.Client(base_url=gateway.base_url, headers={"x-api-key": CLIENT_KEY}, timeout=60) as http:
-
-                @settings(
-                    max_examples=args.examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
-                )
-                @given(case=cases)
-                def fuzz(case: tuple[str, bytes]) -> None:
-                    endpoint, body = case
-                    bad_log_lines.clear()
-                    response = http.post(endpoint, content=body)
-                    statuses[(endpoint, response.status_code)] += 1
-                    problem = problem_with(response.status_code, response.content)
-                    assert problem is None, problem
-                    assert not bad_log_lines, "".join(bad_log_lines)
-
-                if args.seed is not None:
-                    fuzz = seed(args.seed)(fuzz)
-                started = time.perf_counter()
-                try:
-                    fuzz()
-                    outcome = 0
-                except AssertionError as failure:
-                    print(f"FAILED: {failure}", file=sys.stderr)
-                    outcome = 1
-                elapsed = time.perf_counter() - started
+            started = time.perf_counter()
+            statuses, failure = fuzz_against(gateway.base_url, args.examples, args.seed)
+            elapsed = time.perf_counter() - started
 
     total = sum(statuses.values())
     print(f"{total} bodies in {elapsed:.1f} s ({total / elapsed:.0f}/s); statuses:")
     for (endpoint, status), count in sorted(statuses.items()):
         print(f"  {endpoint:28} {status}  {count}")
-    print(
-        "result: "
-        + ("ok — no 5xx, every error in the envelope, no ERROR or traceback logged" if outcome == 0 else "FAILED")
-    )
-    return outcome
+    if failure is not None:
+        print(f"FAILED (shrunk reproducer above): {failure}")
+        return 1
+    print("result: ok — no 5xx, every error in the envelope, no ERROR or traceback logged")
+    return 0
 
 
 if __name__ == "__main__":
