@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import sys
 import tempfile
 import time
@@ -45,7 +46,9 @@ def fuzz_against(
             bad_log_lines.append(str(message))
 
     logger.remove()
-    logger.add(watch, level="WARNING", diagnose=False)
+    # At DEBUG, so the conversion summary and the redacted dumps are built for every body too.
+    logger.add(watch, level="DEBUG", diagnose=False)
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # the simulator's own noise when a reply is cut
     statuses: collections.Counter[tuple[str, int]] = collections.Counter()
     with httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}, timeout=60) as http:
 
@@ -81,6 +84,7 @@ def main() -> int:
             "Q2API_DATA_DIR": data_dir,
             "Q2API_API_KEYS": CLIENT_KEY,
             "Q2API_STREAM_HOLD_SECONDS": "0",
+            "DEBUG_MESSAGE_CONVERSION": "true",
         }
         with GatewayThread(load_settings(env, env_file=None)) as gateway:
             started = time.perf_counter()

@@ -100,16 +100,17 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _store_problem(settings: Settings) -> str | None:
-    """Why the account store in Q2API_DATA_DIR cannot be used, if it cannot (checked once, before any worker)."""
-    import sqlite3
-
-    from q2api.amazonq.accounts.store import AccountStore
+    """Why the account store cannot be used, if it cannot (checked once, before any worker starts)."""
+    from q2api.amazonq.accounts.opening import open_account_store
+    from q2api.amazonq.accounts.store_protocol import STORE_ERRORS
 
     try:
-        AccountStore(settings.data_dir).accounts()
-    except (OSError, sqlite3.Error) as exc:
+        open_account_store(settings.database_url, settings.data_dir, settings.secret_key).accounts()
+    except STORE_ERRORS as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return f"Q2API_DATA_DIR={settings.data_dir} cannot hold the account store: {reason}"
+        # The database URL may hold a password: named, never printed.
+        where = "Q2API_DATABASE_URL" if settings.database_url else f"Q2API_DATA_DIR={settings.data_dir}"
+        return f"{where} cannot hold the account store: {reason}"
     return None
 
 

@@ -52,13 +52,17 @@ def log_conversion(
     # Reproducers for bug reports, built only when a sink takes DEBUG lines (Q2API_LOG_LEVEL=DEBUG).
     logger.opt(lazy=True).debug(
         "Claude request (redacted): {}",
-        lambda: _json_text(debug_summary.redacted_claude_request(claude_document())),
+        lambda: _json_text(lambda: debug_summary.redacted_claude_request(claude_document())),
     )
     logger.opt(lazy=True).debug(
         "Amazon Q request (redacted): {}",
-        lambda: _json_text(debug_summary.redacted_payload(conversion.payload)),
+        lambda: _json_text(lambda: debug_summary.redacted_payload(conversion.payload)),
     )
 
 
-def _json_text(document: Any) -> str:
-    return orjson.dumps(document).decode()
+def _json_text(make_document: Callable[[], Any]) -> str:
+    """A debug dump; one the encoder cannot nest that deep (a client's metadata, say) is skipped, not fatal."""
+    try:
+        return orjson.dumps(make_document()).decode()
+    except (TypeError, RecursionError, orjson.JSONDecodeError) as exc:
+        return f"(not shown: {type(exc).__name__}: {exc})"

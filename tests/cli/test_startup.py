@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from q2api.amazonq.accounts.store import DB_FILENAME, AccountStore
+from q2api.amazonq.accounts.store import DB_FILENAME, SqliteAccountStore
 from q2api.cli.main import main
 from q2api.settings import ENV_VARIABLES
 
@@ -71,7 +71,7 @@ def test_an_existing_data_dir_open_to_others_is_tightened_to_0700(tmp_path) -> N
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     os.chmod(data_dir, 0o755)
-    AccountStore(data_dir)
+    SqliteAccountStore(data_dir)
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
 
 

@@ -103,3 +103,15 @@ async def test_a_gateway_bug_closes_the_connection_and_keeps_the_log_line(gw, mo
     assert "RuntimeError: a bug" in logs.text  # the traceback is in the log, not in the answer
     request_lines = [line for line in logs.request_lines() if line.extra.get("request_id") == request_id]
     assert [line.extra["status"] for line in request_lines] == [500]
+
+
+async def test_debug_dumps_of_a_deeply_nested_body_are_skipped_not_fatal(tmp_path) -> None:
+    from tests.support.gateway_harness import open_gateway
+
+    body = body_with()[:-1] + b',"metadata":{"x":' + b"[" * 600 + b"]" * 600 + b"}}"
+    async with open_gateway(tmp_path, DEBUG_MESSAGE_CONVERSION="true") as gw:
+        with capture_logs() as logs:  # at DEBUG: the redacted dumps are built
+            async with gw.http() as http:
+                response = await http.post("/v1/messages", content=body)
+    assert response.status_code == 200, response.text
+    assert any(line.message.startswith("Claude request (redacted): (not shown") for line in logs.lines)
