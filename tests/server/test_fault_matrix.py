@@ -9,14 +9,15 @@ must see for a non-streaming and for a streaming request:
   `error` event of that type, never `message_stop`;
 * `Complete(stop_reason)`: the full reply (the gateway recovered by itself).
 
-Not yet here: the client-disconnect stage (before headers, during the hold,
-mid-stream), which waits for the relay's reply rewrite.
+The last column is the client leaving, at each stage a request can be in: the
+upstream request must be closed and the request logged as 499 `client_disconnected`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +27,14 @@ import pytest
 from q2api.testing import scripts
 from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream, SimulationThread
-from tests.support.gateway_harness import CLIENT_KEY, MODEL, assert_error_envelope, capture_logs, gateway_settings
+from tests.support.gateway_harness import (
+    CLIENT_KEY,
+    MODEL,
+    assert_error_envelope,
+    capture_logs,
+    gateway_settings,
+    open_gateway,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,17 +109,18 @@ UPSTREAM_FAULTS: dict[str, Fault] = {
         Status(429, "rate_limit_error"),
         Status(429, "rate_limit_error"),
     ),
-    # Failures after content: an error event for streams, an error status for JSON.
+    # Failures after content: an error event for streams, an error status for JSON (a body
+    # broken mid-reply is a 500 there: the aggregated error keeps the type, not the 502).
     "exception after content": Fault(
         (scripts.mid_stream_exception(text_before=PARTIAL),),
         Status(529, "overloaded_error"),
         StreamError("overloaded_error"),
     ),
-    "truncated frame": Fault((scripts.truncated_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")),
+    "truncated frame": Fault((scripts.truncated_reply(PARTIAL),), Status(500, "api_error"), StreamError("api_error")),
     "connection dropped mid-body": Fault(
-        (scripts.dropped_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")
+        (scripts.dropped_reply(PARTIAL),), Status(500, "api_error"), StreamError("api_error")
     ),
-    "corrupted frame": Fault((scripts.corrupted_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")),
+    "corrupted frame": Fault((scripts.corrupted_reply(PARTIAL),), Status(500, "api_error"), StreamError("api_error")),
     "silent past the read timeout": Fault(
         (scripts.stalled_reply(3.0, text_before=PARTIAL),), Status(504, "timeout_error"), StreamError("timeout_error")
     ),
@@ -187,6 +196,9 @@ def test_upstream_fault(upstream, http, fault: str, stream: bool) -> None:
     upstream.enqueue(*case.replies)
     with capture_logs() as logs:
         seen = outcome_of(http, stream=stream)
+        deadline = time.monotonic() + 5
+        while not logs.request_lines() and time.monotonic() < deadline:
+            time.sleep(0.01)  # a stream's line is written as its response ends, just after the client's last byte
     assert seen == (case.stream if stream else case.json)
     assert "Traceback" not in logs.text
     statuses = [line.extra["status"] for line in logs.request_lines()]
@@ -241,3 +253,42 @@ def test_token_service_unreachable(tmp_path) -> None:
         ):
             assert outcome_of(client, stream=True) == Status(503, "api_error")
             assert outcome_of(client, stream=False) == Status(503, "api_error")
+
+
+# -- the client leaves ------------------------------------------------------------------
+
+SLOW = scripts.text_reply("slow " * 100, chunks=100, delay=0.05)  # five seconds of reply
+DISCONNECT_STAGES: dict[str, tuple[scripts.Reply, bool, bool]] = {
+    # stage: (reply, stream, whether the client waits for the first content before leaving)
+    "waiting for Amazon Q's headers (json)": (scripts.slow_headers(5.0), False, False),
+    "waiting for Amazon Q's headers (stream)": (scripts.slow_headers(5.0), True, False),
+    "while the reply is aggregated (json)": (SLOW, False, False),
+    "during the hold, before any content (stream)": (
+        scripts.stream(scripts.conversation_event(), scripts.Pause(5.0), scripts.text_events("late")),
+        True,
+        False,
+    ),
+    "mid-stream, after the first content (stream)": (SLOW, True, True),
+}
+
+
+@pytest.mark.parametrize("stage", list(DISCONNECT_STAGES))
+async def test_client_leaves(tmp_path, stage: str) -> None:
+    reply, stream, after_content = DISCONNECT_STAGES[stage]
+    async with open_gateway(tmp_path, Q2API_STREAM_HOLD_SECONDS="10", Q2API_FIRST_BYTE_TIMEOUT="30") as gw:
+        gw.sim.enqueue(reply)
+        body = {"model": MODEL, "max_tokens": 64, "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
+        with capture_logs() as logs:
+            async with gw.http(timeout=0.5 if not after_content else 10) as http:
+                try:
+                    async with http.stream("POST", "/v1/messages", json=body) as response:
+                        async for chunk in response.aiter_bytes():
+                            if b"content_block_delta" in chunk:
+                                break  # leave after the first content
+                except httpx2.ReadTimeout:
+                    pass  # left before any response byte
+            assert await gw.sim.wait_until(lambda: gw.sim.disconnects >= 1 and gw.sim.active_streams == 0)
+            assert await gw.sim.wait_until(lambda: bool(logs.request_lines()))
+        assert gw.sim.streams_completed == 0
+        (line,) = logs.request_lines()
+        assert line.extra["status"] == 499 and "error=client_disconnected" in line.message
