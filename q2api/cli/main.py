@@ -172,8 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     limits = serve.add_argument_group(
         "transport limits", "each flag overrides its environment variable (defaults in the README)"
     )
+    from q2api import settings as settings_module
+
     for option, variable in TRANSPORT_FLAGS.items():
-        limits.add_argument("--" + option.replace("_", "-"), metavar=variable, help=f"sets {variable}")
+        default = getattr(settings_module.Settings, option)  # the dataclass default, e.g. 65536
+        limits.add_argument(
+            "--" + option.replace("_", "-"),
+            metavar="SECONDS" if option.endswith("timeout") else "N",
+            help=f"{variable} (default {default:g})",
+        )
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(
