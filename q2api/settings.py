@@ -89,7 +89,7 @@ class Settings:
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     keep_alive_timeout: int = 5
-    max_connections: int = 1000
+    max_connections: int = 400
 
     @property
     def auth_method(self) -> AuthMethod:

@@ -44,12 +44,14 @@ _LINGER_SECONDS = 1.0
 
 @dataclasses.dataclass(frozen=True)
 class TransportLimits:
-    max_header_bytes: int = 64 * 1024
-    max_headers: int = 100
-    header_timeout: float = 10.0
-    body_timeout: float = 60.0
-    keep_alive_timeout: int = 5
-    max_connections: int = 1000
+    """The transport settings (defaults and meaning in q2api.settings and the README)."""
+
+    max_header_bytes: int
+    max_headers: int
+    header_timeout: float
+    body_timeout: float
+    keep_alive_timeout: int
+    max_connections: int
 
 
 def transport_limits(settings: Settings) -> TransportLimits:
@@ -89,7 +91,7 @@ def _limits_of(app: object) -> TransportLimits:
         if isinstance(limits, TransportLimits):
             return limits
         app = getattr(app, "app", None)
-    return TransportLimits()
+    return transport_limits(Settings())  # not the q2api app: the defaults
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
