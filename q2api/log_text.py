@@ -4,9 +4,9 @@ A path, a model id or a tool id may hold a newline (`%0A` in a URL decodes to
 one) or other control characters; printed raw, they would start a forged log
 line. `one_line` escapes every character that can break or disguise a line —
 the C0 and C1 controls, DEL and the Unicode line and paragraph separators —
-as `\\xNN` / `\\uNNNN`, and leaves everything else (other non-ASCII text
-included) as it is. A backslash is doubled, so an escape the client typed
-cannot pass for one the gateway made.
+as `\\n`, `\\r`, `\\t` or `\\xNN` / `\\uNNNN`, and leaves everything else
+(other non-ASCII text included) as it is. A backslash is doubled, so an escape
+the client typed cannot pass for one the gateway made.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group()
-    if char == "\\":
-        return "\\\\"
+    if char in _NAMED:
+        return _NAMED[char]
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
