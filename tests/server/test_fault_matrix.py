@@ -179,9 +179,10 @@ def upstream() -> Iterator[SimulationThread]:
         yield handle
 
 
-@pytest.fixture(scope="module")
-def http(upstream, tmp_path_factory) -> Iterator[httpx2.Client]:
-    settings = gateway_settings(upstream, tmp_path_factory.mktemp("matrix-data"), **MATRIX_ENV)
+@pytest.fixture
+def http(upstream, tmp_path) -> Iterator[httpx2.Client]:
+    # A gateway per case: a fault that benches the account (a suspension) must not leak into the next.
+    settings = gateway_settings(upstream, tmp_path, **MATRIX_ENV)
     with (
         GatewayThread(settings) as gateway,
         httpx2.Client(base_url=gateway.base_url, headers={"x-api-key": CLIENT_KEY}, timeout=30) as client,
