@@ -109,18 +109,18 @@ UPSTREAM_FAULTS: dict[str, Fault] = {
         Status(429, "rate_limit_error"),
         Status(429, "rate_limit_error"),
     ),
-    # Failures after content: an error event for streams, an error status for JSON (a body
-    # broken mid-reply is a 500 there: the aggregated error keeps the type, not the 502).
+    # Failures after content: an error event for streams, the fault's own status for JSON
+    # (nothing was sent yet: a body broken mid-reply is a 502, Amazon Q's reply broke).
     "exception after content": Fault(
         (scripts.mid_stream_exception(text_before=PARTIAL),),
         Status(529, "overloaded_error"),
         StreamError("overloaded_error"),
     ),
-    "truncated frame": Fault((scripts.truncated_reply(PARTIAL),), Status(500, "api_error"), StreamError("api_error")),
+    "truncated frame": Fault((scripts.truncated_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")),
     "connection dropped mid-body": Fault(
-        (scripts.dropped_reply(PARTIAL),), Status(500, "api_error"), StreamError("api_error")
+        (scripts.dropped_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")
     ),
-    "corrupted frame": Fault((scripts.corrupted_reply(PARTIAL),), Status(500, "api_error"), StreamError("api_error")),
+    "corrupted frame": Fault((scripts.corrupted_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")),
     "silent past the read timeout": Fault(
         (scripts.stalled_reply(3.0, text_before=PARTIAL),), Status(504, "timeout_error"), StreamError("timeout_error")
     ),
