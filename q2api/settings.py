@@ -22,6 +22,7 @@ from q2api.conversion.loop_guard import LoopMode
 
 AuthMethod = Literal["idc", "social"]
 LogFormat = Literal["text", "json"]
+UnknownModel = Literal["family", "reject", "default"]
 
 DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
@@ -79,6 +80,13 @@ class Settings:
     admin_key: str | None = None  # enables /admin/api; None = the admin API does not exist
     # Consecutive upstream failures after which an account rests for a while (0 = never).
     account_max_failures: int = 10
+    unknown_model: UnknownModel = "family"
+    # Ask Amazon Q for each account's models and credits (false: the built-in table, no credits).
+    model_discovery: bool = True
+    # How often each account's model catalogue is read again (0: at start-up and on demand only).
+    models_refresh_seconds: float = 3600.0
+    # How long an account's credits are cached (and how often they are read again; 0: start-up only).
+    credits_refresh_seconds: float = 300.0
 
     @property
     def auth_method(self) -> AuthMethod:
@@ -223,6 +231,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "default_model": ("Q2API_DEFAULT_MODEL", _text),
     "admin_key": ("Q2API_ADMIN_KEY", _text),
     "account_max_failures": ("Q2API_ACCOUNT_MAX_FAILURES", _number(int, 0)),
+    "unknown_model": ("Q2API_UNKNOWN_MODEL", _choice("family", "reject", "default")),
+    "model_discovery": ("Q2API_MODEL_DISCOVERY", _bool),
+    "models_refresh_seconds": ("Q2API_MODELS_REFRESH_SECONDS", _number(float, 0)),
+    "credits_refresh_seconds": ("Q2API_CREDITS_REFRESH_SECONDS", _number(float, 0)),
 }
 
 ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())

@@ -130,6 +130,14 @@ class NoAccountConfigured(RefreshRejected):
         )
 
 
+class ModelNotServed(UpstreamError):
+    """No account's catalogue has the model (it left the catalogue after the request was resolved)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(f"no Amazon Q account may use model {model!r} (it is not in any account's catalogue)")
+
+
 class RefreshUnavailable(UpstreamError):
     """The token service could not be reached or failed on its side; the tokens are kept, retry later."""
 

@@ -1,4 +1,4 @@
-"""`q2api accounts list | add | remove | enable | disable | import`: the operator's view of the account store.
+"""`q2api accounts list | add | remove | enable | disable | import | usage`: the operator's view of the account store.
 
 Secrets go in, never out: the listing is built from `AccountView`, which has
 no token or client secret, and secrets are read from environment variables or
@@ -24,9 +24,11 @@ from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, ver
 from q2api.amazonq.accounts.refresh import RefreshedToken
 from q2api.amazonq.accounts.stats import AccountStats, read_stats
 from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
+from q2api.amazonq.credits import Credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.upstream import create_session
 from q2api.cli.accounts_import import run_import
+from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.server.wiring import refresh_endpoints
 from q2api.settings import Settings, SettingsError, load_settings
 
@@ -42,7 +44,7 @@ EXIT_USAGE = 2
 EXIT_STORE_ERROR = 1
 EXIT_INTERRUPTED = 130
 
-TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "TOKEN EXPIRES", "REFRESHED AT")
+TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "CREDITS", "TOKEN EXPIRES", "REFRESHED AT")
 
 
 def open_store(settings: Settings) -> AccountStore:
@@ -69,6 +71,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "import": run_import,
         "enable": _enable,
         "disable": _disable,
+        "usage": _usage,
     }
     try:
         return commands[args.accounts_command](args, settings)
@@ -93,7 +96,7 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings)
     views = store.list_views()
     if views:
-        print(format_table(views, stats=read_stats(store)))
+        print(format_table(views, stats=read_stats(store), credits=credits_with_current_tokens(store, settings)))
     else:
         print(f"No accounts in {settings.data_dir}. Add one with `q2api accounts add --label NAME`.")
     if settings.has_env_account and not any(view.id == ENV_ACCOUNT_ID for view in views):
@@ -102,9 +105,13 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def format_table(
-    views: Sequence[AccountView], now: float | None = None, stats: Mapping[str, AccountStats] | None = None
+    views: Sequence[AccountView],
+    now: float | None = None,
+    stats: Mapping[str, AccountStats] | None = None,
+    credits: Mapping[str, Credits] | None = None,
 ) -> str:
-    """The listing as aligned columns; built only from views and counts, which hold no secret."""
+    """The listing as aligned columns; built only from views, counts and credits (used/limit, `-` when
+    unknown), which hold no secret."""
     now = time.time() if now is None else now
     rows = [TABLE_COLUMNS] + [
         (
@@ -113,12 +120,17 @@ def format_table(
             view.auth_method,
             _status(view),
             _requests((stats or {}).get(view.id)),
+            credits_cell((credits or {}).get(view.id)),
             _expiry(view, now),
             _timestamp(view.refreshed_at),
         )
         for view in views
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    return _aligned(rows)
+
+
+def _aligned(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in rows
     )
@@ -163,6 +175,26 @@ def _duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+# -- usage ---------------------------------------------------------------------
+
+
+def _usage(args: argparse.Namespace, settings: Settings) -> int:
+    """Credits per account from Amazon Q (`getUsageLimits`), refreshing tokens when needed."""
+    store = open_store(settings)
+    views = [view for view in store.list_views() if view.enabled]
+    if args.account:
+        views = _matching(views, args.account, by_id=True) or _matching(views, args.account, by_id=False)
+        if not views:
+            print(f"q2api accounts usage: no enabled account with id or label {args.account!r}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+    if not views:
+        print(f"No enabled accounts in {settings.data_dir}.")
+        return EXIT_OK
+    found = read_usage(store, settings, [view.id for view in views])
+    print(_aligned([USAGE_COLUMNS, *(usage_row(view.id, view.label, found.get(view.id)) for view in views)]))
+    return EXIT_OK if any(found.values()) else EXIT_NOT_FOUND
 
 
 # -- add -----------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """A simulated Amazon Q upstream on 127.0.0.1, for tests, benchmarks and `q2api demo`.
 
-One aiohttp server plays three services:
+One aiohttp server plays four services:
 
 * `POST /` (and `/generateAssistantResponse`): GenerateAssistantResponse,
   answering each request with the next queued reply script (see
   :mod:`q2api.testing.scripts`), or with `responder(request)`, or with an echo;
+* `ListAvailableModels` and `GetUsageLimits` in both wire flavours
+  (`sim.services`, see :mod:`q2api.testing.simulated_services`);
 * `POST /token`: the AWS SSO OIDC refresh grant;
 * `POST /refreshToken`: the Kiro social refresh;
 * `POST /client/register`, `POST /device_authorization` and the device-code
@@ -37,6 +39,7 @@ from aiohttp import web
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
+from q2api.testing.simulated_services import AWS_JSON, REST, SERVICE_TARGET_PREFIX, SimulatedServices
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
 
@@ -89,6 +92,10 @@ class SimulatedUpstream:
         self.refresh_failure: str | None = None
         self.device = SimulatedDeviceAuthorization(lambda: self.base_url, self.issue_access_token)
 
+        # access token -> the refresh token it was issued for, so each account can see its own catalogue
+        self.token_accounts: dict[str, str] = {}
+        self.services = SimulatedServices(self._account_of)
+
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
         self.streams_started = 0
@@ -109,6 +116,8 @@ class SimulatedUpstream:
         app.router.add_post("/refreshToken", self._kiro_refresh)
         app.router.add_post("/client/register", self._device_call(self.device.register))
         app.router.add_post("/device_authorization", self._device_call(self.device.start))
+        app.router.add_get("/ListAvailableModels", self._rest_service)
+        app.router.add_get("/getUsageLimits", self._rest_service)
         # handler_cancellation: a client disconnect cancels the handler at once,
         # which is how the simulator notices it even in the middle of a pause.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -210,11 +219,15 @@ class SimulatedUpstream:
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         record = await _record(request)
+        target = request.headers.get("X-Amz-Target", "")
+        if target.startswith(SERVICE_TARGET_PREFIX):
+            params = record.body if isinstance(record.body, dict) else {}
+            return self._service(AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token)
         self.requests.append(record)
         if self.check_tokens and record.access_token not in self.valid_access_tokens:
             reply: Reply = scripts.bearer_invalid()
         else:
-            reply = self._next_reply(record)
+            reply = self.services.invalid_model(record.body, record.access_token) or self._next_reply(record)
         if isinstance(reply, ErrorReply):
             return web.Response(status=reply.status, body=reply.body, headers={**_request_id(), **reply.headers})
         if isinstance(reply, Hangup):
@@ -223,6 +236,19 @@ class SimulatedUpstream:
                 request.transport.abort()
             raise asyncio.CancelledError  # nothing to send: end the handler quietly
         return await self._stream(request, reply)
+
+    async def _rest_service(self, request: web.Request) -> web.Response:
+        record = await _record(request)
+        return self._service(REST, request.path.strip("/"), dict(request.query), record.access_token)
+
+    def _service(self, flavour: str, operation: str, params: dict[str, Any], token: str | None) -> web.Response:
+        if self.check_tokens and token not in self.valid_access_tokens:
+            reply = scripts.bearer_invalid()
+            return web.Response(status=reply.status, body=reply.body, headers=dict(reply.headers))
+        return self.services.handle(flavour, operation, params, token)
+
+    def _account_of(self, access_token: str | None) -> str | None:
+        return self.token_accounts.get(access_token) if access_token else None
 
     def _next_reply(self, record: RecordedRequest) -> Reply:
         if self.replies:
@@ -328,8 +354,10 @@ class SimulatedUpstream:
         return self.valid_refresh_tokens is None or token in self.valid_refresh_tokens
 
     def _issue(self, old_refresh_token: str, *, kiro: bool) -> dict[str, Any]:
+        access_token = self.issue_access_token()
+        self.token_accounts[access_token] = old_refresh_token
         document: dict[str, Any] = {
-            "accessToken": self.issue_access_token(),
+            "accessToken": access_token,
             "tokenType": "Bearer",
             "expiresIn": self.token_lifetime,
         }

@@ -130,6 +130,8 @@ def map_upstream_exception(
             context_window=context_window,
             retry_after=exc.retry_after,
         )
+    if isinstance(exc, upstream.ModelNotServed):
+        return AnthropicError(404, str(exc), error_type="not_found_error")
     if isinstance(exc, upstream.UpstreamTimeout):
         return AnthropicError(504, str(exc), error_type="timeout_error")
     if isinstance(exc, upstream.RefreshRejected):  # includes NoAccountConfigured
