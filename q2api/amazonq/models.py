@@ -4,9 +4,10 @@ Clients send Anthropic ids in many spellings: dated (`claude-sonnet-4-5-20250929
 (`claude-opus-4-8`), old style (`claude-3-7-sonnet-latest`), Bedrock style
 (`anthropic.claude-sonnet-4-5-20250929-v1:0`), with Claude Code's `[1m]` suffix asking for the
 1M-token context window, or an Amazon Q id directly (`claude-sonnet-4.5`). All of them are
-normalised to one Q id through :data:`SERVED_MODELS`, which settings extend with an alias table.
-An id the table does not know falls back to the configured default, and `known` says so (the
-converter reports it) — an unknown id sent upstream would only come back as a 400.
+normalised to one Q id. :data:`SERVED_MODELS` is the built-in table: the offline default when no
+live catalogue is known (`q2api.amazonq.catalogue`, `q2api.amazonq.model_resolution` resolve
+against the live one). With the table alone, an id it does not know falls back to the configured
+default, and `known` says so (the converter reports it).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class ModelChoice:
 
 @dataclass(frozen=True, slots=True)
 class ServedModel:
-    """One entry of `GET /v1/models`: `id` is the Claude-style id clients send."""
+    """One model of the built-in table: `id` is the Claude-style id clients send."""
 
     id: str
     display_name: str
@@ -153,15 +154,3 @@ def claude_style_id(q_model_id: str) -> str:
     if model_family(q_model_id) is None:
         return q_model_id
     return q_model_id.replace(".", "-")
-
-
-def served_models(aliases: Mapping[str, str] | None = None) -> tuple[ServedModel, ...]:
-    """The built-in models plus one entry per settings alias (for `GET /v1/models`)."""
-    models = list(SERVED_MODELS)
-    listed = {model.id for model in models}
-    for alias, q_id in (aliases or {}).items():
-        if alias not in listed:
-            window = LONG_CONTEXT_WINDOW if alias.lower().endswith(LONG_CONTEXT_SUFFIX) else DEFAULT_CONTEXT_WINDOW
-            models.append(ServedModel(alias, alias, q_id, window))
-            listed.add(alias)
-    return tuple(models)

@@ -98,6 +98,17 @@ async def test_unknown_model_in_family_mode_gets_the_newest_of_its_family_named_
     assert "requested=claude-opus-9-9 upstream=claude-opus-4.6" in warning.message
 
 
+async def test_a_streamed_reply_names_its_model_too(tmp_path):
+    async with open_gateway(tmp_path, prepare=catalogue(OPUS_4_5, OPUS_4_6)) as gw:
+        gw.sim.enqueue(scripts.text_reply("streamed"))
+        body = {"model": "claude-opus-9-9", "max_tokens": 64, "stream": True, "messages": [user("hi")]}
+        async with gw.http() as http, http.stream("POST", "/v1/messages", json=body) as response:
+            assert response.status_code == 200
+            assert response.headers[HEADER] == "claude-opus-4.6"
+            assert response.headers["content-type"].startswith("text/event-stream")
+            await response.aread()
+
+
 async def test_unknown_model_in_default_mode_gets_the_default_model(tmp_path):
     prepare = catalogue(OPUS_4_6, TEXT_ONLY)
     async with open_gateway(

@@ -1,7 +1,7 @@
 """What each account may use and has left: its model catalogue and its credits, asked of Amazon Q.
 
 * Catalogues (`ListAvailableModels`) are read at start-up, every `catalogue_interval` seconds, and
-  on demand (a request for a model no catalogue has, at most once a minute). A failed read keeps
+  on demand (a request for a model no catalogue has, at most every five minutes). A failed read keeps
   the account's last good catalogue, else the built-in table, with a WARNING either way. The pool
   learns each account's models, so a request only goes to an account that may use its model.
 * Credits (`getUsageLimits`) are cached for `credits_max_age` seconds and read again in the
@@ -28,8 +28,8 @@ from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.service_api import ServiceApi
 
-# A request for a model nobody has refreshes the catalogues, but not more often than this.
-ON_DEMAND_MIN_INTERVAL = 60.0
+# A request for a model nobody has refreshes the catalogues, but not more often than this (seconds).
+ON_DEMAND_MIN_INTERVAL = 300.0
 # How long start-up waits for the first catalogues before serving with the built-in table.
 STARTUP_WAIT = 10.0
 

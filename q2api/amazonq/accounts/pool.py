@@ -171,8 +171,8 @@ class AccountPool:
         if slot is None:
             return
         until = self._clock() + max(seconds, 0.0)
-        if slot.rest_reason is AccountHealth.QUOTA_EXHAUSTED and slot.resting_until >= until:
-            return
+        if slot.rest_reason is AccountHealth.QUOTA_EXHAUSTED and slot.resting_until >= until - 60:
+            return  # already resting for this (a re-read of the same credits says nothing new)
         slot.rest_reason = AccountHealth.QUOTA_EXHAUSTED
         slot.resting_until = max(slot.resting_until, until)
         logger.bind(account=slot.manager.label, health=slot.rest_reason.value).warning(
