@@ -6,6 +6,7 @@
     ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
     ├── RefreshRejected                (account_label, detail): the account needs a new login
     │   └── NoAccountConfigured
+    ├── ModelNotServed                 (model): no account's catalogue has the model
     └── RefreshUnavailable             the token service could not be reached; tokens are kept
 
 Frame-level faults of the event stream have their own tree (`q2api.amazonq.eventstream.errors`).

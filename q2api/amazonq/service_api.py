@@ -21,6 +21,7 @@ import aiohttp
 import orjson
 
 from q2api.amazonq.errors import (
+    TimeoutPhase,
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -91,7 +92,7 @@ class ServiceApi:
                     request_id = response.headers.get(REQUEST_ID_HEADER)
                     raise parse_error_reply(response.status, response.headers, body, request_id)
         except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamTimeout("first_byte", self._timeout_seconds) from None
+            raise UpstreamTimeout(TimeoutPhase.FIRST_BYTE, self._timeout_seconds) from None
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"cannot reach Amazon Q ({type(exc).__name__}: {exc})") from None
         try:
