@@ -181,3 +181,38 @@ async def test_an_upstream_without_a_catalogue_leaves_the_built_in_table_with_a_
     assert "claude-sonnet-5-5" in ids and "claude-opus-5-5" in ids
     assert header == "claude-sonnet-5.5"
     assert any(line.level == "WARNING" and "using the built-in model table" in line.message for line in logs.lines)
+
+
+async def test_a_large_request_prepared_off_the_event_loop_is_resolved_and_named_too(tmp_path):
+    # Bodies over 1 MiB are prepared in a worker thread.
+    async with open_gateway(tmp_path, prepare=catalogue(OPUS_4_6)) as gw:
+        gw.sim.enqueue(scripts.text_reply("big"))
+        part = "x" * 400_000  # three of them: over 1 MiB, each within one Amazon Q message
+        messages = [
+            user(part),
+            {"role": "assistant", "content": "ok"},
+            user(part),
+            {"role": "assistant", "content": "ok"},
+            user(part),
+        ]
+        raw = await gw.client.messages.with_raw_response.create(
+            model="claude-opus-9-9", max_tokens=64, messages=messages
+        )
+        await raw.parse()
+        assert raw.headers[HEADER] == "claude-opus-4.6"
+        assert (
+            gw.upstream_body()["conversationState"]["currentMessage"]["userInputMessage"]["modelId"]
+            == "claude-opus-4.6"
+        )
+
+
+async def test_without_discovery_amazon_q_is_never_asked_and_the_built_in_table_serves(tmp_path):
+    async with open_gateway(tmp_path, Q2API_MODEL_DISCOVERY="false") as gw:
+        ids = [model.id async for model in gw.client.models.list()]
+        header, sent = await served_model(gw, "claude-opus-9-9")
+        async with gw.http() as http:
+            health = (await http.get("/healthz")).json()
+    assert ids[:3] == ["claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"]
+    assert (header, sent) == ("claude-opus-5.5", "claude-opus-5.5")  # the built-in table's newest opus
+    assert gw.sim.services.requests == []
+    assert health["accounts"][0]["credits"] is None

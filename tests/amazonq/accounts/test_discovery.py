@@ -115,7 +115,7 @@ async def test_usage_is_cached_for_its_max_age_and_read_again_after_a_served_req
         await discovery.stop()
 
 
-async def test_a_request_for_an_unknown_model_refreshes_at_most_once_a_minute(tmp_path):
+async def test_on_demand_catalogue_reads_happen_at_most_once_per_interval_from_any_thread(tmp_path):
     now = [1000.0]
     async with SimulatedUpstream() as sim, create_session() as session:
         pool = AccountPool(managers(tmp_path, sim, 1))
@@ -134,6 +134,11 @@ async def test_a_request_for_an_unknown_model_refreshes_at_most_once_a_minute(tm
         now[0] += 2
         discovery.request_refresh()
         assert await sim.wait_until(lambda: catalogue_reads() > first)
+        # From a worker thread (large requests are prepared there), the read still runs on the loop.
+        second = catalogue_reads()
+        now[0] += ON_DEMAND_MIN_INTERVAL
+        await asyncio.to_thread(discovery.request_refresh)
+        assert await sim.wait_until(lambda: catalogue_reads() > second)
         await discovery.stop()
 
 
