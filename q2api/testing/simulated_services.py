@@ -80,9 +80,10 @@ def default_catalogue() -> list[dict[str, Any]]:
 
 
 class SimulatedServices:
-    def __init__(self, account_of: Callable[[str | None], str | None]) -> None:
-        # account_of: access token -> the refresh token it was issued for (None if unknown)
-        self._account_of = account_of
+    def __init__(self, token_accounts: Mapping[str, str], token_accepted: Callable[[str | None], bool]) -> None:
+        # token_accounts: access token -> the refresh token it was issued for, i.e. the account
+        self._token_accounts = token_accounts
+        self._token_accepted = token_accepted
         self.catalogue: list[dict[str, Any]] = default_catalogue()
         self.catalogue_by_account: dict[str, list[dict[str, Any]]] = {}
         self.default_model: str | None = "claude-sonnet-4.5"
@@ -95,6 +96,9 @@ class SimulatedServices:
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (flavour, operation, parameters)
 
     # -- what one account sees -------------------------------------------------
+
+    def _account_of(self, access_token: str | None) -> str | None:
+        return self._token_accounts.get(access_token) if access_token else None
 
     def catalogue_for(self, access_token: str | None) -> list[dict[str, Any]]:
         account = self._account_of(access_token)
@@ -119,7 +123,15 @@ class SimulatedServices:
 
     # -- the two calls ----------------------------------------------------------
 
-    def handle(self, flavour: str, operation: str, params: Mapping[str, Any], access_token: str | None) -> web.Response:
+    async def rest(self, request: web.Request) -> web.Response:
+        """The REST flavour's handler (`GET /{operation}?…`)."""
+        value = request.headers.get("Authorization", "")
+        token = value[7:] if value.startswith("Bearer ") else None
+        return self.answer(REST, request.path.strip("/"), dict(request.query), token)
+
+    def answer(self, flavour: str, operation: str, params: Mapping[str, Any], access_token: str | None) -> web.Response:
+        if not self._token_accepted(access_token):
+            return _error(scripts.bearer_invalid())
         self.requests.append((flavour, operation, dict(params)))
         if flavour not in self.flavours:
             return _error(scripts.http_error(404, "UnknownOperationException", f"unknown operation {operation}"))

@@ -39,7 +39,7 @@ from aiohttp import web
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
-from q2api.testing.simulated_services import AWS_JSON, REST, SERVICE_TARGET_PREFIX, SimulatedServices
+from q2api.testing.simulated_services import AWS_JSON, SERVICE_TARGET_PREFIX, SimulatedServices
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
 
@@ -94,7 +94,7 @@ class SimulatedUpstream:
 
         # access token -> the refresh token it was issued for, so each account can see its own catalogue
         self.token_accounts: dict[str, str] = {}
-        self.services = SimulatedServices(self._account_of)
+        self.services = SimulatedServices(self.token_accounts, self._token_accepted)
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
@@ -116,8 +116,8 @@ class SimulatedUpstream:
         app.router.add_post("/refreshToken", self._kiro_refresh)
         app.router.add_post("/client/register", self._device_call(self.device.register))
         app.router.add_post("/device_authorization", self._device_call(self.device.start))
-        app.router.add_get("/ListAvailableModels", self._rest_service)
-        app.router.add_get("/getUsageLimits", self._rest_service)
+        app.router.add_get("/ListAvailableModels", self.services.rest)
+        app.router.add_get("/getUsageLimits", self.services.rest)
         # handler_cancellation: a client disconnect cancels the handler at once,
         # which is how the simulator notices it even in the middle of a pause.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -222,7 +222,9 @@ class SimulatedUpstream:
         target = request.headers.get("X-Amz-Target", "")
         if target.startswith(SERVICE_TARGET_PREFIX):
             params = record.body if isinstance(record.body, dict) else {}
-            return self._service(AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token)
+            return self.services.answer(
+                AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token
+            )
         self.requests.append(record)
         if self.check_tokens and record.access_token not in self.valid_access_tokens:
             reply: Reply = scripts.bearer_invalid()
@@ -237,18 +239,8 @@ class SimulatedUpstream:
             raise asyncio.CancelledError  # nothing to send: end the handler quietly
         return await self._stream(request, reply)
 
-    async def _rest_service(self, request: web.Request) -> web.Response:
-        record = await _record(request)
-        return self._service(REST, request.path.strip("/"), dict(request.query), record.access_token)
-
-    def _service(self, flavour: str, operation: str, params: dict[str, Any], token: str | None) -> web.Response:
-        if self.check_tokens and token not in self.valid_access_tokens:
-            reply = scripts.bearer_invalid()
-            return web.Response(status=reply.status, body=reply.body, headers=dict(reply.headers))
-        return self.services.handle(flavour, operation, params, token)
-
-    def _account_of(self, access_token: str | None) -> str | None:
-        return self.token_accounts.get(access_token) if access_token else None
+    def _token_accepted(self, access_token: str | None) -> bool:
+        return not self.check_tokens or access_token in self.valid_access_tokens
 
     def _next_reply(self, record: RecordedRequest) -> Reply:
         if self.replies:
