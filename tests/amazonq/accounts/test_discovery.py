@@ -14,6 +14,7 @@ from q2api.amazonq.accounts.pool import AccountPool
 from q2api.amazonq.accounts.store import AccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.catalogue import CatalogueSource, builtin_catalogue
+from q2api.amazonq.observer import UpstreamObserver
 from q2api.amazonq.service_api import ServiceApi
 from q2api.amazonq.upstream import create_session
 from q2api.testing import scripts
@@ -73,7 +74,9 @@ async def test_exhausted_credits_rest_the_account_until_they_reset(tmp_path):
     async with SimulatedUpstream() as sim, create_session() as session:
         sim.services.usage_by_account = {"rt0": usage_document(100, 100, resets_at=resets_at)}
         pool = AccountPool(managers(tmp_path, sim, 2))
-        discovery = AccountDiscovery(pool, ServiceApi(session, sim.url))
+        reported = []
+        observer = UpstreamObserver(account_credits=lambda *credits: reported.append(credits))
+        discovery = AccountDiscovery(pool, ServiceApi(session, sim.url), observer=observer)
         with capture_logs() as logs:
             await discovery.refresh_all_credits()
     health = {view.account_id: view for view in pool.health()}
@@ -82,6 +85,8 @@ async def test_exhausted_credits_rest_the_account_until_they_reset(tmp_path):
     assert health["acc1"].health == "ready"
     assert [pool.pick().account_id for _ in range(3)] == ["acc1"] * 3
     assert any("credits are used up" in line.message for line in logs.lines if line.level == "WARNING")
+    # The metrics hear of every read.
+    assert sorted(reported) == [("acc0", "acc0", 100.0, 100.0), ("acc1", "acc1", 12.5, 50.0)]
 
 
 async def test_usage_is_cached_for_its_max_age_and_read_again_after_a_served_request(tmp_path):
