@@ -83,7 +83,9 @@ class Catalogue:
 def builtin_catalogue() -> Catalogue:
     """The built-in table as a catalogue (the offline default)."""
     models = tuple(
-        CatalogueModel(model.q_model_id, model.display_name, max_input_tokens=model.context_window)
+        CatalogueModel(
+            model.q_model_id, model.display_name, max_input_tokens=model.context_window, input_types=model.input_types
+        )
         for model in SERVED_MODELS
     )
     return Catalogue(models, source=CatalogueSource.BUILT_IN)

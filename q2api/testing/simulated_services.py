@@ -74,7 +74,12 @@ def usage_document(
 def default_catalogue() -> list[dict[str, Any]]:
     """The built-in table, as Amazon Q would list it."""
     return [
-        catalogue_entry(model.q_model_id, name=model.display_name, max_input_tokens=model.context_window)
+        catalogue_entry(
+            model.q_model_id,
+            name=model.display_name,
+            max_input_tokens=model.context_window,
+            input_types=tuple(sorted(kind.upper() for kind in model.input_types)),
+        )
         for model in SERVED_MODELS
     ]
 
