@@ -65,8 +65,10 @@ def resolve_against_catalogue(
     """The catalogue model serving `requested`. Raises ModelNotAvailable."""
     name, long_context = split_long_context(requested)
     target = _alias_target(requested, name, aliases or {})
-    wanted = upstream_model_id(split_long_context(target)[0]) if target else upstream_model_id(name)
-    found = catalogue.get(wanted) or catalogue.get(name)
+    exact = split_long_context(target)[0] if target else name
+    wanted = upstream_model_id(exact)
+    # The id as given first: normalising would cut a `-v1` that belongs to a non-Claude model's id.
+    found = catalogue.get(exact) or catalogue.get(wanted)
     if found is not None:
         return Resolution(_choice(found, long_context, known=True), requested, substituted=False)
 

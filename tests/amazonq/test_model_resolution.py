@@ -22,6 +22,7 @@ CATALOGUE = Catalogue(
         CatalogueModel("claude-sonnet-4.5", "Sonnet 4.5", 200_000, 64_000),
         CatalogueModel("claude-3.7-sonnet", "Sonnet 3.7", 200_000, 8_000),
         CatalogueModel("amazon-nova-lite", "Nova Lite", 300_000, 10_000, frozenset({"text"})),
+        CatalogueModel("tiny-coder-v1", "Tiny", 32_000, 4_000, frozenset({"text"})),
     ),
     default_model="claude-sonnet-4.5",
 )
@@ -44,6 +45,7 @@ def resolve(requested: str, **options):
         ("claude-3-7-sonnet-latest", "claude-3.7-sonnet"),
         ("claude-3-7-sonnet-20250219", "claude-3.7-sonnet"),
         ("Amazon-Nova-Lite", "amazon-nova-lite"),
+        ("tiny-coder-v1", "tiny-coder-v1"),  # a version suffix that is part of a non-Claude id
     ],
 )
 def test_spellings_of_catalogue_models(requested, upstream):
@@ -58,7 +60,8 @@ def test_the_choice_carries_what_the_catalogue_says():
 
 
 def test_aliases_point_at_catalogue_models_and_win():
-    aliases = {"team-default": "claude-opus-4.6", "claude-opus-4-5": "claude-sonnet-4-5"}
+    aliases = {"team-default": "claude-opus-4.6", "claude-opus-4-5": "claude-sonnet-4-5", "tiny": "tiny-coder-v1"}
+    assert resolve("tiny", aliases=aliases).choice.q_model_id == "tiny-coder-v1"
     assert resolve("team-default", aliases=aliases).choice.q_model_id == "claude-opus-4.6"
     assert resolve("TEAM-DEFAULT[1m]", aliases=aliases).choice.q_model_id == "claude-opus-4.6"
     assert resolve("claude-opus-4-5", aliases=aliases).choice.q_model_id == "claude-sonnet-4.5"
@@ -84,6 +87,7 @@ def test_family_policy_without_that_family_or_any_family_raises_with_the_listing
             "claude-sonnet-4-5",
             "claude-3-7-sonnet",
             "amazon-nova-lite",
+            "tiny-coder-v1",
         )
         assert "claude-opus-4-6, claude-sonnet-4-5" in str(caught.value)
 
@@ -168,3 +172,14 @@ def test_nothing_outside_the_catalogue_is_ever_chosen(catalogue, requested, poli
         assert resolution.choice.known
     if policy is UnknownModelPolicy.REJECT:
         assert not resolution.substituted
+
+
+upstream_ids = st.from_regex(r"[a-z][a-z0-9]{0,8}(-[a-z0-9.]{1,6}){0,3}(-v[0-9])?(-[0-9]{8})?", fullmatch=True)
+
+
+@given(st.lists(upstream_ids, min_size=1, max_size=6, unique=True), st.data())
+def test_any_catalogue_id_sent_as_it_is_finds_exactly_that_model(ids, data):
+    catalogue = Catalogue(tuple(CatalogueModel(model_id, model_id) for model_id in ids))
+    model_id = data.draw(st.sampled_from(ids))
+    resolution = resolve_against_catalogue(model_id, catalogue, policy=UnknownModelPolicy.REJECT)
+    assert resolution.choice.q_model_id == model_id and not resolution.substituted
