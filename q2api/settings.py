@@ -18,6 +18,8 @@ from typing import Any, Literal, TypeVar
 
 from dotenv import dotenv_values
 
+from q2api.amazonq.accounts.database_url import mask_database_url, parse_database_url
+from q2api.amazonq.accounts.secret_box import GENERATE_KEY_HINT, SecretBox
 from q2api.conversion.loop_guard import LoopMode
 
 AuthMethod = Literal["idc", "social"]
@@ -30,7 +32,7 @@ DEFAULT_KIRO_REFRESH_ENDPOINT = "https://prod.us-east-1.auth.desktop.kiro.dev/re
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
 # Fields whose values are secrets: masked in repr, never logged.
-SECRET_FIELDS = frozenset({"api_keys", "refresh_token", "client_secret", "access_token", "admin_key"})
+SECRET_FIELDS = frozenset({"api_keys", "refresh_token", "client_secret", "access_token", "admin_key", "secret_key"})
 
 
 class SettingsError(ValueError):
@@ -87,6 +89,8 @@ class Settings:
     models_refresh_seconds: float = 3600.0
     # How long an account's credits are cached (and how often they are read again; 0: start-up only).
     credits_refresh_seconds: float = 300.0
+    database_url: str | None = None  # None: the SQLite store in data_dir; else a shared PostgreSQL/MySQL store
+    secret_key: str | None = None  # Fernet key(s) encrypting secrets in a shared store
 
     @property
     def auth_method(self) -> AuthMethod:
@@ -108,6 +112,8 @@ class Settings:
                 shown = f"<{len(value)} keys>"
             elif field.name in SECRET_FIELDS:
                 shown = mask_secret(value)
+            elif field.name == "database_url":
+                shown = repr(value and mask_database_url(value))
             elif field.name == "model_map":
                 shown = repr(dict(value))
             else:
@@ -194,6 +200,26 @@ def _model_map(name: str, raw: str) -> Mapping[str, str]:
     return MappingProxyType(pairs)
 
 
+def _database_url(name: str, raw: str) -> str | None:
+    if not raw.strip():
+        return None
+    try:
+        parse_database_url(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name} {exc} (got {mask_database_url(raw)!r})") from None
+    return raw.strip()
+
+
+def _secret_key(name: str, raw: str) -> str | None:
+    if not raw.strip():
+        return None
+    try:
+        SecretBox(raw)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    return raw.strip()
+
+
 def _path(name: str, raw: str) -> Path:
     if not raw.strip():
         raise SettingsError(f"{name} must not be empty")
@@ -235,6 +261,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "model_discovery": ("Q2API_MODEL_DISCOVERY", _bool),
     "models_refresh_seconds": ("Q2API_MODELS_REFRESH_SECONDS", _number(float, 0)),
     "credits_refresh_seconds": ("Q2API_CREDITS_REFRESH_SECONDS", _number(float, 0)),
+    "database_url": ("Q2API_DATABASE_URL", _database_url),
+    "secret_key": ("Q2API_SECRET_KEY", _secret_key),
 }
 
 ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())
@@ -273,6 +301,11 @@ def _check_consistency(settings: Settings) -> None:
         )
     if settings.admin_key and settings.admin_key in settings.api_keys:
         raise SettingsError("Q2API_ADMIN_KEY must differ from every key in Q2API_API_KEYS")
+    if settings.database_url and not settings.secret_key:
+        raise SettingsError(
+            f"Q2API_DATABASE_URL names a shared store ({mask_database_url(settings.database_url)}), which keeps "
+            f"refresh tokens and client secrets encrypted: set Q2API_SECRET_KEY (make one with {GENERATE_KEY_HINT})"
+        )
     if bool(settings.client_id) != bool(settings.client_secret):
         missing = "AMAZONQ_CLIENT_SECRET" if settings.client_id else "AMAZONQ_CLIENT_ID"
         raise SettingsError(f"{missing} must be set together with the other OIDC client variable")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from q2api.conversion.loop_guard import LoopMode, LoopPolicy
 from q2api.server.wiring import loop_policy
@@ -150,3 +151,27 @@ def test_env_example_lists_every_variable() -> None:
         assert f"{variable}=" in example, variable
     # and the example itself loads
     assert load_settings({}, env_file=Path(__file__).resolve().parent.parent / ".env.example") is not None
+
+
+def test_a_shared_store_needs_a_key_and_its_password_is_never_shown() -> None:
+    url = "postgresql://q2api:pw-NEVER-SHOWN@db:5432/q2api"
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"Q2API_DATABASE_URL": url}, env_file=None)
+    assert "Q2API_SECRET_KEY" in str(refused.value) and "pw-NEVER-SHOWN" not in str(refused.value)
+    key = Fernet.generate_key().decode()
+    settings = load_settings({"Q2API_DATABASE_URL": url, "Q2API_SECRET_KEY": key}, env_file=None)
+    assert settings.database_url == url
+    assert "pw-NEVER-SHOWN" not in repr(settings) and key not in repr(settings)
+    assert "postgresql://q2api:***@db:5432/q2api" in repr(settings)
+    assert load_settings({"Q2API_DATABASE_URL": ""}, env_file=None).database_url is None  # empty = SQLite
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [("redis://h/0", "postgresql://, mysql:// or mariadb://"), ("postgresql://u:pw-NEVER-SHOWN@h", "database")],
+)
+def test_a_database_url_that_is_not_one_is_refused(url: str, complaint: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"Q2API_DATABASE_URL": url}, env_file=None)
+    assert "Q2API_DATABASE_URL" in str(refused.value) and complaint in str(refused.value)
+    assert "pw-NEVER-SHOWN" not in str(refused.value)

@@ -15,8 +15,7 @@ from q2api.admin.context import AdminContext
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.amazonq.accounts.device_login import is_aws_region
 from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
-from q2api.amazonq.accounts.stats import AccountStats, read_stats
-from q2api.amazonq.accounts.store import Account, AccountStatus
+from q2api.amazonq.accounts.records import Account, AccountStats, AccountStatus
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 
 _MAX_BODY_BYTES = 64 * 1024
@@ -40,7 +39,7 @@ class PatchAccountBody(msgspec.Struct, forbid_unknown_fields=True):
 async def list_accounts(request: Request, ctx: AdminContext) -> Response:
     await ctx.reloader.tick()  # this worker's latest counts, and its pool in step with the store
     accounts = await asyncio.to_thread(ctx.store.accounts)
-    stats = await asyncio.to_thread(read_stats, ctx.store)
+    stats = await asyncio.to_thread(ctx.store.read_stats)
     answers = [await account_answer(ctx, account, stats.get(account.id)) for account in accounts]
     audit("list accounts")
     return json_answer({"accounts": answers})

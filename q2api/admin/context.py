@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.records import Account
 from q2api.amazonq.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.accounts.reload import AccountReloader
-from q2api.amazonq.accounts.store import Account, AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 
 if TYPE_CHECKING:
     from q2api.admin.activity import ActivityLog

@@ -14,21 +14,22 @@ import asyncio
 import datetime
 import getpass
 import os
-import sqlite3
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from q2api.amazonq.accounts.logins import account_id_for_label
 from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.amazonq.accounts.opening import open_account_store
+from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
 from q2api.amazonq.accounts.refresh import RefreshedToken
-from q2api.amazonq.accounts.stats import AccountStats, read_stats
-from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore, AccountView
+from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
 from q2api.amazonq.credits import Credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.upstream import create_session
 from q2api.cli.accounts_import import run_import
 from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
+from q2api.cli.store_copy import copy_accounts
 from q2api.server.wiring import refresh_endpoints
 from q2api.settings import Settings, SettingsError, load_settings
 
@@ -49,8 +50,8 @@ TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "CREDITS", "TOKEN 
 
 def open_store(settings: Settings) -> AccountStore:
     """The store the settings name, announced on stderr: a command run elsewhere must not silently use another."""
-    store = AccountStore(settings.data_dir)
-    print(f"store: {store.path.resolve()}", file=sys.stderr)
+    store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
+    print(f"store: {store.location}", file=sys.stderr)
     return store
 
 
@@ -72,6 +73,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "enable": _enable,
         "disable": _disable,
         "usage": _usage,
+        "copy": copy_accounts,
     }
     try:
         return commands[args.accounts_command](args, settings)
@@ -81,9 +83,9 @@ def run_accounts_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\nq2api accounts {args.accounts_command}: cancelled, nothing changed", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (OSError, sqlite3.Error) as exc:
+    except STORE_ERRORS as exc:
         print(
-            f"q2api accounts {args.accounts_command}: cannot use the store in {settings.data_dir}: {exc}",
+            f"q2api accounts {args.accounts_command}: cannot use the store: {exc}",
             file=sys.stderr,
         )
         return EXIT_STORE_ERROR
@@ -96,9 +98,9 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings)
     views = store.list_views()
     if views:
-        print(format_table(views, stats=read_stats(store), credits=credits_with_current_tokens(store, settings)))
+        print(format_table(views, stats=store.read_stats(), credits=credits_with_current_tokens(store, settings)))
     else:
-        print(f"No accounts in {settings.data_dir}. Add one with `q2api accounts add --label NAME`.")
+        print(f"No accounts in {store.location}. Add one with `q2api accounts add --label NAME`.")
     if settings.has_env_account and not any(view.id == ENV_ACCOUNT_ID for view in views):
         print(f"AMAZONQ_* variables configure an account: `q2api serve` adds it as {ENV_ACCOUNT_ID!r} at start-up.")
     return EXIT_OK

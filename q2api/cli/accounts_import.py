@@ -30,7 +30,7 @@ from q2api.amazonq.accounts.kiro_import import (
     read_auth_kv,
     read_kiro_ide,
 )
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.opening import open_account_store
 from q2api.settings import Settings
 
 EXIT_OK = 0
@@ -59,8 +59,8 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
             print("Nothing to import: no Kiro IDE, kiro-cli or Amazon Q CLI login in " + ", ".join(looked_in) + ".")
         return EXIT_NOTHING_IMPORTED
 
-    store = AccountStore(settings.data_dir)
-    print(f"Store: {store.path.resolve()}")
+    store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
+    print(f"Store: {store.location}")
     existing = {view.label: view.id for view in store.list_views()}
     for login, label in zip(usable, account_labels(usable, args.label), strict=True):
         account = store.add(

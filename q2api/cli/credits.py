@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from q2api.amazonq.accounts.discovery import AccountDiscovery
 from q2api.amazonq.accounts.pool import build_account_pool
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.service_api import ServiceApi

@@ -3,8 +3,10 @@
 The real gateway (the same Starlette app and uvicorn server `q2api serve`
 runs) is started on 127.0.0.1 in front of the built-in simulated upstream,
 and the official `anthropic` SDK talks to it: a streamed text reply, then a
-streamed tool call. Nothing here reads the user's environment or `.env` for
-settings, and no byte leaves the machine.
+streamed tool call; then the official `openai` SDK streams a chat completion
+through the OpenAI front door (skipped, saying so, when `openai` is not
+installed). Nothing here reads the user's environment or `.env` for settings,
+and no byte leaves the machine.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ WEATHER_TOOL = {
     },
 }
 WEATHER_CALL = {"city": "Paris", "unit": "celsius"}
+OPENAI_GREETING = (
+    "Hello from q2api's OpenAI front door! Your chat completion was translated to the same Claude request, "
+    "went through the same conversion and the same simulated Amazon Q, and came back as chat.completion.chunk events."
+)
 
 
 def run_demo() -> int:
@@ -83,6 +89,7 @@ def _run(anthropic: Any, data_dir: str) -> int:
         upstream.enqueue(
             scripts.text_reply(GREETING, chunks=16, delay=0.05),
             scripts.tool_reply("get_weather", WEATHER_CALL, text_before="Let me look that up.", delay=0.05),
+            scripts.text_reply(OPENAI_GREETING, chunks=16, delay=0.05),
         )
         # Only the simulator's variables: never the user's environment, `.env` or real account.
         settings = load_settings(
@@ -102,6 +109,7 @@ def _run(anthropic: Any, data_dir: str) -> int:
             print(f"Models (the simulated account's ListAvailableModels catalogue): {', '.join(models)}\n")
             _stream_text(client)
             _stream_tool_call(client)
+            _stream_chat_completion(gateway.base_url, client_key)
     print("\nDone. Run `q2api serve` with an Amazon Q account configured to use the real thing.")
     return 0
 
@@ -137,6 +145,36 @@ def _stream_tool_call(client: Any) -> None:
             print(f"[tool_use] {block.name}({json.dumps(block.input)})  id={block.id}")
     print()
     _print_summary(message)
+
+
+def _stream_chat_completion(base_url: str, client_key: str) -> None:
+    prompt = "Say hello through the OpenAI API."
+    print(f"\n3) OpenAI Chat Completions, streamed (POST /v1/chat/completions): {prompt!r}\n")
+    try:
+        import openai
+    except ImportError:
+        print("   skipped: the `openai` package is not installed (`pip install openai` to try this step).")
+        return
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=client_key, max_retries=0, timeout=30.0)
+    finish_reason, usage = None, None
+    try:
+        stream = client.chat.completions.create(
+            model=DEMO_MODEL,
+            messages=[{"role": "user", "content": prompt}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for chunk in stream:
+            if chunk.choices:
+                print(chunk.choices[0].delta.content or "", end="", flush=True)
+                finish_reason = chunk.choices[0].finish_reason or finish_reason
+            usage = chunk.usage or usage
+    except openai.APIError as exc:
+        raise RuntimeError(f"the OpenAI door answered with an error: {exc}") from None
+    print("\n")
+    print(f"   finish_reason: {finish_reason}")
+    if usage is not None:
+        print(f"   usage:         prompt_tokens={usage.prompt_tokens} completion_tokens={usage.completion_tokens}")
 
 
 def _print_summary(message: Any) -> None:

@@ -8,7 +8,8 @@ import sys
 
 from q2api.amazonq.accounts.device_login import DeviceLoginError, LoginFailed, login_target, start_device_login
 from q2api.amazonq.accounts.logins import complete_device_login
-from q2api.amazonq.accounts.store import Account, AccountStore
+from q2api.amazonq.accounts.records import Account
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.upstream import create_session
 from q2api.cli.accounts import open_store
 from q2api.server.wiring import refresh_endpoints

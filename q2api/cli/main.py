@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     accounts = commands.add_parser(
         "accounts",
         help="manage the Amazon Q accounts in the store",
-        description="Manage the accounts kept in the store under Q2API_DATA_DIR.",
+        description="Manage the accounts kept in the store (Q2API_DATABASE_URL, or SQLite under Q2API_DATA_DIR).",
     )
     account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
     account_commands.add_parser("list", help="list accounts (secrets are never printed)")
@@ -198,6 +198,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     usage = account_commands.add_parser("usage", help="credits used and left per account, from Amazon Q")
     usage.add_argument("account", nargs="?", help="account id or label (default: every enabled account)")
+    copy = account_commands.add_parser(
+        "copy",
+        help="copy accounts between stores: a data directory (SQLite) or a database URL",
+        description=(
+            "Copy accounts whole (id, label, enabled flag, newest tokens) from one store to another, e.g. from "
+            "the SQLite store to a shared database before running several replicas. An account the target "
+            "already has is skipped unless --replace. Shared stores are opened with Q2API_SECRET_KEY."
+        ),
+    )
+    copy.add_argument("--from", dest="source", required=True, help="data directory or database URL to copy from")
+    copy.add_argument("--to", dest="target", help="data directory or database URL (default: the configured store)")
+    copy.add_argument("--replace", action="store_true", help="overwrite accounts the target already has")
     accounts.set_defaults(run=_accounts)
 
     login = commands.add_parser(

@@ -24,21 +24,29 @@ from q2api.admin.console_routes import console_routes
 from q2api.admin.context import AdminContext
 from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes
+from q2api.amazonq.accounts.opening import open_account_store
 from q2api.amazonq.accounts.pool import build_account_pool
+from q2api.amazonq.accounts.records import Account
 from q2api.amazonq.accounts.reload import AccountReloader
-from q2api.amazonq.accounts.store import Account, AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.catalogue import builtin_catalogue
 from q2api.amazonq.upstream import UpstreamClient, create_session
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
-from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
+from q2api.openai.shapes import model_list
+from q2api.server.chat_completions import CHAT_DOOR, CHAT_ROUTE
+from q2api.server.edge import ClientKeys, RequestIdMiddleware, json_response, read_body
+from q2api.server.front_door import CLAUDE_DOOR, FrontDoor
 from q2api.server.model_routing import ModelRouter
 from q2api.server.readiness import log_store_contents, readiness
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import account_discovery, env_account, model_router, refresh_endpoints, upstream_config
 from q2api.settings import Settings
+
+CHAT_PATHS = ("/v1/chat/",)  # where OpenAI clients are: their errors use the OpenAI envelope
+MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it here
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -53,8 +61,9 @@ def create_app(settings: Settings) -> Starlette:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
         session = create_session()
         reloader: AccountReloader | None = None
+        store: AccountStore | None = None
         try:
-            store = AccountStore(settings.data_dir)
+            store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
             endpoints = refresh_endpoints(settings)
             pool = build_account_pool(
                 store,
@@ -103,9 +112,11 @@ def create_app(settings: Settings) -> Starlette:
             await login_runner.close()
             if reloader is not None:
                 await reloader.stop()
+            if store is not None:
+                store.close()
             await session.close()
 
-    async def messages(request: Request) -> Response:
+    async def relayed(request: Request, door: FrontDoor) -> Response:
         request_id = request.state.request_id  # given by RequestIdMiddleware
         relay: MessagesRelay = state["relay"]
         try:
@@ -113,8 +124,14 @@ def create_app(settings: Settings) -> Starlette:
             body = await read_body(request, settings.max_body_bytes)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
-            return relay.refuse(request_id, error)
-        return await relay.handle(request, body, request_id)
+            return relay.refuse(request_id, error, door)
+        return await relay.handle(request, body, request_id, door)
+
+    async def messages(request: Request) -> Response:
+        return await relayed(request, CLAUDE_DOOR)
+
+    async def chat_completions(request: Request) -> Response:
+        return await relayed(request, CHAT_DOOR)
 
     async def count_tokens(request: Request) -> Response:
         client_keys.check(request)
@@ -126,7 +143,10 @@ def create_app(settings: Settings) -> Starlette:
     async def list_models(request: Request) -> Response:
         client_keys.check(request)
         models: ModelRouter = state["models"]
-        return json_response(list_models_page(models.entries(), request.query_params))
+        # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
+        return json_response(
+            model_list(list_models_page(models.entries(), request.query_params), owned_by=MODELS_OWNER)
+        )
 
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health and last known credits (labels only, never a credential).
@@ -154,9 +174,14 @@ def create_app(settings: Settings) -> Starlette:
             return json_response({"status": "ready"})
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
+    def error_for(request: Request, error: AnthropicError) -> Response:
+        # Each door's clients get its own envelope, for routing errors and bugs too.
+        door = CHAT_DOOR if request.url.path.startswith(CHAT_PATHS) else CLAUDE_DOOR
+        return door.error_response(error, getattr(request.state, "request_id", None))
+
     async def anthropic_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AnthropicError)
-        return error_response(exc, getattr(request.state, "request_id", None))
+        return error_for(request, exc)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -169,18 +194,19 @@ def create_app(settings: Settings) -> Starlette:
             )
         else:
             error = AnthropicError(exc.status_code, str(exc.detail))
-        return error_response(error, getattr(request.state, "request_id", None))
+        return error_for(request, error)
 
     async def unexpected_error(request: Request, exc: Exception) -> Response:
         # The traceback goes to the log (without local variables), never to the client.
         logger.opt(exception=exc).error(f"unhandled error on {request.method} {request.url.path}")
         error = AnthropicError(500, "internal gateway error; see the gateway log for details")
-        return error_response(error, getattr(request.state, "request_id", None))
+        return error_for(request, error)
 
     return Starlette(
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route(CHAT_ROUTE, chat_completions, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

@@ -12,7 +12,7 @@ in `q2api.conversion`):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -33,7 +33,7 @@ def log_loop_findings(findings: Iterable[Finding]) -> None:
 
 
 def log_conversion(
-    body: bytes,
+    claude_document: Callable[[], Any],
     claude_message_count: int,
     conversion: Conversion,
     guard_findings: tuple[Finding, ...],
@@ -52,7 +52,7 @@ def log_conversion(
     # Reproducers for bug reports, built only when a sink takes DEBUG lines (Q2API_LOG_LEVEL=DEBUG).
     logger.opt(lazy=True).debug(
         "Claude request (redacted): {}",
-        lambda: _json_text(debug_summary.redacted_claude_request(orjson.loads(body))),
+        lambda: _json_text(debug_summary.redacted_claude_request(claude_document())),
     )
     logger.opt(lazy=True).debug(
         "Amazon Q request (redacted): {}",

@@ -21,8 +21,8 @@ from q2api.anthropic.errors import AnthropicError
 
 REQUEST_ID_HEADER = "request-id"
 _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
-# The route whose handler writes its own, richer log line (q2api.server.exchange_log).
-_RELAY_LOGGED = ("POST", "/v1/messages")
+# The routes whose handler writes its own, richer log line (q2api.server.exchange_log).
+_RELAY_LOGGED = {("POST", "/v1/messages"), ("POST", "/v1/chat/completions")}
 # Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
 _POLLED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -37,7 +37,7 @@ class RequestIdMiddleware:
     The id is also put in the log context for the whole exchange, so lines
     logged deep inside (an upstream refusal with Amazon Q's own request id, a
     retry, a token refresh) can be tied to the client's request. Requests to
-    other routes than `POST /v1/messages`, whose relay writes a richer line,
+    other routes than the two front doors, whose relay writes a richer line,
     get their one log line (and their request metrics) here (`/healthz`,
     `/readyz` and `/metrics` at DEBUG: monitors poll them).
     """
@@ -69,7 +69,7 @@ class RequestIdMiddleware:
                 await self.app(scope, receive, send_with_id)
             finally:
                 method, path = scope["method"], scope["path"]
-                if (method, path) != _RELAY_LOGGED:
+                if (method, path) not in _RELAY_LOGGED:
                     level = "DEBUG" if path in _POLLED_PATHS else "INFO"
                     logger.bind(status=status).log(level, f"{method} {path}")
                     metrics.observe_request(

@@ -1,4 +1,5 @@
-"""The one INFO line each `POST /v1/messages` writes: what was asked, what came back, how long it took.
+"""The one INFO line each relayed request writes (`POST /v1/messages`, `POST /v1/chat/completions`):
+what was asked, what came back, how long it took.
 
 The same moment feeds the request metrics (q2api.admin.metrics), so the log and `/metrics` never disagree.
 """
@@ -20,7 +21,7 @@ class Exchange:
 
     request_id: str
     request_bytes: int = 0
-    route: str = "/v1/messages"
+    route: str = "/v1/messages"  # the front door it came in by
     started: float = field(default_factory=time.perf_counter)
     model: str = "-"
     upstream_model: str = "-"
@@ -105,6 +106,6 @@ class Exchange:
             response_bytes=self.response_bytes,
             stop_reason=self.stop_reason or "-",
             output_tokens=self.output_tokens,
-        ).info("POST /v1/messages" + (f" error={self.error}" if self.error else ""))
+        ).info(f"POST {self.route}" + (f" error={self.error}" if self.error else ""))
         if self.on_logged is not None:
             self.on_logged(self)

@@ -7,13 +7,13 @@ import asyncio
 from loguru import logger
 
 from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 
 
 def log_store_contents(store: AccountStore) -> None:
-    """One line naming the store (absolute path), one per account in it (labels and states, no secret)."""
+    """One line naming the store (absolute path or masked URL), one per account in it (labels and states, no secret)."""
     accounts = store.accounts()
-    logger.info(f"account store: {store.path.resolve()} ({len(accounts)} account(s))")
+    logger.info(f"account store: {store.location} ({len(accounts)} account(s))")
     for account in accounts:
         state = account.status.value if account.enabled else "disabled"
         detail = f" ({account.status_detail})" if account.status_detail else ""

@@ -1,4 +1,8 @@
-"""`POST /v1/messages`: one Claude request relayed through Amazon Q, streamed or aggregated.
+"""One request relayed through Amazon Q, streamed or aggregated, whichever front door it came in by.
+
+`POST /v1/messages` (the Claude door) and `POST /v1/chat/completions` (the OpenAI door) share
+everything below: the door only reads the body into a Claude request and renders the reply
+(q2api.server.front_door).
 
 The order of work is the order of failure modes:
 
@@ -24,6 +28,7 @@ import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from loguru import logger
 from starlette.requests import Request
@@ -32,31 +37,32 @@ from starlette.responses import Response
 from q2api.amazonq.models import DEFAULT_Q_MODEL
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
-from q2api.anthropic.sse import SseEncoder
 from q2api.anthropic.token_count import estimate_request_tokens
-from q2api.anthropic.types import MessagesRequest, parse_messages_request
+from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
 from q2api.conversion.order_guard import validate_conversation
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
-from q2api.server.edge import error_response, json_response
+from q2api.server.edge import json_response
 from q2api.server.exchange_log import Exchange
+from q2api.server.front_door import CLAUDE_DOOR, DoorCall, FrontDoor
 from q2api.server.model_routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy
 from q2api.settings import Settings
 
-CLAUDE_SSE = SseEncoder()
 # Bodies larger than this are parsed and converted off the event loop (bench/bench_gateway.py's
 # 30 MiB case: ~0.5 s on the loop otherwise). A 200 KB Claude Code turn stays on the loop, where a
 # thread hop would cost more than it saves.
 OFF_LOOP_BODY_BYTES = 1 << 20
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
+    call: DoorCall
     request: MessagesRequest
     conversion: Conversion
     input_tokens: int
@@ -82,9 +88,9 @@ class MessagesRelay:
 
     # ------------------------------------------------------------ pure preparation
 
-    def prepare(self, body: bytes, exchange: Exchange) -> Prepared:
+    def prepare(self, call: DoorCall, exchange: Exchange) -> Prepared:
         # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
-        request = parse_messages_request(body)
+        request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
         model = self._models.resolve(request.model).choice
         request = clamp_max_tokens(request, model)
@@ -108,7 +114,7 @@ class MessagesRelay:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
         log_conversion(
-            body,
+            call.claude_document,
             len(request.messages),
             conversion,
             (*loop_findings, *invalid),
@@ -116,23 +122,26 @@ class MessagesRelay:
         )
         input_tokens = estimate_request_tokens(request)
         exchange.record_conversion(conversion.model.q_model_id, input_tokens)
-        return Prepared(request, conversion, input_tokens)
+        return Prepared(call, request, conversion, input_tokens)
 
     # ------------------------------------------------------------ the endpoint
 
-    async def handle(self, request: Request, body: bytes, request_id: str) -> Response:
-        exchange = self._exchange(request_id, request_bytes=len(body))
+    async def handle(self, request: Request, body: bytes, request_id: str, door: FrontDoor = CLAUDE_DOOR) -> Response:
+        exchange = self._exchange(request_id, door, request_bytes=len(body))
+        call: DoorCall | None = None
         try:
             if len(body) > OFF_LOOP_BODY_BYTES:
-                prepared = await self._prepare_off_loop(body, exchange)
+                call = await _off_loop(door.read, body)
+                prepared = await _off_loop(self.prepare, call, exchange)
             else:
-                prepared = self.prepare(body, exchange)
+                call = door.read(body)
+                prepared = self.prepare(call, exchange)
         except AnthropicError as error:
-            return self._finish_with_error(exchange, error)
+            return self._finish_with_error(exchange, door, call.client_error(error) if call else error)
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
-        response = await unless_client_leaves(request.receive, self._respond(exchange, prepared))
+        response = await unless_client_leaves(request.receive, self._respond(exchange, prepared, door))
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
@@ -140,14 +149,8 @@ class MessagesRelay:
         response.headers[UPSTREAM_MODEL_HEADER] = prepared.conversion.model.q_model_id
         return response
 
-    async def _prepare_off_loop(self, body: bytes, exchange: Exchange) -> Prepared:
-        """A large body is parsed and converted in a worker thread, so its size does not show up as
-        every other stream's latency (the GIL is handed back every few milliseconds)."""
-        context = contextvars.copy_context()  # the request id of the log lines written meanwhile
-        return await asyncio.to_thread(context.run, self.prepare, body, exchange)
-
-    async def _respond(self, exchange: Exchange, prepared: Prepared) -> Response:
-        request = prepared.request
+    async def _respond(self, exchange: Exchange, prepared: Prepared, door: FrontDoor) -> Response:
+        request, call = prepared.request, prepared.call
         plan = ReplyPlan(
             payload=prepared.conversion.payload,
             model=request.model,
@@ -161,33 +164,39 @@ class MessagesRelay:
         try:
             reply = await Reply.open(self._upstream, plan, exchange)
         except AnthropicError as error:
-            return self._finish_with_error(exchange, error)
+            return self._finish_with_error(exchange, door, call.client_error(error))
         try:
             if request.stream:
-                return await self._stream(reply)
-            return await self._aggregate(reply)
+                return await self._stream(reply, call, door)
+            return await self._aggregate(reply, call, door)
         except BaseException:
             # Cancelled (the client left) or a bug: the reply is closed here; a returned
             # stream closes it itself when it ends.
             reply.close(abandoned="client_disconnected")
             raise
 
-    async def _aggregate(self, reply: Reply) -> Response:
+    async def _aggregate(self, reply: Reply, call: DoorCall, door: FrontDoor) -> Response:
         aggregator = MessageAggregator()
         aggregator.add_all(reply.start())
         while not reply.finished:
             aggregator.add_all(await reply.read() or ())
         try:
-            message = aggregator.message()  # raises the reply's failure, or a 500 for an unfinished one
+            if reply.failure is not None:
+                # The reply's own error, not the one rebuilt from its `error` event: that one
+                # keeps only the type, and loses the status (502, 504) and headers (retry-after).
+                raise reply.failure
+            # Raises a 500 for an unfinished reply, or the door's refusal of the message.
+            answer = call.answer(aggregator.message())
         except AnthropicError as error:
+            error = call.client_error(error)
             reply.close(error=error)
-            return error_response(error, reply.exchange.request_id)
-        response = json_response(message)
+            return door.error_response(error, reply.exchange.request_id)
+        response = json_response(answer)
         reply.sent(len(response.body))
         reply.close()
         return response
 
-    async def _stream(self, reply: Reply) -> Response:
+    async def _stream(self, reply: Reply, call: DoorCall, door: FrontDoor) -> Response:
         held = reply.start()
         hold_until = time.perf_counter() + self._settings.stream_hold_seconds
         while not reply.finished and not reply.has_content:
@@ -200,26 +209,36 @@ class MessagesRelay:
         failure = reply.failure
         if failure is not None and not reply.has_content:
             # Nothing reached the client yet: a real status lets the SDKs retry.
+            failure = call.client_error(failure)
             reply.close(error=failure)
-            return error_response(failure, reply.exchange.request_id)
+            return door.error_response(failure, reply.exchange.request_id)
         return ReplyStream(
             reply,
             held,
-            CLAUDE_SSE,
+            call.encoder(),
             ping_interval=self._settings.ping_interval,
             send_timeout=self._settings.send_timeout,
         )
 
     # ------------------------------------------------------------ helpers
 
-    def refuse(self, request_id: str, error: AnthropicError) -> Response:
+    def refuse(self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR) -> Response:
         """Answer a request refused before its body was parsed (bad client key, body too large)."""
-        return self._finish_with_error(self._exchange(request_id), error)
+        return self._finish_with_error(self._exchange(request_id, door), door, error)
 
-    def _exchange(self, request_id: str, request_bytes: int = 0) -> Exchange:
-        return Exchange(request_id=request_id, request_bytes=request_bytes, on_logged=self._on_exchange_logged)
+    def _exchange(self, request_id: str, door: FrontDoor, request_bytes: int = 0) -> Exchange:
+        return Exchange(
+            request_id=request_id, request_bytes=request_bytes, route=door.route, on_logged=self._on_exchange_logged
+        )
 
     @staticmethod
-    def _finish_with_error(exchange: Exchange, error: AnthropicError) -> Response:
+    def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
         exchange.end(error.status, error.error_type)
-        return error_response(error, exchange.request_id)
+        return door.error_response(error, exchange.request_id)
+
+
+async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
+    """Pure work on a large body runs in a worker thread, so its size does not show up as every
+    other stream's latency (the GIL is handed back every few milliseconds)."""
+    context = contextvars.copy_context()  # the request id of the log lines written meanwhile
+    return await asyncio.to_thread(context.run, work, *args)

@@ -8,8 +8,8 @@ import aiohttp
 
 from q2api.amazonq.accounts.discovery import AccountDiscovery
 from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.records import EnvAccount
 from q2api.amazonq.accounts.refresh import RefreshEndpoints
-from q2api.amazonq.accounts.store import EnvAccount
 from q2api.amazonq.catalogue import Catalogue
 from q2api.amazonq.model_resolution import UnknownModelPolicy
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver

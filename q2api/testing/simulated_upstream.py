@@ -98,6 +98,10 @@ class SimulatedUpstream:
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
+        # Refresh tokens retired by a rotation, and how many refresh calls presented one anyway
+        # (refused with invalid_grant when `valid_refresh_tokens` is a set).
+        self.retired_refresh_tokens: set[str] = set()
+        self.retired_refresh_uses = 0
         self.streams_started = 0
         self.streams_completed = 0
         self.disconnects = 0  # the client went away before the reply ended
@@ -290,9 +294,12 @@ class SimulatedUpstream:
         """Record a refresh call, take the configured time over it, and return its JSON body."""
         record = await _record(request)
         self.refresh_requests.append(record)
+        body = record.body if isinstance(record.body, dict) else {}
+        if body.get("refreshToken") in self.retired_refresh_tokens:
+            self.retired_refresh_uses += 1
         if self.refresh_delay:
             await asyncio.sleep(self.refresh_delay)
-        return record.body if isinstance(record.body, dict) else {}
+        return body
 
     def _device_call(
         self, answer: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -355,6 +362,7 @@ class SimulatedUpstream:
         }
         if self.rotate_refresh_tokens:
             new_refresh_token = f"sim-refresh-{next(self._serial)}"
+            self.retired_refresh_tokens.add(old_refresh_token)
             if self.valid_refresh_tokens is not None:
                 self.valid_refresh_tokens.discard(old_refresh_token)
                 self.valid_refresh_tokens.add(new_refresh_token)
@@ -403,6 +411,10 @@ class SimulationThread:
 
     def enqueue(self, *replies: Reply) -> None:
         self._loop.call_soon_threadsafe(self.sim.enqueue, *replies)
+
+    def revoke_access_token(self, token: str) -> None:
+        """From now on Amazon Q refuses `token` (as when it expires), whatever its recorded lifetime."""
+        self._loop.call_soon_threadsafe(self.sim.valid_access_tokens.discard, token)
 
     def stop(self) -> None:
         if self._thread.is_alive():

@@ -10,7 +10,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStatus, AccountStore
+from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStatus
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.testing import scripts
 from q2api.testing.simulated_services import usage_document
 from tests.support.gateway_harness import (
@@ -106,7 +107,7 @@ async def test_a_refused_refresh_token_is_a_400_and_nothing_is_stored(admin) -> 
     message = assert_admin_error(response, 400, "refresh_refused")
     assert "refused" in message and "nothing was stored" in message
     assert "made-up-token" not in response.text
-    labels = [account.label for account in AccountStore(gateway.settings.data_dir).accounts()]
+    labels = [account.label for account in SqliteAccountStore(gateway.settings.data_dir).accounts()]
     assert labels == ["environment"]
 
 
@@ -157,7 +158,7 @@ async def test_refresh_now_renews_the_token_and_reports_a_refusal(admin) -> None
     gateway.sim.refresh_failure = "invalid_grant"
     refused = await http.post(f"/admin/api/accounts/{ENV_ACCOUNT_ID}/refresh")
     assert "invalid_grant" in assert_admin_error(refused, 400, "refresh_refused")
-    assert AccountStore(gateway.settings.data_dir).get(ENV_ACCOUNT_ID).status is AccountStatus.NEEDS_LOGIN
+    assert SqliteAccountStore(gateway.settings.data_dir).get(ENV_ACCOUNT_ID).status is AccountStatus.NEEDS_LOGIN
     [account] = (await http.get("/admin/api/accounts")).json()["accounts"]
     assert account["health"] == "needs_login"
 
@@ -197,7 +198,7 @@ async def test_a_login_that_is_denied_or_expires_says_so(admin, answers: list[st
             break
         await asyncio.sleep(0.05)
     assert answer["status"] == status and "account_id" not in answer
-    assert [account.label for account in AccountStore(gateway.settings.data_dir).accounts()] == ["environment"]
+    assert [account.label for account in SqliteAccountStore(gateway.settings.data_dir).accounts()] == ["environment"]
 
 
 async def test_an_idc_login_needs_its_start_url(admin) -> None:

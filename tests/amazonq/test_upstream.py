@@ -8,7 +8,8 @@ import aiohttp
 import pytest
 
 from q2api.amazonq.accounts.pool import AccountPool, build_account_pool
-from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStore
+from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.amazonq.errors import (
     FailureKind,
     NoAccountConfigured,
@@ -42,7 +43,10 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 def make_pool(tmp_path: Path, sim: SimulatedUpstream, session, auth_method: str = "idc", **env: str) -> AccountPool:
     settings = load_settings({**sim.env(auth_method), "Q2API_DATA_DIR": str(tmp_path), **env}, env_file=None)
     return build_account_pool(
-        AccountStore(settings.data_dir), session, endpoints=refresh_endpoints(settings), seed=env_account(settings)
+        SqliteAccountStore(settings.data_dir),
+        session,
+        endpoints=refresh_endpoints(settings),
+        seed=env_account(settings),
     )
 
 
@@ -343,7 +347,7 @@ async def test_no_account_configured(tmp_path: Path, sim, session) -> None:
 
 
 def two_account_pool(tmp_path: Path, sim, session) -> AccountPool:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.add(auth_method="social", refresh_token="first-SECRET", account_id="a", label="first")
     store.add(auth_method="social", refresh_token="second-SECRET", account_id="b", label="second")
     settings = load_settings(

@@ -12,7 +12,7 @@ from pathlib import Path
 import anthropic
 import httpx2
 
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.settings import load_settings
 from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway
@@ -25,7 +25,7 @@ ACCOUNTS = {"rt-alpha": "alpha", "rt-beta": "beta"}  # refresh token -> label
 
 @contextlib.asynccontextmanager
 async def two_account_gateway(sim: SimulatedUpstream, data_dir: Path) -> AsyncIterator[str]:
-    store = AccountStore(data_dir)
+    store = SqliteAccountStore(data_dir)
     for refresh_token, label in ACCOUNTS.items():
         store.add(auth_method="social", refresh_token=refresh_token, label=label)
     settings = load_settings(

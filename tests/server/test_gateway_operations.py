@@ -18,7 +18,7 @@ import anthropic
 import httpx2
 import pytest
 
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream
@@ -67,7 +67,7 @@ async def two_gateways(sim: SimulatedUpstream, data_dir: Path) -> AsyncIterator[
 
 
 def tokens_of(data_dir: Path, account_id: str) -> set[str]:
-    account = AccountStore(data_dir).get(account_id)
+    account = SqliteAccountStore(data_dir).get(account_id)
     return {account.access_token} if account and account.access_token else set()
 
 

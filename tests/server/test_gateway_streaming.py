@@ -311,3 +311,22 @@ async def test_concurrent_streams_each_get_their_own_reply(gw: Gateway):
     for marker, text in answers:
         assert text.endswith(f"You said: {marker}")
     assert len(gw.sim.requests) == 20
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [scripts.truncated_reply(), scripts.dropped_reply(), scripts.corrupted_reply()],
+    ids=["truncated", "dropped", "corrupted"],
+)
+async def test_a_broken_body_of_a_non_streaming_reply_keeps_its_status(gw: Gateway, reply):
+    # Nothing was sent yet, so the client gets the fault's own status (502: Amazon Q's reply broke),
+    # not a generic 500 rebuilt from the error event.
+    gw.sim.enqueue(reply)
+    with capture_logs() as logs:
+        async with gw.http() as http:
+            response = await http.post("/v1/messages", json={**MESSAGE, "messages": [user("hi")]})
+        assert await gw.sim.wait_until(lambda: bool(logs.request_lines()), timeout=5)
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "api_error"
+    (line,) = logs.request_lines()
+    assert line.extra["status"] == 502

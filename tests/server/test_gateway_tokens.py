@@ -21,7 +21,8 @@ import anthropic
 import httpx2
 import pytest
 
-from q2api.amazonq.accounts.store import DB_FILENAME, ENV_ACCOUNT_ID, AccountStore, EnvAccount
+from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, EnvAccount
+from q2api.amazonq.accounts.store import DB_FILENAME, SqliteAccountStore
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.gateway_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk
@@ -80,7 +81,7 @@ async def test_a_rotated_refresh_token_is_stored_and_survives_a_restart(tmp_path
             await ask(sdk(url))
         (rotated,) = sim.valid_refresh_tokens  # the service retired the original one
         assert rotated != SIM_REFRESH_TOKEN
-        assert AccountStore(data_dir).get(ENV_ACCOUNT_ID).refresh_token == rotated
+        assert SqliteAccountStore(data_dir).get(ENV_ACCOUNT_ID).refresh_token == rotated
 
         # A new process with the same environment (still the original refresh token),
         # and no usable access token: only the stored, rotated refresh token can help.
@@ -204,7 +205,7 @@ async def test_two_worker_processes_share_one_data_dir(tmp_path: Path) -> None:
 def _open_store_when_released(data_dir: str, release, failures) -> None:
     release.wait()
     try:
-        AccountStore(data_dir).seed_from_env(
+        SqliteAccountStore(data_dir).seed_from_env(
             EnvAccount(auth_method="idc", refresh_token="r", client_id="c", client_secret="s")
         )
     except Exception as exc:  # reported to the test process

@@ -38,6 +38,7 @@ class ServeProcess:
 
     def __init__(self, proc: subprocess.Popen[str], workers: int) -> None:
         self.proc = proc
+        self.killed = False
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -67,6 +68,12 @@ class ServeProcess:
                 break
             time.sleep(0.02)
         raise AssertionError("the expected log line never came; log so far:\n" + "\n".join(self.lines))
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as when a machine or a container dies."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.killed = True
 
     def get(self, path: str) -> tuple[int, dict]:
         status, body = self.get_bytes(path)
@@ -115,6 +122,8 @@ def serve(
     try:
         server = ServeProcess(proc, workers)
         yield server
+        if server.killed:
+            return
         proc.terminate()
         # uvicorn re-raises SIGTERM after a graceful shutdown when it runs the app in-process.
         assert proc.wait(timeout=30) in (0, -signal.SIGTERM), "\n".join(server.lines)

@@ -9,9 +9,6 @@ kept in the store's `logins` table, so every worker (and replica) can answer
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import enum
-import time
 import uuid
 from collections.abc import Sequence
 
@@ -23,64 +20,12 @@ from q2api.amazonq.accounts.device_login import (
     LoginExpired,
     wait_for_approval,
 )
-from q2api.amazonq.accounts.store import Account, AccountStore
-
-
-class LoginStatus(enum.StrEnum):
-    PENDING = "pending"
-    DONE = "done"
-    EXPIRED = "expired"
-    DENIED = "denied"
-    FAILED = "failed"
-
-
-@dataclasses.dataclass(frozen=True)
-class LoginRecord:
-    id: str
-    label: str
-    method: str
-    status: LoginStatus
-    account_id: str | None
-    detail: str | None
-    expires_at: float  # epoch seconds: the device code's end
+from q2api.amazonq.accounts.records import Account, LoginStatus
+from q2api.amazonq.accounts.store_protocol import AccountStore
 
 
 def new_login_id() -> str:
     return "login_" + uuid.uuid4().hex[:16]
-
-
-def record_login(store: AccountStore, login_id: str, label: str, method: str, expires_in: float) -> None:
-    now = time.time()
-    with store.transaction() as db:
-        db.execute(
-            "INSERT INTO logins (id, label, method, status, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (login_id, label, method, LoginStatus.PENDING.value, now + expires_in, now),
-        )
-        # Keep the table small: logins older than a day are of no use to anyone.
-        db.execute("DELETE FROM logins WHERE created_at < ?", (now - 86400,))
-
-
-def finish_login(
-    store: AccountStore, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
-) -> None:
-    with store.transaction() as db:
-        db.execute(
-            "UPDATE logins SET status = ?, account_id = ?, detail = ? WHERE id = ?",
-            (status.value, account_id, detail, login_id),
-        )
-
-
-def read_login(store: AccountStore, login_id: str) -> LoginRecord | None:
-    with store.connect() as db:
-        row = db.execute("SELECT * FROM logins WHERE id = ?", (login_id,)).fetchone()
-    if row is None:
-        return None
-    status = LoginStatus(row["status"])
-    if status is LoginStatus.PENDING and row["expires_at"] <= time.time():
-        status = LoginStatus.EXPIRED  # nobody finished it in time (or its worker went away)
-    return LoginRecord(
-        row["id"], row["label"], row["method"], status, row["account_id"], row["detail"], row["expires_at"]
-    )
 
 
 def account_id_for_label(accounts: Sequence[Account], label: str) -> str | None:

@@ -13,8 +13,9 @@ import time
 import aiohttp
 
 from q2api.amazonq.accounts.logins import account_id_for_label
+from q2api.amazonq.accounts.records import Account, AccountStatus
 from q2api.amazonq.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
-from q2api.amazonq.accounts.store import Account, AccountStatus, AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

@@ -1,8 +1,11 @@
 """The account pool: which account serves the next request, and which ones should rest.
 
 Health lives in memory (a throttle is a per-request event, and the store is
-written only when tokens or accounts change). The one durable state, "needs a
-new login", is kept by the token manager in the store. The pool follows the
+written only when tokens or accounts change). Cool-downs are shared all the
+same: each one (and its end, when the upstream serves the account again) is
+queued here and written to the store by the reloader's next tick, which also
+brings in the cool-downs other workers and replicas recorded. The one durable
+state, "needs a new login", is kept by the token manager in the store. The pool follows the
 store (`sync`): accounts added, changed, disabled or removed elsewhere join or
 leave it; a request that already holds an account's token manager keeps it.
 """
@@ -19,9 +22,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 import aiohttp
 from loguru import logger
 
+from q2api.amazonq.accounts.records import Account, AccountRest, EnvAccount
 from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.amazonq.accounts.stats import StatsRecorder
-from q2api.amazonq.accounts.store import Account, AccountStore, EnvAccount
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
@@ -98,6 +102,7 @@ class AccountPool:
         self.stats = stats or StatsRecorder()
         # Called with the account id after each request an account served (credits are re-read then).
         self.on_served: Callable[[str], None] | None = None
+        self._rests_to_share: dict[str, AccountRest | None] = {}  # None: the rest ended early
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -183,6 +188,8 @@ class AccountPool:
         self.stats.record(account_id)
         slot = self._slots.get(account_id)
         if slot is not None:
+            if slot.resting_until:
+                self._rests_to_share[account_id] = None
             slot.resting_until = 0.0
             slot.consecutive_throttles = 0
             slot.consecutive_failures = 0
@@ -214,9 +221,42 @@ class AccountPool:
             rest = ACCESS_DENIED_COOLDOWN
         self._rest(slot, health, rest)
 
+    def take_rests(self) -> dict[str, AccountRest | None]:
+        """The cool-downs begun (an AccountRest) or ended (None) here since the last call, to share."""
+        rests, self._rests_to_share = self._rests_to_share, {}
+        return rests
+
+    def requeue_rest(self, account_id: str, rest: AccountRest | None) -> None:
+        """Put back a cool-down whose sharing failed (unless a newer one for the account is queued)."""
+        self._rests_to_share.setdefault(account_id, rest)
+
+    def adopt_rests(self, rests: dict[str, AccountRest], wall_clock: Callable[[], float] = time.time) -> None:
+        """Follow the store's cool-downs (`rests`, by account id), which hold this pool's own ones too.
+
+        Call right after this pool's queued rests were written: then a resting
+        account missing from `rests` was served again elsewhere and is ready.
+        """
+        now, wall_now = self._clock(), wall_clock()
+        for account_id, slot in self._slots.items():
+            if account_id in self._rests_to_share or (slot.resting_until <= now and account_id not in rests):
+                continue  # a change of this pool's not yet shared, or nothing to follow
+            rest = rests.get(account_id)
+            if rest is None:
+                slot.resting_until = 0.0
+                logger.bind(account=slot.manager.label).info("account rests no more (served by another worker)")
+                continue
+            until = now + (rest.until - wall_now)
+            if until > slot.resting_until + 1.0:
+                slot.rest_reason = AccountHealth(rest.reason)
+                slot.resting_until = until
+                logger.bind(account=slot.manager.label, health=rest.reason).info(
+                    f"account rests for {until - now:.0f}s (a cool-down from another worker or replica)"
+                )
+
     def _rest(self, slot: _Slot, health: AccountHealth, seconds: float) -> None:
         slot.rest_reason = health
         slot.resting_until = self._clock() + seconds
+        self._rests_to_share[slot.manager.account_id] = AccountRest(time.time() + seconds, health.value)
         logger.bind(account=slot.manager.label, health=health.value).warning(f"account rests for {seconds:g}s")
 
     def health(self) -> list[AccountHealthView]:

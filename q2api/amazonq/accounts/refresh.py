@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from q2api.amazonq.accounts.store import Account
+from q2api.amazonq.accounts.records import Account
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, sanitize_error_code
 from q2api.amazonq.proxy import proxy_route
 

@@ -3,20 +3,19 @@
 Each worker reads the store's generation (one small query) every `interval`
 seconds; when another process (the CLI, the admin API on another worker,
 another replica) has changed an account, the pool re-syncs with the store.
-The same tick adds this worker's request counts to the shared stats.
+The same tick adds this worker's request counts to the shared stats and
+swaps cool-downs with the other workers and replicas.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 
 from loguru import logger
 
 from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.stats import write_stats
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
 
 DEFAULT_RELOAD_INTERVAL = 2.0
 
@@ -43,7 +42,7 @@ class AccountReloader:
             self._task = None
         try:
             await self.flush_stats()
-        except (OSError, sqlite3.Error) as exc:
+        except STORE_ERRORS as exc:
             logger.warning(f"could not write the last account stats: {exc}")
 
     async def _run(self) -> None:
@@ -51,13 +50,14 @@ class AccountReloader:
             await asyncio.sleep(self._interval)
             try:
                 await self.tick()
-            except (OSError, sqlite3.Error) as exc:
+            except STORE_ERRORS as exc:
                 logger.warning(f"account reload failed, trying again: {exc}")
 
     async def tick(self, *, force: bool = False) -> None:
         """Flush the stats, and re-sync the pool if the store changed (or `force`)."""
         async with self._lock:
             await self.flush_stats()
+            await self._share_rests()
             generation = await asyncio.to_thread(self._store.generation)
             if not force and generation == self._seen_generation:
                 return
@@ -65,10 +65,22 @@ class AccountReloader:
             self._pool.sync(accounts)
             self._seen_generation = generation
 
+    async def _share_rests(self) -> None:
+        mine = self._pool.take_rests()
+        try:
+            begun = {account_id: rest for account_id, rest in mine.items() if rest is not None}
+            await asyncio.to_thread(self._store.add_rests, begun)
+            await asyncio.to_thread(self._store.clear_rests, [key for key, rest in mine.items() if rest is None])
+        except BaseException:
+            for account_id, rest in mine.items():  # not lost: the next tick writes them
+                self._pool.requeue_rest(account_id, rest)
+            raise
+        self._pool.adopt_rests(await asyncio.to_thread(self._store.read_rests))
+
     async def flush_stats(self) -> None:
         pending = self._pool.stats.take()
         try:
-            await asyncio.to_thread(write_stats, self._store, pending)
+            await asyncio.to_thread(self._store.add_stats, pending)
         except BaseException:
             self._pool.stats.restore(pending)
             raise

@@ -1,12 +1,13 @@
 """The SQLite schema of the account store, and the upgrades older data directories need.
 
-Four tables:
+Five tables:
 
 * `accounts`: credentials, rotated tokens, the operator's enabled flag and the login state;
 * `store_meta`: the store's generation, bumped by every account change, so that
   each worker notices a change by reading one number (hot reload);
 * `account_stats`: per-account request counters, shared by every worker;
-* `logins`: device-code logins under way, so any worker can answer for one.
+* `logins`: device-code logins under way, so any worker can answer for one;
+* `account_rests`: cool-downs (throttled, quota spent…), so every worker rests the account.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ TABLES = (
         detail      TEXT,
         expires_at  REAL NOT NULL,
         created_at  REAL NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS account_rests (
+        account_id  TEXT PRIMARY KEY,
+        until       REAL NOT NULL,
+        reason      TEXT NOT NULL
     )
     """,
 )

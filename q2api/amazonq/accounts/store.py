@@ -13,118 +13,40 @@ several threads, and a per-call connection can never be shared by mistake.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import hashlib
+import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 
 from q2api.amazonq.accounts import schema
-from q2api.amazonq.accounts.file_lock import exclusive_lock
+from q2api.amazonq.accounts.file_lock import exclusive_lock, exclusive_lock_async
 from q2api.amazonq.accounts.private_files import create_private_dir, create_private_file
+from q2api.amazonq.accounts.records import (
+    ENV_ACCOUNT_ID,
+    LOGIN_RECORD_LIFETIME,
+    Account,
+    AccountRest,
+    AccountStats,
+    AccountStatus,
+    AccountView,
+    EnvAccount,
+    LoginRecord,
+    LoginStatus,
+    StatsDelta,
+    login_record,
+)
 
 DB_FILENAME = "q2api.sqlite3"
 INIT_LOCK_FILENAME = "store-init.lock"
-ENV_ACCOUNT_ID = "env"
 _BUSY_TIMEOUT_MS = 10_000
 
 
-class AccountStatus(enum.StrEnum):
-    ACTIVE = "active"
-    # The refresh token was rejected or the account is suspended; an operator must sign in again.
-    NEEDS_LOGIN = "needs_login"
+class SqliteAccountStore:
+    """The embedded store (implements `AccountStore`, store_protocol.py)."""
 
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class Account:
-    """One stored account, secrets included. Its repr masks the secrets."""
-
-    id: str
-    label: str
-    auth_method: str  # "idc" | "social"
-    refresh_token: str | None
-    client_id: str | None
-    client_secret: str | None
-    profile_arn: str | None
-    access_token: str | None
-    expires_at: float | None  # epoch seconds; None = unknown (an access token given without expiry)
-    status: AccountStatus
-    status_detail: str | None
-    token_generation: int  # bumped on every token change, so stale copies are easy to spot
-    created_at: float
-    updated_at: float
-    refreshed_at: float | None
-    enabled: bool = True  # False: switched off by the operator, serves nothing
-    region: str | None = None  # the OIDC region of an IdC login (None: the configured endpoint's)
-
-    def view(self) -> AccountView:
-        return AccountView(
-            id=self.id,
-            label=self.label,
-            auth_method=self.auth_method,
-            status=self.status.value,
-            status_detail=self.status_detail,
-            has_refresh_token=bool(self.refresh_token),
-            has_access_token=bool(self.access_token),
-            client_id=_mask(self.client_id),
-            profile_arn=self.profile_arn,
-            expires_at=self.expires_at,
-            refreshed_at=self.refreshed_at,
-            created_at=self.created_at,
-            enabled=self.enabled,
-            region=self.region,
-        )
-
-    def __repr__(self) -> str:
-        return f"Account(id={self.id!r}, label={self.label!r}, auth_method={self.auth_method!r}, status={self.status.value!r})"
-
-
-@dataclasses.dataclass(frozen=True)
-class AccountView:
-    """What `q2api accounts list` may show: no secret, the client id shortened."""
-
-    id: str
-    label: str
-    auth_method: str
-    status: str
-    status_detail: str | None
-    has_refresh_token: bool
-    has_access_token: bool
-    client_id: str | None
-    profile_arn: str | None
-    expires_at: float | None
-    refreshed_at: float | None
-    created_at: float
-    enabled: bool = True
-    region: str | None = None
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class EnvAccount:
-    """The account configured through AMAZONQ_* variables."""
-
-    auth_method: str
-    refresh_token: str | None
-    access_token: str | None = None
-    client_id: str | None = None
-    client_secret: str | None = None
-    profile_arn: str | None = None
-    label: str = "environment"
-
-    def fingerprint(self) -> str:
-        # Identifies which env token seeded the row without storing it twice in the clear.
-        source = f"refresh:{self.refresh_token}" if self.refresh_token else f"access:{self.access_token}"
-        return hashlib.sha256(source.encode()).hexdigest()
-
-    def __repr__(self) -> str:
-        return f"EnvAccount(auth_method={self.auth_method!r}, label={self.label!r})"
-
-
-class AccountStore:
     def __init__(self, data_dir: str | Path) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_FILENAME
@@ -137,6 +59,13 @@ class AccountStore:
             with self.connect() as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 schema.create_or_upgrade(db)
+
+    @property
+    def location(self) -> str:
+        return str(self.path.resolve())
+
+    def close(self) -> None:
+        """Nothing to release: every call opens and closes its own connection."""
 
     # -- reading ------------------------------------------------------------
 
@@ -227,6 +156,7 @@ class AccountStore:
         with self.transaction() as db:
             cursor = db.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
             db.execute("DELETE FROM account_stats WHERE account_id = ?", (account_id,))
+            db.execute("DELETE FROM account_rests WHERE account_id = ?", (account_id,))
             schema.bump_generation(db)
         return cursor.rowcount > 0
 
@@ -322,22 +252,32 @@ class AccountStore:
         expires_at: float | None,
         refresh_token: str | None = None,
         profile_arn: str | None = None,
+        if_generation: int | None = None,
     ) -> Account | None:
-        """Store a refresh result in one transaction; a None refresh token / ARN keeps the old one."""
         now = time.time()
         with self.transaction() as db:
-            db.execute(
+            cursor = db.execute(
                 """
                 UPDATE accounts SET access_token = ?, expires_at = ?,
                     refresh_token = COALESCE(?, refresh_token), profile_arn = COALESCE(?, profile_arn),
                     status = 'active', status_detail = NULL, token_generation = token_generation + 1,
                     refreshed_at = ?, updated_at = ?
-                WHERE id = ?
+                WHERE id = ? AND (? IS NULL OR token_generation = ?)
                 """,
-                (access_token, expires_at, refresh_token, profile_arn, now, now, account_id),
+                (
+                    access_token,
+                    expires_at,
+                    refresh_token,
+                    profile_arn,
+                    now,
+                    now,
+                    account_id,
+                    if_generation,
+                    if_generation,
+                ),
             )
             schema.bump_generation(db)  # other workers adopt the token (and a cleared "needs login")
-        return self.get(account_id)
+        return self.get(account_id) if cursor.rowcount else None
 
     def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
         with self.transaction() as db:
@@ -346,6 +286,104 @@ class AccountStore:
                 (status.value, detail, time.time(), account_id),
             )
             schema.bump_generation(db)
+
+    def refresh_lock(self, account_id: str) -> AbstractAsyncContextManager[None]:
+        # An fcntl lock: released by the kernel when its process dies, however it dies.
+        return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
+
+    def import_account(self, account: Account) -> None:
+        columns = _IMPORTED_COLUMNS
+        values = [_column_value(account, column) for column in columns]
+        updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != "id")
+        with self.transaction() as db:
+            db.execute(
+                f"INSERT INTO accounts ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+                f" ON CONFLICT (id) DO UPDATE SET {updates}",
+                values,
+            )
+            schema.bump_generation(db)
+
+    # -- shared counters and cool-downs ----------------------------------------
+
+    def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
+        if not pending:
+            return
+        with self.transaction() as db:
+            for account_id, delta in pending.items():
+                db.execute(
+                    """
+                    INSERT INTO account_stats (account_id, requests, failures, last_error, last_used_at)
+                    SELECT id, ?, ?, ?, ? FROM accounts WHERE id = ?
+                    ON CONFLICT (account_id) DO UPDATE SET
+                        requests = requests + excluded.requests,
+                        failures = failures + excluded.failures,
+                        last_error = COALESCE(excluded.last_error, last_error),
+                        last_used_at = MAX(COALESCE(last_used_at, 0), COALESCE(excluded.last_used_at, 0))
+                    """,
+                    (delta.requests, delta.failures, delta.last_error, delta.last_used_at, account_id),
+                )
+
+    def read_stats(self) -> dict[str, AccountStats]:
+        with self.connect() as db:
+            rows = db.execute("SELECT * FROM account_stats").fetchall()
+        return {
+            row["account_id"]: AccountStats(row["requests"], row["failures"], row["last_error"], row["last_used_at"])
+            for row in rows
+        }
+
+    def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
+        if not rests:
+            return
+        with self.transaction() as db:
+            for account_id, rest in rests.items():
+                db.execute(
+                    """
+                    INSERT INTO account_rests (account_id, until, reason) VALUES (?, ?, ?)
+                    ON CONFLICT (account_id) DO UPDATE SET until = excluded.until, reason = excluded.reason
+                    WHERE excluded.until > account_rests.until
+                    """,
+                    (account_id, rest.until, rest.reason),
+                )
+
+    def clear_rests(self, account_ids: Collection[str]) -> None:
+        if account_ids:
+            with self.transaction() as db:
+                db.executemany("DELETE FROM account_rests WHERE account_id = ?", [(i,) for i in account_ids])
+
+    def read_rests(self) -> dict[str, AccountRest]:
+        with self.connect() as db:
+            rows = db.execute("SELECT * FROM account_rests WHERE until > ?", (time.time(),)).fetchall()
+        return {row["account_id"]: AccountRest(row["until"], row["reason"]) for row in rows}
+
+    # -- device-code logins ------------------------------------------------------
+
+    def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
+        now = time.time()
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO logins (id, label, method, status, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (login_id, label, method, LoginStatus.PENDING.value, now + expires_in, now),
+            )
+            # Keep the table small: logins older than a day are of no use to anyone.
+            db.execute("DELETE FROM logins WHERE created_at < ?", (now - LOGIN_RECORD_LIFETIME,))
+
+    def finish_login(
+        self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
+    ) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE logins SET status = ?, account_id = ?, detail = ? WHERE id = ?",
+                (status.value, account_id, detail, login_id),
+            )
+
+    def read_login(self, login_id: str) -> LoginRecord | None:
+        with self.connect() as db:
+            row = db.execute("SELECT * FROM logins WHERE id = ?", (login_id,)).fetchone()
+        if row is None:
+            return None
+        return login_record(
+            row["id"], row["label"], row["method"], row["status"], row["account_id"], row["detail"], row["expires_at"]
+        )
 
     # -- plumbing -----------------------------------------------------------
 
@@ -371,6 +409,25 @@ class AccountStore:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+
+# Every column `import_account` copies (the seed fingerprint stays behind: it belongs to one environment).
+_IMPORTED_COLUMNS = (
+    "id", "label", "auth_method", "refresh_token", "client_id", "client_secret", "profile_arn", "access_token",
+    "expires_at", "status", "status_detail", "token_generation", "created_at", "updated_at", "refreshed_at",
+    "enabled", "region",
+)  # fmt: skip
+
+
+def _column_value(account: Account, column: str) -> object:
+    value = getattr(account, column)
+    if isinstance(value, AccountStatus):
+        return value.value
+    return int(value) if isinstance(value, bool) else value
+
+
+def _safe_name(account_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", account_id)[:64]
 
 
 def _config_differs(row: sqlite3.Row, env: EnvAccount) -> bool:
@@ -402,9 +459,3 @@ def _account(row: sqlite3.Row) -> Account:
         enabled=bool(row["enabled"]),
         region=row["region"],
     )
-
-
-def _mask(value: str | None) -> str | None:
-    if not value:
-        return value
-    return value[:4] + "…" if len(value) > 8 else "…"

@@ -4,25 +4,25 @@ Single flight on two levels:
 
 * within a process, concurrent callers share one refresh task (shielded, so a
   client that disconnects mid-refresh cannot lose a rotated refresh token);
-* across `--workers` processes, the refresh runs under an fcntl lock file in
-  the data directory and re-reads the store inside the lock, so a token that
-  another worker has just refreshed is adopted instead of refreshed again
-  (which would also spend a refresh token the other worker already rotated).
+* across `--workers` processes and replicas, the refresh runs under the
+  store's refresh lock (a file lock for SQLite, a database lock for a shared
+  store) and re-reads the store inside the lock, so a token that another
+  worker has just refreshed is adopted instead of refreshed again (which would
+  also spend a refresh token the other worker already rotated).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 from collections.abc import Awaitable, Callable
 
 from loguru import logger
 
-from q2api.amazonq.accounts.file_lock import exclusive_lock_async
+from q2api.amazonq.accounts.records import Account, AccountStatus
 from q2api.amazonq.accounts.refresh import RefreshedToken
-from q2api.amazonq.accounts.store import Account, AccountStatus, AccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.observer import (
     NO_OBSERVER,
@@ -64,7 +64,6 @@ class TokenManager:
         self._rejected: RefreshRejected | None = None
         self._invalidated: str | None = None  # a token invalidate() retired: never adopt it again
         self._rejected_checked_at = 0.0
-        self._lock_path = store.data_dir / f"refresh-{_safe_name(account.id)}.lock"
         if account.status is AccountStatus.NEEDS_LOGIN:
             self._rejected = RefreshRejected(account.label, account.status_detail or "refresh token rejected earlier")
 
@@ -147,7 +146,7 @@ class TokenManager:
 
         Raises RefreshRejected (and marks the account) or RefreshUnavailable.
         """
-        async with exclusive_lock_async(self._lock_path):
+        async with self._store.refresh_lock(self._account.id):
             stored = await asyncio.to_thread(self._store.get, self._account.id)
             if stored is None:
                 raise RefreshRejected(self.label, "the account was removed from the store")
@@ -177,7 +176,7 @@ class TokenManager:
             task.exception()  # mark retrieved: every waiter may have gone away
 
     async def _run_refresh(self, rejected: str | None) -> str:
-        async with exclusive_lock_async(self._lock_path):
+        async with self._store.refresh_lock(self._account.id):
             stored = await asyncio.to_thread(self._store.get, self._account.id)
             if stored is None:
                 raise RefreshRejected(self.label, "the account was removed from the store")
@@ -255,7 +254,3 @@ class TokenManager:
         logger.info("account has new credentials; using it again", account=self.label)
         self._rejected = None
         self._account = stored
-
-
-def _safe_name(account_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", account_id)[:64]

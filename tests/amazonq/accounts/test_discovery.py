@@ -11,7 +11,7 @@ import pytest
 
 from q2api.amazonq.accounts.discovery import ON_DEMAND_MIN_INTERVAL, AccountDiscovery
 from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.catalogue import CatalogueSource, builtin_catalogue
 from q2api.amazonq.observer import UpstreamObserver
@@ -29,7 +29,7 @@ async def _no_refresh(account):  # pragma: no cover - the tokens below are valid
 
 def managers(tmp_path: Path, sim: SimulatedUpstream, count: int) -> list[TokenManager]:
     """Accounts acc0.. holding valid access tokens that the simulator knows as accounts rt0.."""
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     result = []
     for index in range(count):
         account = store.add(auth_method="social", refresh_token=f"rt{index}", account_id=f"acc{index}")
@@ -148,7 +148,7 @@ async def test_on_demand_catalogue_reads_happen_at_most_once_per_interval_from_a
 
 
 def test_the_pool_routes_by_catalogue(tmp_path):
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     pool = AccountPool(
         [
             TokenManager(store.add(auth_method="social", refresh_token=f"r{i}", account_id=f"a{i}"), store, _no_refresh)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from q2api.amazonq.accounts.pool import FAILURE_COOLDOWN, QUOTA_COOLDOWN, AccountPool, build_account_pool
-from q2api.amazonq.accounts.store import AccountStore
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.server.wiring import env_account, refresh_endpoints
@@ -17,7 +17,7 @@ async def _never_refresh(account):  # pragma: no cover - the pool tests never re
 
 
 def make_pool(tmp_path: Path, count: int, now: list[float]) -> AccountPool:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     managers = []
     for index in range(count):
         account = store.add(auth_method="social", refresh_token=f"r{index}", account_id=f"acc{index}")
@@ -80,7 +80,7 @@ def test_failures_that_are_not_the_accounts_do_not_rest_it(tmp_path: Path) -> No
 
 def test_build_pool_seeds_env_and_skips_disabled(tmp_path: Path) -> None:
     settings = load_settings({"AMAZONQ_REFRESH_TOKEN": "env-r", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None)
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.add(auth_method="social", refresh_token="x", account_id="off")
     store.update("off", enabled=False)
     pool = build_account_pool(store, None, endpoints=refresh_endpoints(settings), seed=env_account(settings))  # type: ignore[arg-type]  # no refresh happens

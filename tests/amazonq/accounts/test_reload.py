@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from q2api.amazonq.accounts.pool import AccountPool
+from q2api.amazonq.accounts.records import Account, AccountStatus
 from q2api.amazonq.accounts.reload import AccountReloader
-from q2api.amazonq.accounts.stats import read_stats
-from q2api.amazonq.accounts.store import Account, AccountStatus, AccountStore
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 
 
@@ -15,7 +15,7 @@ async def _never_refresh(account: Account):  # pragma: no cover - nothing here r
     raise AssertionError("no refresh expected")
 
 
-def worker(store: AccountStore) -> tuple[AccountPool, AccountReloader]:
+def worker(store: SqliteAccountStore) -> tuple[AccountPool, AccountReloader]:
     """One worker's pool and reloader, built the way the app builds them."""
     pool = AccountPool([], factory=lambda account: TokenManager(account, store, _never_refresh))
     return pool, AccountReloader(store, pool, interval=0.01)
@@ -26,7 +26,7 @@ def serving(pool: AccountPool) -> list[str]:
 
 
 async def test_every_change_reaches_the_pool_on_the_next_tick(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     pool, reloader = worker(store)
     await reloader.tick()
     assert serving(pool) == []
@@ -50,7 +50,7 @@ async def test_every_change_reaches_the_pool_on_the_next_tick(tmp_path: Path) ->
 
 
 async def test_an_unchanged_store_is_not_reread(tmp_path: Path, monkeypatch) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.add(auth_method="social", refresh_token="r1", label="one")
     pool, reloader = worker(store)
     await reloader.tick()
@@ -61,7 +61,7 @@ async def test_an_unchanged_store_is_not_reread(tmp_path: Path, monkeypatch) -> 
 
 
 async def test_a_login_marked_elsewhere_stops_the_account_here(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     account = store.add(auth_method="social", refresh_token="r1", label="one")
     pool, reloader = worker(store)
     await reloader.tick()
@@ -76,7 +76,7 @@ async def test_a_login_marked_elsewhere_stops_the_account_here(tmp_path: Path) -
 
 
 async def test_two_workers_counts_add_up_in_the_store(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     account = store.add(auth_method="social", refresh_token="r1", label="one")
     (pool_a, reloader_a), (pool_b, reloader_b) = worker(store), worker(store)
     await reloader_a.tick()
@@ -86,9 +86,9 @@ async def test_two_workers_counts_add_up_in_the_store(tmp_path: Path) -> None:
     pool_b.report_success(account.id)
     await reloader_a.tick()
     await reloader_b.tick()
-    stats = read_stats(store)[account.id]
+    stats = store.read_stats()[account.id]
     assert (stats.requests, stats.failures, stats.last_error) == (3, 1, "the token service is unreachable")
     assert stats.last_used_at is not None
 
     store.remove(account.id)
-    assert account.id not in read_stats(store)
+    assert account.id not in store.read_stats()

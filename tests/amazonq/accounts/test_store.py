@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStatus, AccountStore, EnvAccount
+from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStatus, EnvAccount
+from q2api.amazonq.accounts.store import SqliteAccountStore
 
 
 def mode(path: Path) -> int:
@@ -25,7 +26,7 @@ def env_account(refresh_token: str = "env-refresh-SECRET-1", **extra: str) -> En
 
 def test_directory_and_files_are_private(tmp_path: Path) -> None:
     data_dir = tmp_path / "nested" / "data"
-    store = AccountStore(data_dir)
+    store = SqliteAccountStore(data_dir)
     store.seed_from_env(env_account())
     assert mode(data_dir) == 0o700
     assert mode(store.path) == 0o600
@@ -36,13 +37,13 @@ def test_directory_and_files_are_private(tmp_path: Path) -> None:
 def test_store_uses_wal_mode(tmp_path: Path) -> None:
     import sqlite3
 
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_seeding_creates_the_environment_account(tmp_path: Path) -> None:
-    account = AccountStore(tmp_path).seed_from_env(env_account())
+    account = SqliteAccountStore(tmp_path).seed_from_env(env_account())
     assert account.id == ENV_ACCOUNT_ID
     assert account.refresh_token == "env-refresh-SECRET-1"
     assert account.auth_method == "idc" and account.client_id == "client-id-1"
@@ -50,30 +51,30 @@ def test_seeding_creates_the_environment_account(tmp_path: Path) -> None:
 
 
 def test_rotated_token_survives_a_restart_with_the_same_env_token(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.seed_from_env(env_account())
     store.save_tokens(ENV_ACCOUNT_ID, access_token="access-2", expires_at=2e9, refresh_token="rotated-refresh-2")
 
-    restarted = AccountStore(tmp_path)  # a new process on the same data dir
+    restarted = SqliteAccountStore(tmp_path)  # a new process on the same data dir
     account = restarted.seed_from_env(env_account())
     assert account.refresh_token == "rotated-refresh-2"
     assert account.access_token == "access-2"
 
 
 def test_changed_env_token_replaces_the_stored_one(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.seed_from_env(env_account())
     store.save_tokens(ENV_ACCOUNT_ID, access_token="access-2", expires_at=2e9, refresh_token="rotated-refresh-2")
     store.set_status(ENV_ACCOUNT_ID, AccountStatus.NEEDS_LOGIN, "invalid_grant")
 
-    account = AccountStore(tmp_path).seed_from_env(env_account("env-refresh-NEW"))
+    account = SqliteAccountStore(tmp_path).seed_from_env(env_account("env-refresh-NEW"))
     assert account.refresh_token == "env-refresh-NEW"
     assert account.access_token is None and account.expires_at is None
     assert account.status is AccountStatus.ACTIVE  # a new login clears "needs login"
 
 
 def test_client_registration_follows_the_environment(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.seed_from_env(env_account())
     store.save_tokens(ENV_ACCOUNT_ID, access_token="a", expires_at=2e9, refresh_token="rotated")
     account = store.seed_from_env(env_account(client_id="client-id-2", client_secret="s2", profile_arn="arn:x"))
@@ -82,7 +83,7 @@ def test_client_registration_follows_the_environment(tmp_path: Path) -> None:
 
 
 def test_save_tokens_keeps_old_refresh_token_when_not_rotated(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     before = store.seed_from_env(env_account())
     after = store.save_tokens(ENV_ACCOUNT_ID, access_token="fresh", expires_at=123.0)
     assert after is not None
@@ -93,7 +94,7 @@ def test_save_tokens_keeps_old_refresh_token_when_not_rotated(tmp_path: Path) ->
 
 
 def test_add_list_remove(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     added = store.add(auth_method="social", refresh_token="social-SECRET", label="kiro-main", profile_arn="arn:p")
     store.add(auth_method="idc", refresh_token="idc-SECRET", client_id="cid-0123456789", client_secret="cs-SECRET")
     assert next(account.label for account in store.accounts()) == "kiro-main"
@@ -112,11 +113,11 @@ def test_add_list_remove(tmp_path: Path) -> None:
 
 def test_add_rejects_idc_without_client(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="client"):
-        AccountStore(tmp_path).add(auth_method="idc", refresh_token="r")
+        SqliteAccountStore(tmp_path).add(auth_method="idc", refresh_token="r")
 
 
 def test_add_with_existing_id_replaces_credentials_and_clears_needs_login(tmp_path: Path) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     account = store.add(auth_method="social", refresh_token="old", account_id="kiro")
     store.set_status("kiro", AccountStatus.NEEDS_LOGIN, "invalid_grant")
     replaced = store.add(auth_method="social", refresh_token="new", account_id="kiro")
@@ -126,7 +127,7 @@ def test_add_with_existing_id_replaces_credentials_and_clears_needs_login(tmp_pa
 
 
 def _hammer(data_dir: str, worker: int, rounds: int) -> None:
-    store = AccountStore(data_dir)
+    store = SqliteAccountStore(data_dir)
     for round_ in range(rounds):
         store.seed_from_env(env_account())
         store.save_tokens(
@@ -137,7 +138,7 @@ def _hammer(data_dir: str, worker: int, rounds: int) -> None:
 
 
 def test_concurrent_writes_from_two_processes(tmp_path: Path) -> None:
-    AccountStore(tmp_path).seed_from_env(env_account())
+    SqliteAccountStore(tmp_path).seed_from_env(env_account())
     context = multiprocessing.get_context("fork")
     workers = [context.Process(target=_hammer, args=(str(tmp_path), index, 60)) for index in range(2)]
     for worker in workers:
@@ -145,7 +146,7 @@ def test_concurrent_writes_from_two_processes(tmp_path: Path) -> None:
     for worker in workers:
         worker.join(60)
     assert [worker.exitcode for worker in workers] == [0, 0]
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     final = store.get(ENV_ACCOUNT_ID)
     assert final is not None and final.refresh_token in {"r-0-59", "r-1-59"}
     assert final.token_generation == 120
@@ -167,7 +168,7 @@ def test_a_store_of_the_first_release_is_upgraded_in_place(tmp_path: Path) -> No
             "INSERT INTO accounts (id, label, auth_method, refresh_token, status, created_at, updated_at) "
             "VALUES ('old', 'old', 'social', 'r', 'disabled', 1, 1)"
         )
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     [account] = store.accounts()
     assert (account.enabled, account.status, account.region) == (False, AccountStatus.ACTIVE, None)
     before = store.generation()

@@ -10,8 +10,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStatus, EnvAccount
 from q2api.amazonq.accounts.refresh import RefreshEndpoints, refresh_access_token
-from q2api.amazonq.accounts.store import ENV_ACCOUNT_ID, AccountStatus, AccountStore, EnvAccount
+from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.testing.simulated_upstream import (
@@ -36,7 +37,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield client
 
 
-def seed(store: AccountStore, auth_method: str = "idc", refresh_token: str = REFRESH_SECRET):
+def seed(store: SqliteAccountStore, auth_method: str = "idc", refresh_token: str = REFRESH_SECRET):
     return store.seed_from_env(
         EnvAccount(
             auth_method=auth_method,
@@ -47,7 +48,7 @@ def seed(store: AccountStore, auth_method: str = "idc", refresh_token: str = REF
     )
 
 
-def manager_for(store: AccountStore, session, sim: SimulatedUpstream, clock=time.time) -> TokenManager:
+def manager_for(store: SqliteAccountStore, session, sim: SimulatedUpstream, clock=time.time) -> TokenManager:
     account = store.get(ENV_ACCOUNT_ID)
     assert account is not None
     endpoints = RefreshEndpoints(oidc=sim.oidc_url, kiro=sim.kiro_refresh_url)
@@ -57,7 +58,7 @@ def manager_for(store: AccountStore, session, sim: SimulatedUpstream, clock=time
 
 
 async def test_first_call_refreshes_and_later_calls_reuse(tmp_path: Path, sim, session) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     manager = manager_for(store, session, sim)
     token = await manager.access_token()
@@ -77,7 +78,7 @@ async def test_first_call_refreshes_and_later_calls_reuse(tmp_path: Path, sim, s
 
 
 async def test_refreshes_ahead_of_expiry(tmp_path: Path, sim, session) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     store.save_tokens(ENV_ACCOUNT_ID, access_token="old-access", expires_at=time.time() + 1000)
     now = [time.time()]
@@ -91,7 +92,7 @@ async def test_refreshes_ahead_of_expiry(tmp_path: Path, sim, session) -> None:
 
 async def test_twenty_concurrent_callers_cause_one_refresh(tmp_path: Path, sim, session) -> None:
     sim.refresh_delay = 0.05
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     store.save_tokens(ENV_ACCOUNT_ID, access_token="expired", expires_at=time.time() - 10)
     manager = manager_for(store, session, sim)
@@ -102,9 +103,9 @@ async def test_twenty_concurrent_callers_cause_one_refresh(tmp_path: Path, sim, 
 
 async def test_two_workers_share_one_refresh_through_the_store(tmp_path: Path, sim, session) -> None:
     sim.refresh_delay = 0.05
-    seed(AccountStore(tmp_path))
-    worker_a = manager_for(AccountStore(tmp_path), session, sim)
-    worker_b = manager_for(AccountStore(tmp_path), session, sim)
+    seed(SqliteAccountStore(tmp_path))
+    worker_a = manager_for(SqliteAccountStore(tmp_path), session, sim)
+    worker_b = manager_for(SqliteAccountStore(tmp_path), session, sim)
     token_a, token_b = await asyncio.gather(worker_a.access_token(), worker_b.access_token())
     assert token_a == token_b
     assert sim.refresh_calls == 1
@@ -112,7 +113,7 @@ async def test_two_workers_share_one_refresh_through_the_store(tmp_path: Path, s
 
 def _worker_process(data_dir: str, oidc: str, kiro: str, results) -> None:  # runs in a forked child
     async def run() -> str:
-        store = AccountStore(data_dir)
+        store = SqliteAccountStore(data_dir)
         account = store.get(ENV_ACCOUNT_ID)
         async with aiohttp.ClientSession() as client:
             refresh = functools.partial(refresh_access_token, client, endpoints=RefreshEndpoints(oidc=oidc, kiro=kiro))
@@ -125,7 +126,7 @@ def test_two_processes_share_one_refresh(tmp_path: Path) -> None:
     handle = SimulatedUpstream.run_in_thread(refresh_delay=0.2, rotate_refresh_tokens=True)
     try:
         handle.sim.valid_refresh_tokens = {REFRESH_SECRET}
-        seed(AccountStore(tmp_path))
+        seed(SqliteAccountStore(tmp_path))
         context = multiprocessing.get_context("fork")
         results = context.Queue()
         processes = [
@@ -148,7 +149,7 @@ def test_two_processes_share_one_refresh(tmp_path: Path) -> None:
 
 async def test_rejection_refreshes_once_and_only_for_the_current_token(tmp_path: Path, sim, session) -> None:
     sim.refresh_delay = 0.02
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     manager = manager_for(store, session, sim)
     first = await manager.access_token()
@@ -164,7 +165,7 @@ async def test_rejection_refreshes_once_and_only_for_the_current_token(tmp_path:
 
 
 async def test_invalidate_forces_a_refresh(tmp_path: Path, sim, session) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     manager = manager_for(store, session, sim)
     first = await manager.access_token()
@@ -178,7 +179,7 @@ async def test_invalidate_forces_a_refresh(tmp_path: Path, sim, session) -> None
 async def test_rotated_refresh_token_is_persisted_and_used_next(tmp_path: Path, sim, session) -> None:
     sim.rotate_refresh_tokens = True
     sim.valid_refresh_tokens = {REFRESH_SECRET}
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     manager = manager_for(store, session, sim)
     first = await manager.access_token()
@@ -187,7 +188,7 @@ async def test_rotated_refresh_token_is_persisted_and_used_next(tmp_path: Path, 
     assert stored.refresh_token in sim.valid_refresh_tokens
 
     # A restart with the same env token keeps the rotated one, and refreshing with it works.
-    restarted = AccountStore(tmp_path)
+    restarted = SqliteAccountStore(tmp_path)
     seed(restarted)
     again = manager_for(restarted, session, sim)
     again.invalidate(first)
@@ -197,7 +198,7 @@ async def test_rotated_refresh_token_is_persisted_and_used_next(tmp_path: Path, 
 
 async def test_invalid_grant_raises_refresh_rejected_for_the_operator(tmp_path: Path, sim, session, log_lines) -> None:
     sim.valid_refresh_tokens = set()  # nothing is valid: invalid_grant
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     now = [time.time()]
     manager = manager_for(store, session, sim, clock=lambda: now[0])
@@ -231,7 +232,7 @@ async def test_invalid_grant_raises_refresh_rejected_for_the_operator(tmp_path: 
 
 async def test_invalid_client_is_rejected_too(tmp_path: Path, sim, session) -> None:
     sim.refresh_failure = "invalid_client"
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     with pytest.raises(RefreshRejected, match="invalid_client"):
         await manager_for(store, session, sim).access_token()
@@ -239,7 +240,7 @@ async def test_invalid_client_is_rejected_too(tmp_path: Path, sim, session) -> N
 
 async def test_token_service_failure_keeps_the_tokens(tmp_path: Path, sim, session) -> None:
     sim.refresh_failure = "server_error"
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     store.save_tokens(ENV_ACCOUNT_ID, access_token="still-valid", expires_at=time.time() + 100)  # inside the margin
     manager = manager_for(store, session, sim)
@@ -255,7 +256,7 @@ async def test_token_service_failure_keeps_the_tokens(tmp_path: Path, sim, sessi
 
 
 async def test_unreachable_token_service_is_unavailable_not_rejected(tmp_path: Path, session) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     account = store.get(ENV_ACCOUNT_ID)
     endpoints = RefreshEndpoints(oidc="http://127.0.0.1:9", kiro="http://127.0.0.1:9/refreshToken", timeout=5)
@@ -266,7 +267,7 @@ async def test_unreachable_token_service_is_unavailable_not_rejected(tmp_path: P
 
 
 async def test_kiro_social_refresh_stores_profile_arn(tmp_path: Path, sim, session) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store, auth_method="social")
     manager = manager_for(store, session, sim)
     token = await manager.access_token()
@@ -279,14 +280,14 @@ async def test_kiro_social_refresh_stores_profile_arn(tmp_path: Path, sim, sessi
 
 async def test_kiro_rejection_is_refresh_rejected(tmp_path: Path, sim, session) -> None:
     sim.valid_refresh_tokens = set()
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store, auth_method="social")
     with pytest.raises(RefreshRejected):
         await manager_for(store, session, sim).access_token()
 
 
 async def test_access_token_without_refresh_token_is_used_until_rejected(tmp_path: Path, sim, session) -> None:
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     store.seed_from_env(EnvAccount(auth_method="social", refresh_token=None, access_token="given-access"))
     manager = manager_for(store, session, sim)
     assert await manager.access_token() == "given-access"
@@ -298,7 +299,7 @@ async def test_access_token_without_refresh_token_is_used_until_rejected(tmp_pat
 async def test_cancelled_caller_does_not_lose_a_rotated_token(tmp_path: Path, sim, session) -> None:
     sim.refresh_delay = 0.2
     sim.rotate_refresh_tokens = True
-    store = AccountStore(tmp_path)
+    store = SqliteAccountStore(tmp_path)
     seed(store)
     manager = manager_for(store, session, sim)
     caller = asyncio.ensure_future(manager.access_token())

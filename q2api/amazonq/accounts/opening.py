@@ -1,0 +1,28 @@
+"""Open the account store the settings name: the SQLite file by default, a shared database by URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from q2api.amazonq.accounts.database_url import parse_database_url
+from q2api.amazonq.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
+from q2api.amazonq.accounts.shared_store import SharedAccountStore
+from q2api.amazonq.accounts.store import SqliteAccountStore
+from q2api.amazonq.accounts.store_protocol import AccountStore
+
+
+def open_account_store(database_url: str | None, data_dir: str | Path, secret_key: str | None) -> AccountStore:
+    """`database_url` empty: the SQLite store in `data_dir`; else the shared store it names.
+
+    Raises ValueError for a malformed URL or a shared store without a secret key,
+    StoreUnavailable when the database cannot be reached or migrated.
+    """
+    if not database_url:
+        return SqliteAccountStore(data_dir)
+    url = parse_database_url(database_url)
+    if not secret_key:
+        raise ValueError(
+            f"a shared store ({url.masked}) keeps refresh tokens and client secrets encrypted: "
+            f"set {SECRET_KEY_VARIABLE}"
+        )
+    return SharedAccountStore(url, SecretBox(secret_key))

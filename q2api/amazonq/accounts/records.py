@@ -1,0 +1,168 @@
+"""What an account store holds, as plain data: accounts, their views, stats, login records, rests.
+
+Shared by every store (the embedded SQLite file and the shared network
+database), so the pool, the token managers and the CLI never know which one
+they use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import time
+
+ENV_ACCOUNT_ID = "env"
+LOGIN_RECORD_LIFETIME = 86400.0  # a login record older than a day is of no use to anyone
+
+
+class AccountStatus(enum.StrEnum):
+    ACTIVE = "active"
+    # The refresh token was rejected or the account is suspended; an operator must sign in again.
+    NEEDS_LOGIN = "needs_login"
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Account:
+    """One stored account, secrets included. Its repr masks the secrets."""
+
+    id: str
+    label: str
+    auth_method: str  # "idc" | "social"
+    refresh_token: str | None
+    client_id: str | None
+    client_secret: str | None
+    profile_arn: str | None
+    access_token: str | None
+    expires_at: float | None  # epoch seconds; None = unknown (an access token given without expiry)
+    status: AccountStatus
+    status_detail: str | None
+    token_generation: int  # bumped on every token change, so stale copies are easy to spot
+    created_at: float
+    updated_at: float
+    refreshed_at: float | None
+    enabled: bool = True  # False: switched off by the operator, serves nothing
+    region: str | None = None  # the OIDC region of an IdC login (None: the configured endpoint's)
+
+    def view(self) -> AccountView:
+        return AccountView(
+            id=self.id,
+            label=self.label,
+            auth_method=self.auth_method,
+            status=self.status.value,
+            status_detail=self.status_detail,
+            has_refresh_token=bool(self.refresh_token),
+            has_access_token=bool(self.access_token),
+            client_id=mask(self.client_id),
+            profile_arn=self.profile_arn,
+            expires_at=self.expires_at,
+            refreshed_at=self.refreshed_at,
+            created_at=self.created_at,
+            enabled=self.enabled,
+            region=self.region,
+        )
+
+    def __repr__(self) -> str:
+        return f"Account(id={self.id!r}, label={self.label!r}, auth_method={self.auth_method!r}, status={self.status.value!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountView:
+    """What `q2api accounts list` may show: no secret, the client id shortened."""
+
+    id: str
+    label: str
+    auth_method: str
+    status: str
+    status_detail: str | None
+    has_refresh_token: bool
+    has_access_token: bool
+    client_id: str | None
+    profile_arn: str | None
+    expires_at: float | None
+    refreshed_at: float | None
+    created_at: float
+    enabled: bool = True
+    region: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class EnvAccount:
+    """The account configured through AMAZONQ_* variables."""
+
+    auth_method: str
+    refresh_token: str | None
+    access_token: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    profile_arn: str | None = None
+    label: str = "environment"
+
+    def fingerprint(self) -> str:
+        # Identifies which env token seeded the row without storing it twice in the clear.
+        source = f"refresh:{self.refresh_token}" if self.refresh_token else f"access:{self.access_token}"
+        return hashlib.sha256(source.encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"EnvAccount(auth_method={self.auth_method!r}, label={self.label!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountStats:
+    requests: int = 0  # calls to Amazon Q made with the account (retries included)
+    failures: int = 0  # of which failed on the upstream's or the account's side
+    last_error: str | None = None
+    last_used_at: float | None = None  # epoch seconds
+
+
+@dataclasses.dataclass
+class StatsDelta:
+    """One worker's counts for one account since its last flush, added to the stored ones."""
+
+    requests: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_used_at: float | None = None
+
+
+class LoginStatus(enum.StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    EXPIRED = "expired"
+    DENIED = "denied"
+    FAILED = "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoginRecord:
+    id: str
+    label: str
+    method: str
+    status: LoginStatus
+    account_id: str | None
+    detail: str | None
+    expires_at: float  # epoch seconds: the device code's end
+
+
+def login_record(
+    login_id: str, label: str, method: str, status: str, account_id: str | None, detail: str | None, expires_at: float
+) -> LoginRecord:
+    """A stored login as the admin API reports it: a pending login past its code's end has expired."""
+    state = LoginStatus(status)
+    if state is LoginStatus.PENDING and expires_at <= time.time():
+        state = LoginStatus.EXPIRED  # nobody finished it in time (or its worker went away)
+    return LoginRecord(login_id, label, method, state, account_id, detail, expires_at)
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountRest:
+    """An account's cool-down, shared by every worker: it serves nothing new until `until`."""
+
+    until: float  # epoch seconds
+    reason: str  # the health it rests with (AccountHealth's value: "throttled", "quota_exhausted", …)
+
+
+def mask(value: str | None) -> str | None:
+    if not value:
+        return value
+    return value[:4] + "…" if len(value) > 8 else "…"

@@ -1,0 +1,67 @@
+"""`response_format` on a backend without a JSON mode: the model is told, then the reply is checked.
+
+Amazon Q has no structured-output switch, so `json_object` and `json_schema` become an
+instruction in the system prompt, and the finished reply is checked (parsed, and validated
+against the schema with `jsonschema`). A reply that fails is reported to the client as an
+error, never passed off as valid JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import orjson
+from jsonschema.exceptions import SchemaError, best_match
+
+from q2api.openai.errors import InvalidChatRequest
+from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, ResponseFormat
+
+_JSON_ONLY = (
+    "Answer with one valid JSON document and nothing else: no prose before or after it, no Markdown "
+    "code fences. The whole reply must parse as JSON."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCheck:
+    """What the reply must be; `schema` is None for `json_object` (any JSON object)."""
+
+    instruction: str
+    schema: dict[str, Any] | None = None
+
+    def problem(self, text: str) -> str | None:
+        """Why `text` is not what was asked for, or None when it is."""
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            return f"the reply is not valid JSON ({exc})"
+        if self.schema is None:
+            return None if isinstance(value, dict) else "the reply is JSON but not a JSON object"
+        error = best_match(jsonschema.validators.validator_for(self.schema)(self.schema).iter_errors(value))
+        if error is None:
+            return None
+        where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+        return f"the reply does not match the JSON schema at {where}: {error.message}"
+
+
+def response_check(response_format: ResponseFormat | None) -> ResponseCheck | None:
+    if isinstance(response_format, JsonObjectFormat):
+        return ResponseCheck(f"{_JSON_ONLY} It must be a JSON object.")
+    if isinstance(response_format, JsonSchemaFormat):
+        spec = response_format.json_schema
+        schema = spec.schema or {}
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except SchemaError as exc:
+            raise InvalidChatRequest(
+                "response_format.json_schema.schema", f"not a valid JSON schema: {exc.message}"
+            ) from None
+        about = f" ({spec.description})" if spec.description else ""
+        instruction = (
+            f"{_JSON_ONLY} It must conform to this JSON schema, named {spec.name!r}{about}:\n"
+            f"{orjson.dumps(schema).decode()}"
+        )
+        return ResponseCheck(instruction, schema)
+    return None

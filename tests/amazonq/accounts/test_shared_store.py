@@ -1,0 +1,152 @@
+"""What only the shared store does: encryption at rest, migrations under a lock, locks that die with a replica."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from cryptography.fernet import Fernet
+
+from q2api.amazonq.accounts import shared_schema
+from q2api.amazonq.accounts.database_url import mask_database_url, parse_database_url
+from q2api.amazonq.accounts.opening import open_account_store
+from q2api.amazonq.accounts.secret_box import SecretKeyMismatch
+from q2api.amazonq.accounts.shared_schema import SchemaTooNew
+from q2api.amazonq.accounts.store_protocol import AccountStore
+from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
+
+
+@pytest.fixture(params=SHARED_KINDS)
+def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    with scratch_database_url(request.param) as url:
+        yield url
+
+
+def raw_rows(database_url: str, table: sa.Table) -> list[sa.Row]:
+    engine = sa.create_engine(parse_database_url(database_url).url, poolclass=sa.NullPool)
+    with engine.connect() as connection:
+        rows = list(connection.execute(sa.select(table)))
+    engine.dispose()
+    return rows
+
+
+def add_secret_account(store: AccountStore) -> None:
+    store.add(
+        auth_method="idc",
+        refresh_token="refresh-SECRET-1",
+        client_id="cid",
+        client_secret="client-SECRET-1",
+        access_token="access-SECRET-1",
+        label="work",
+    )
+
+
+def test_secrets_are_encrypted_at_rest(database_url: str, tmp_path) -> None:
+    store = open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+    add_secret_account(store)
+    store.close()
+    (row,) = raw_rows(database_url, shared_schema.accounts)
+    assert "SECRET" not in repr(tuple(row))
+    assert row.client_id == "cid" and row.label == "work"  # not secrets: kept readable for operators
+
+
+def test_another_key_cannot_read_the_secrets_but_a_rotated_key_list_can(database_url: str, tmp_path) -> None:
+    add_secret_account(open_account_store(database_url, tmp_path, TEST_SECRET_KEY))
+    with pytest.raises(SecretKeyMismatch, match="Q2API_SECRET_KEY"):
+        open_account_store(database_url, tmp_path, Fernet.generate_key().decode()).accounts()
+    rotated = f"{Fernet.generate_key().decode()},{TEST_SECRET_KEY}"  # new key first, old one still listed
+    (account,) = open_account_store(database_url, tmp_path, rotated).accounts()
+    assert account.refresh_token == "refresh-SECRET-1"
+
+
+def test_a_shared_store_without_a_key_is_refused(database_url: str, tmp_path) -> None:
+    with pytest.raises(ValueError, match="Q2API_SECRET_KEY"):
+        open_account_store(database_url, tmp_path, None)
+
+
+def test_replicas_starting_together_migrate_once(database_url: str, tmp_path) -> None:
+    failures: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def start_replica() -> None:
+        start.wait()
+        try:
+            open_account_store(database_url, tmp_path, TEST_SECRET_KEY).close()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start_replica) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == []
+    versions = sorted(row.version for row in raw_rows(database_url, shared_schema.schema_migrations))
+    assert versions == [migration.version for migration in shared_schema.MIGRATIONS]
+    assert len(raw_rows(database_url, shared_schema.meta)) == 1  # the generation row, seeded once
+
+
+def test_a_store_migrated_by_a_newer_q2api_is_refused(database_url: str, tmp_path) -> None:
+    open_account_store(database_url, tmp_path, TEST_SECRET_KEY).close()
+    engine = sa.create_engine(parse_database_url(database_url).url, poolclass=sa.NullPool)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.insert(shared_schema.schema_migrations).values(version=999, description="future", applied_at=0.0)
+        )
+    engine.dispose()
+    with pytest.raises(SchemaTooNew, match="999"):
+        open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+
+
+_HOLD_THE_LOCK = """
+import asyncio, sys
+from q2api.amazonq.accounts.opening import open_account_store
+
+async def main():
+    store = open_account_store(sys.argv[1], sys.argv[2], sys.argv[3])
+    async with store.refresh_lock("acc-1"):
+        print("held", flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_replica_killed_while_refreshing_blocks_nobody(database_url: str, tmp_path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_LOCK, database_url, str(tmp_path), TEST_SECRET_KEY],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        store = open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+        with pytest.raises(TimeoutError):  # really held: we wait
+            async with asyncio.timeout(0.5), store.refresh_lock("acc-1"):
+                pass
+        holder.kill()  # SIGKILL: no release, no goodbye; the database sees the connection end
+        holder.wait()
+        started = time.monotonic()
+        async with asyncio.timeout(10), store.refresh_lock("acc-1"):
+            pass
+        assert time.monotonic() - started < 10
+        store.close()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_location_and_every_message_hide_the_password() -> None:
+    url = "postgresql://q2api:s3cret-PASS@db.internal:5432/q2api"
+    assert "s3cret" not in mask_database_url(url) and "db.internal" in mask_database_url(url)
+    assert "s3cret" not in repr(parse_database_url(url))
+    assert "s3cret" not in mask_database_url("postgresql://q2api:s3cret-PASS@[bad")
+    with pytest.raises(ValueError) as refused:
+        parse_database_url("oracle://u:s3cret-PASS@h/db")
+    assert "s3cret" not in str(refused.value)
