@@ -24,6 +24,7 @@ from q2api.conversion.loop_guard import LoopMode
 
 AuthMethod = Literal["idc", "social"]
 LogFormat = Literal["text", "json"]
+UnknownModel = Literal["family", "reject", "default"]
 
 DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
@@ -81,6 +82,13 @@ class Settings:
     admin_key: str | None = None  # enables /admin/api; None = the admin API does not exist
     # Consecutive upstream failures after which an account rests for a while (0 = never).
     account_max_failures: int = 10
+    unknown_model: UnknownModel = "family"
+    # Ask Amazon Q for each account's models and credits (false: the built-in table, no credits).
+    model_discovery: bool = True
+    # How often each account's model catalogue is read again (0: at start-up and on demand only).
+    models_refresh_seconds: float = 3600.0
+    # How long an account's credits are cached (and how often they are read again; 0: start-up only).
+    credits_refresh_seconds: float = 300.0
     database_url: str | None = None  # None: the SQLite store in data_dir; else a shared PostgreSQL/MySQL store
     secret_key: str | None = None  # Fernet key(s) encrypting secrets in a shared store
     # Transport limits (q2api/server/transport.py): what one client connection may cost.
@@ -256,6 +264,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "default_model": ("Q2API_DEFAULT_MODEL", _text),
     "admin_key": ("Q2API_ADMIN_KEY", _text),
     "account_max_failures": ("Q2API_ACCOUNT_MAX_FAILURES", _number(int, 0)),
+    "unknown_model": ("Q2API_UNKNOWN_MODEL", _choice("family", "reject", "default")),
+    "model_discovery": ("Q2API_MODEL_DISCOVERY", _bool),
+    "models_refresh_seconds": ("Q2API_MODELS_REFRESH_SECONDS", _number(float, 0)),
+    "credits_refresh_seconds": ("Q2API_CREDITS_REFRESH_SECONDS", _number(float, 0)),
     "database_url": ("Q2API_DATABASE_URL", _database_url),
     "secret_key": ("Q2API_SECRET_KEY", _secret_key),
     "max_header_bytes": ("Q2API_MAX_HEADER_BYTES", _number(int, 1024)),

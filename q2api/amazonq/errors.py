@@ -6,6 +6,7 @@
     ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
     ├── RefreshRejected                (account_label, detail): the account needs a new login
     │   └── NoAccountConfigured
+    ├── ModelNotServed                 (model): no account's catalogue has the model
     └── RefreshUnavailable             the token service could not be reached; tokens are kept
 
 Frame-level faults of the event stream have their own tree (`q2api.amazonq.eventstream.errors`).
@@ -128,6 +129,14 @@ class NoAccountConfigured(RefreshRejected):
             "No Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (plus AMAZONQ_CLIENT_ID and "
             "AMAZONQ_CLIENT_SECRET for IdC logins) or run `q2api accounts add`.",
         )
+
+
+class ModelNotServed(UpstreamError):
+    """No account's catalogue has the model (it left the catalogue after the request was resolved)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(f"no Amazon Q account may use model {model!r} (it is not in any account's catalogue)")
 
 
 class RefreshUnavailable(UpstreamError):

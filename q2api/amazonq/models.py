@@ -4,9 +4,10 @@ Clients send Anthropic ids in many spellings: dated (`claude-sonnet-4-5-20250929
 (`claude-opus-4-8`), old style (`claude-3-7-sonnet-latest`), Bedrock style
 (`anthropic.claude-sonnet-4-5-20250929-v1:0`), with Claude Code's `[1m]` suffix asking for the
 1M-token context window, or an Amazon Q id directly (`claude-sonnet-4.5`). All of them are
-normalised to one Q id through :data:`SERVED_MODELS`, which settings extend with an alias table.
-An id the table does not know falls back to the configured default, and `known` says so (the
-converter reports it) — an unknown id sent upstream would only come back as a 400.
+normalised to one Q id. :data:`SERVED_MODELS` is the built-in table: the offline default when no
+live catalogue is known (`q2api.amazonq.catalogue`, `q2api.amazonq.model_resolution` resolve
+against the live one). With the table alone, an id it does not know falls back to the configured
+default, and `known` says so (the converter reports it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 LONG_CONTEXT_WINDOW = 1_000_000
 LONG_CONTEXT_SUFFIX = "[1m]"
 DEFAULT_Q_MODEL = "claude-sonnet-4.5"
-
 # Input types as `ListAvailableModels.supportedInputTypes` names them (lower-cased).
 TEXT = "text"
 IMAGE = "image"
@@ -29,17 +29,20 @@ TEXT_ONLY: frozenset[str] = frozenset({TEXT})
 
 @dataclass(frozen=True, slots=True)
 class ModelChoice:
+    """The model a request is sent to, with what the catalogue says about it."""
+
     q_model_id: str
     context_window: int
     known: bool
     # The input types the model reads (TEXT, IMAGE); the converter refuses any other part (an image to a
     # text-only model) with a 400 instead of letting the upstream fail or the part vanish.
     input_types: frozenset[str] = TEXT_AND_IMAGE
+    max_output_tokens: int | None = None  # None: the catalogue did not say
 
 
 @dataclass(frozen=True, slots=True)
 class ServedModel:
-    """One entry of `GET /v1/models`: `id` is the Claude-style id clients send."""
+    """One model of the built-in table: `id` is the Claude-style id clients send."""
 
     id: str
     display_name: str
@@ -62,6 +65,8 @@ SERVED_MODELS: tuple[ServedModel, ...] = (
 
 _Q_IDS = frozenset(model.q_model_id for model in SERVED_MODELS) | {"auto"}
 
+# anthropic.…, us.anthropic.…, global.anthropic.… (Bedrock model ids and cross-region profiles)
+_BEDROCK_PREFIX = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
 _DATE_OR_VERSION_SUFFIX = re.compile(r"(?:-\d{8})?(?:-v\d+(?::\d+)?)?(?:-latest)?$")
 # claude-opus-4-8, claude-sonnet-4, claude-haiku-4.5
 _NEW_STYLE = re.compile(r"^claude-(?P<family>opus|sonnet|haiku)-(?P<major>\d+)(?:[-.](?P<minor>\d{1,2}))?$")
@@ -87,10 +92,10 @@ def resolve_model(
         for key in (requested.strip().lower(), name):
             if key in lowered:
                 return ModelChoice(lowered[key], window, True, input_types_of(lowered[key]))
-    q_id = _upstream_id(name)
+    q_id = upstream_model_id(name)
     if q_id in _Q_IDS:
         return ModelChoice(q_id, window, True, input_types_of(q_id))
-    fallback = _upstream_id(default.strip().lower())
+    fallback = upstream_model_id(default.strip().lower())
     q_id = fallback if fallback in _Q_IDS else default
     return ModelChoice(q_id, window, False, input_types_of(q_id))
 
@@ -105,10 +110,20 @@ def input_types_of(q_model_id: str) -> frozenset[str]:
     return TEXT_AND_IMAGE if q_model_id.lower().startswith("claude-") or q_model_id == "auto" else TEXT_ONLY
 
 
-def _upstream_id(name: str) -> str:
+def split_long_context(requested: str) -> tuple[str, bool]:
+    """The id lower-cased and stripped of Claude Code's `[1m]` suffix, and whether it had one."""
+    name = requested.strip().lower()
+    if name.endswith(LONG_CONTEXT_SUFFIX):
+        return name[: -len(LONG_CONTEXT_SUFFIX)].strip(), True
+    return name, False
+
+
+def upstream_model_id(name: str) -> str:
+    """The Amazon Q spelling of a lower-case Claude id (`claude-opus-4-6-20260101` → `claude-opus-4.6`);
+    an id of no Claude shape comes back unchanged."""
     if name in _Q_IDS:
         return name
-    name = name.removeprefix("anthropic.").removeprefix("us.anthropic.")
+    name = _BEDROCK_PREFIX.sub("", name, count=1)
     name = _DATE_OR_VERSION_SUFFIX.sub("", name, count=1)
     match = _NEW_STYLE.match(name)
     if match:
@@ -123,13 +138,19 @@ def _upstream_id(name: str) -> str:
     return name
 
 
-def served_models(aliases: Mapping[str, str] | None = None) -> tuple[ServedModel, ...]:
-    """The built-in models plus one entry per settings alias (for `GET /v1/models`)."""
-    models = list(SERVED_MODELS)
-    listed = {model.id for model in models}
-    for alias, q_id in (aliases or {}).items():
-        if alias not in listed:
-            window = LONG_CONTEXT_WINDOW if alias.lower().endswith(LONG_CONTEXT_SUFFIX) else DEFAULT_CONTEXT_WINDOW
-            models.append(ServedModel(alias, alias, q_id, window))
-            listed.add(alias)
-    return tuple(models)
+def model_family(q_model_id: str) -> tuple[str, tuple[int, int]] | None:
+    """`("opus", (4, 6))` for `claude-opus-4.6` (or any Claude spelling of it); None for other models."""
+    name = upstream_model_id(q_model_id.strip().lower())
+    for pattern in (_NEW_STYLE, _OLD_STYLE):
+        match = pattern.match(name.replace(".", "-"))
+        if match:
+            return match["family"], (int(match["major"]), int(match["minor"] or 0))
+    return None
+
+
+def claude_style_id(q_model_id: str) -> str:
+    """The id Claude clients know for an Amazon Q model: dashes for dots (`claude-opus-4.6` →
+    `claude-opus-4-6`); a model of no Claude family keeps its upstream id."""
+    if model_family(q_model_id) is None:
+        return q_model_id
+    return q_model_id.replace(".", "-")

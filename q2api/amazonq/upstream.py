@@ -28,6 +28,7 @@ from q2api.amazonq.accounts.pool import AccountPool
 from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import (
     FailureKind,
+    ModelNotServed,
     NoAccountConfigured,
     RefreshRejected,
     TimeoutPhase,
@@ -213,9 +214,12 @@ class UpstreamClient:
         raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
 
     async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, TokenManager]:
-        manager = self._pool.pick(exclude=attempt.resting) or self._pool.pick()
-        if manager is None:  # every account left the pool since the request started
-            raise NoAccountConfigured()
+        # Only an account whose catalogue has the model: another one would answer INVALID_MODEL_ID.
+        manager = self._pool.pick(exclude=attempt.resting, model=attempt.model) or self._pool.pick(model=attempt.model)
+        if manager is None:
+            if not len(self._pool):  # every account left the pool since the request started
+                raise NoAccountConfigured()
+            raise ModelNotServed(attempt.model or "")
         try:
             # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
@@ -289,7 +293,7 @@ class UpstreamClient:
         account_scoped = isinstance(exc, RefreshRejected) or (
             isinstance(exc, UpstreamHTTPError) and exc.kind.account_scoped
         )
-        return account_scoped and self._pool.has_alternative(attempt.resting)
+        return account_scoped and self._pool.has_alternative(attempt.resting, attempt.model)
 
     def _wait_before_retry(self, state: RetryCallState, attempt: _Attempt) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -313,6 +317,7 @@ class _Attempt:
 
     def __init__(self, payload: dict[str, Any]) -> None:
         self._payload = payload
+        self.model = _model_id(payload)
         self._bodies: dict[str | None, bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
 
@@ -355,6 +360,14 @@ class OpenedReply:
         """Close the reply (idempotent; also usable from synchronous clean-up code)."""
         if self._stream is not None:
             self._stream.close()
+
+
+def _model_id(payload: dict[str, Any]) -> str | None:
+    try:
+        model = payload["conversationState"]["currentMessage"]["userInputMessage"].get("modelId")
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return model if isinstance(model, str) else None
 
 
 async def _read_error(response: aiohttp.ClientResponse) -> UpstreamHTTPError:

@@ -11,15 +11,32 @@ from q2api.anthropic.errors import InvalidRequest
 UNKNOWN_CREATED_AT = "1970-01-01T00:00:00Z"
 
 
-def model_info(model_id: str, display_name: str, max_input_tokens: int | None = None) -> dict[str, Any]:
+def model_info(
+    model_id: str,
+    display_name: str,
+    max_input_tokens: int | None = None,
+    *,
+    max_tokens: int | None = None,
+    image_input: bool | None = None,
+    owned_by: str = "anthropic",
+) -> dict[str, Any]:
+    """One list entry: Anthropic's fields, plus OpenAI's `object`, `created` and `owned_by` so that
+    both SDKs' `models.list()` read it."""
     info: dict[str, Any] = {
         "type": "model",
         "id": model_id,
         "display_name": display_name,
         "created_at": UNKNOWN_CREATED_AT,
+        "object": "model",
+        "created": 0,
+        "owned_by": owned_by,
     }
     if max_input_tokens:
         info["max_input_tokens"] = max_input_tokens
+    if max_tokens:
+        info["max_tokens"] = max_tokens
+    if image_input is not None:
+        info["capabilities"] = {"image_input": {"supported": image_input}}
     return info
 
 

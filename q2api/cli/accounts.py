@@ -1,4 +1,4 @@
-"""`q2api accounts list | add | remove | enable | disable | import`: the operator's view of the account store.
+"""`q2api accounts list | add | remove | enable | disable | import | usage`: the operator's view of the account store.
 
 Secrets go in, never out: the listing is built from `AccountView`, which has
 no token or client secret, and secrets are read from environment variables or
@@ -24,9 +24,11 @@ from q2api.amazonq.accounts.opening import open_account_store
 from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
 from q2api.amazonq.accounts.refresh import RefreshedToken
 from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.amazonq.credits import Credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.upstream import create_session
 from q2api.cli.accounts_import import run_import
+from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.cli.store_copy import copy_accounts
 from q2api.server.wiring import refresh_endpoints
 from q2api.settings import Settings, SettingsError, load_settings
@@ -43,7 +45,7 @@ EXIT_USAGE = 2
 EXIT_STORE_ERROR = 1
 EXIT_INTERRUPTED = 130
 
-TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "TOKEN EXPIRES", "REFRESHED AT")
+TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "CREDITS", "TOKEN EXPIRES", "REFRESHED AT")
 
 
 def open_store(settings: Settings) -> AccountStore:
@@ -70,6 +72,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "import": run_import,
         "enable": _enable,
         "disable": _disable,
+        "usage": _usage,
         "copy": copy_accounts,
     }
     try:
@@ -95,7 +98,7 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings)
     views = store.list_views()
     if views:
-        print(format_table(views, stats=store.read_stats()))
+        print(format_table(views, stats=store.read_stats(), credits=credits_with_current_tokens(store, settings)))
     else:
         print(f"No accounts in {store.location}. Add one with `q2api accounts add --label NAME`.")
     if settings.has_env_account and not any(view.id == ENV_ACCOUNT_ID for view in views):
@@ -104,9 +107,13 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def format_table(
-    views: Sequence[AccountView], now: float | None = None, stats: Mapping[str, AccountStats] | None = None
+    views: Sequence[AccountView],
+    now: float | None = None,
+    stats: Mapping[str, AccountStats] | None = None,
+    credits: Mapping[str, Credits] | None = None,
 ) -> str:
-    """The listing as aligned columns; built only from views and counts, which hold no secret."""
+    """The listing as aligned columns; built only from views, counts and credits (used/limit, `-` when
+    unknown), which hold no secret."""
     now = time.time() if now is None else now
     rows = [TABLE_COLUMNS] + [
         (
@@ -115,12 +122,17 @@ def format_table(
             view.auth_method,
             _status(view),
             _requests((stats or {}).get(view.id)),
+            credits_cell((credits or {}).get(view.id)),
             _expiry(view, now),
             _timestamp(view.refreshed_at),
         )
         for view in views
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(TABLE_COLUMNS))]
+    return _aligned(rows)
+
+
+def _aligned(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in rows
     )
@@ -165,6 +177,26 @@ def _duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+# -- usage ---------------------------------------------------------------------
+
+
+def _usage(args: argparse.Namespace, settings: Settings) -> int:
+    """Credits per account from Amazon Q (`getUsageLimits`), refreshing tokens when needed."""
+    store = open_store(settings)
+    views = [view for view in store.list_views() if view.enabled]
+    if args.account:
+        views = _matching(views, args.account, by_id=True) or _matching(views, args.account, by_id=False)
+        if not views:
+            print(f"q2api accounts usage: no enabled account with id or label {args.account!r}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+    if not views:
+        print(f"No enabled accounts in {settings.data_dir}.")
+        return EXIT_OK
+    found = read_usage(store, settings, [view.id for view in views])
+    print(_aligned([USAGE_COLUMNS, *(usage_row(view.id, view.label, found.get(view.id)) for view in views)]))
+    return EXIT_OK if any(found.values()) else EXIT_NOT_FOUND
 
 
 # -- add -----------------------------------------------------------------------

@@ -105,6 +105,8 @@ def _run(anthropic: Any, data_dir: str) -> int:
             print(f"Simulated Amazon Q upstream: {upstream.url}")
             print(f"Gateway:                     {gateway.base_url}  (a random client key for this run)\n")
             client = anthropic.Anthropic(base_url=gateway.base_url, api_key=client_key, max_retries=0, timeout=30.0)
+            models = [model.id for model in client.models.list(limit=100)]
+            print(f"Models (the simulated account's ListAvailableModels catalogue): {', '.join(models)}\n")
             _stream_text(client)
             _stream_tool_call(client)
             _stream_chat_completion(gateway.base_url, client_key)

@@ -245,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument(
         "--label", help="label of the new account (default: its source: kiro-ide, kiro-cli, amazon-q-cli)"
     )
+    usage = account_commands.add_parser("usage", help="credits used and left per account, from Amazon Q")
+    usage.add_argument("account", nargs="?", help="account id or label (default: every enabled account)")
     copy = account_commands.add_parser(
         "copy",
         help="copy accounts between stores: a data directory (SQLite) or a database URL",

@@ -53,7 +53,7 @@ _CONVERSATION_NAMESPACE = uuid.UUID("6f0c1f36-3c39-4a49-9a64-0c0a8f2d6a51")
 
 def convert_request(request: MessagesRequest, options: ConversionOptions) -> Conversion:
     report: list[Finding] = []
-    model = resolve_model(request.model, aliases=options.model_aliases, default=options.default_model)
+    model = options.model or resolve_model(request.model, aliases=options.model_aliases, default=options.default_model)
     if not model.known:
         report.append(
             Finding(

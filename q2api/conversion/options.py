@@ -24,6 +24,8 @@ class ConversionOptions:
     # A single text block longer than this can never fit one Amazon Q message.
     max_message_chars: int = MAX_USER_MESSAGE_CHARS
     max_images_per_message: int = MAX_IMAGES_PER_MESSAGE
+    # The model already resolved against the live catalogue; None: resolve with the built-in table.
+    model: ModelChoice | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,22 +26,24 @@ from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes
 from q2api.amazonq.accounts.opening import open_account_store
 from q2api.amazonq.accounts.pool import build_account_pool
+from q2api.amazonq.accounts.records import Account
 from q2api.amazonq.accounts.reload import AccountReloader
 from q2api.amazonq.accounts.store_protocol import AccountStore
-from q2api.amazonq.models import served_models
+from q2api.amazonq.catalogue import builtin_catalogue
 from q2api.amazonq.upstream import UpstreamClient, create_session
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.model_list import list_models_page, model_info
+from q2api.anthropic.model_list import list_models_page
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
 from q2api.openai.shapes import model_list
 from q2api.server.chat_completions import CHAT_DOOR, CHAT_ROUTE
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, json_response, read_body
 from q2api.server.front_door import CLAUDE_DOOR, FrontDoor
+from q2api.server.model_routing import ModelRouter
 from q2api.server.readiness import log_store_contents, readiness
 from q2api.server.relay import MessagesRelay
 from q2api.server.transport import transport_limits
-from q2api.server.wiring import env_account, refresh_endpoints, upstream_config
+from q2api.server.wiring import account_discovery, env_account, model_router, refresh_endpoints, upstream_config
 from q2api.settings import Settings
 
 CHAT_PATHS = ("/v1/chat/",)  # where OpenAI clients are: their errors use the OpenAI envelope
@@ -50,10 +52,7 @@ MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it 
 
 def create_app(settings: Settings) -> Starlette:
     client_keys = ClientKeys(list(settings.api_keys))
-    catalog = [
-        model_info(model.id, model.display_name, model.context_window) for model in served_models(settings.model_map)
-    ]
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"models": model_router(settings, builtin_catalogue)}
     login_runner = LoginRunner()
     activity = ActivityLog()
 
@@ -79,25 +78,37 @@ def create_app(settings: Settings) -> Starlette:
             reloader = AccountReloader(store, pool)
             reloader.start()
             upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
+            # Each account's catalogue and credits; the admin API reads them through app.state.discovery.
+            discovery = app.state.discovery = account_discovery(
+                settings, pool, session, observer=metrics.UPSTREAM_OBSERVER
+            )
+            models = state["models"] = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
+
+            async def usage(account: Account) -> dict[str, Any] | None:
+                try:
+                    return await discovery.account_usage(account.id)
+                except KeyError:  # not in the pool (disabled): its credits are not read
+                    return None
+
             state["store"] = store
             state["pool"] = pool
+            state["discovery"] = discovery
             state["admin"] = AdminContext(
-                store,
-                pool,
-                reloader,
-                session,
-                endpoints,
-                activity=activity,
-                models=lambda: model_list({"data": catalog}, owned_by=MODELS_OWNER)["data"],
+                store, pool, reloader, session, endpoints, usage=usage, activity=activity, models=models.entries
             )
             state["relay"] = MessagesRelay(
                 upstream=upstream,
                 settings=settings,
                 model_aliases=dict(settings.model_map),
+                models=models,
                 on_exchange_logged=activity.record if settings.admin_key else None,
             )
+            await discovery.start()
             logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {settings.endpoint}")
-            yield
+            try:
+                yield
+            finally:
+                await discovery.stop()
         finally:
             await login_runner.close()
             if reloader is not None:
@@ -132,17 +143,22 @@ def create_app(settings: Settings) -> Starlette:
 
     async def list_models(request: Request) -> Response:
         client_keys.check(request)
+        models: ModelRouter = state["models"]
         # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
-        return json_response(model_list(list_models_page(catalog, request.query_params), owned_by=MODELS_OWNER))
+        return json_response(
+            model_list(list_models_page(models.entries(), request.query_params), owned_by=MODELS_OWNER)
+        )
 
     async def healthz(request: Request) -> Response:
-        # Liveness plus each account's health (labels only, never a credential).
+        # Liveness plus each account's health and last known credits (labels only, never a credential).
+        discovery = state["discovery"]
         accounts = [
             {
                 "id": view.account_id,
                 "label": view.label,
                 "health": view.health,
                 "resting_seconds": round(view.resting_for),
+                "credits": known.as_dict() if (known := discovery.credits(view.account_id)) else None,
             }
             for view in state["pool"].health()
         ]

@@ -47,6 +47,7 @@ from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.front_door import CLAUDE_DOOR, DoorCall, FrontDoor
+from q2api.server.model_routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy
@@ -74,6 +75,7 @@ class MessagesRelay:
         upstream: UpstreamOpener,
         settings: Settings,
         model_aliases: dict[str, str],
+        models: ModelRouter,
         on_exchange_logged: Callable[[Exchange], None] | None = None,
     ) -> None:
         """`on_exchange_logged` is told about each request once its log line is written."""
@@ -81,6 +83,7 @@ class MessagesRelay:
         self._on_exchange_logged = on_exchange_logged
         self._settings = settings
         self._model_aliases = model_aliases
+        self._models = models
         self._loop_policy = loop_policy(settings)
 
     # ------------------------------------------------------------ pure preparation
@@ -89,6 +92,8 @@ class MessagesRelay:
         # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
         request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
+        model = self._models.resolve(request.model).choice
+        request = clamp_max_tokens(request, model)
         loop_findings = detect_tool_loops(request, self._loop_policy)
         log_loop_findings(loop_findings)  # in block mode too: the reason is in the log before the 400
         refusal = loop_refusal(loop_findings, self._loop_policy)
@@ -101,6 +106,7 @@ class MessagesRelay:
                 conversation_id=session_conversation_id(request) or exchange.request_id,
                 model_aliases=self._model_aliases,
                 default_model=self._settings.default_model or DEFAULT_Q_MODEL,
+                model=model,
             ),
         )
         invalid = validate_conversation(conversion.payload)
@@ -139,6 +145,8 @@ class MessagesRelay:
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
+        # Never a silent swap: every reply names the model that answered it.
+        response.headers[UPSTREAM_MODEL_HEADER] = prepared.conversion.model.q_model_id
         return response
 
     async def _respond(self, exchange: Exchange, prepared: Prepared, door: FrontDoor) -> Response:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import aiohttp
+
+from q2api.amazonq.accounts.discovery import AccountDiscovery
+from q2api.amazonq.accounts.pool import AccountPool
 from q2api.amazonq.accounts.records import EnvAccount
 from q2api.amazonq.accounts.refresh import RefreshEndpoints
+from q2api.amazonq.catalogue import Catalogue
+from q2api.amazonq.model_resolution import UnknownModelPolicy
+from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
+from q2api.amazonq.service_api import ServiceApi
 from q2api.amazonq.upstream import UpstreamConfig
 from q2api.conversion.loop_guard import LoopPolicy
+from q2api.server.model_routing import ModelRouter
 from q2api.settings import Settings
 
 
@@ -42,4 +53,30 @@ def loop_policy(settings: Settings) -> LoopPolicy:
         mode=settings.loop_mode,
         repetitions=settings.loop_threshold,
         storm_calls=settings.loop_storm_threshold,
+    )
+
+
+def account_discovery(
+    settings: Settings, pool: AccountPool, session: aiohttp.ClientSession, *, observer: UpstreamObserver = NO_OBSERVER
+) -> AccountDiscovery:
+    """Each account's catalogue and credits, read from the configured endpoint."""
+    return AccountDiscovery(
+        pool,
+        ServiceApi(session, settings.endpoint, timeout=settings.connect_timeout + 10.0),
+        catalogue_interval=settings.models_refresh_seconds,
+        credits_max_age=settings.credits_refresh_seconds,
+        live=settings.model_discovery,
+        observer=observer,
+    )
+
+
+def model_router(
+    settings: Settings, catalogue: Callable[[], Catalogue], *, on_unknown: Callable[[], None] | None = None
+) -> ModelRouter:
+    return ModelRouter(
+        catalogue,
+        aliases=settings.model_map,
+        policy=UnknownModelPolicy(settings.unknown_model),
+        default_model=settings.default_model,
+        on_unknown=on_unknown,
     )

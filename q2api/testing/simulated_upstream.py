@@ -1,10 +1,12 @@
 """A simulated Amazon Q upstream on 127.0.0.1, for tests, benchmarks and `q2api demo`.
 
-One aiohttp server plays three services:
+One aiohttp server plays four services:
 
 * `POST /` (and `/generateAssistantResponse`): GenerateAssistantResponse,
   answering each request with the next queued reply script (see
   :mod:`q2api.testing.scripts`), or with `responder(request)`, or with an echo;
+* `ListAvailableModels` and `GetUsageLimits` in both wire flavours
+  (`sim.services`, see :mod:`q2api.testing.simulated_services`);
 * `POST /token`: the AWS SSO OIDC refresh grant;
 * `POST /refreshToken`: the Kiro social refresh;
 * `POST /client/register`, `POST /device_authorization` and the device-code
@@ -37,6 +39,7 @@ from aiohttp import web
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
+from q2api.testing.simulated_services import AWS_JSON, SERVICE_TARGET_PREFIX, SimulatedServices
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
 
@@ -89,6 +92,10 @@ class SimulatedUpstream:
         self.refresh_failure: str | None = None
         self.device = SimulatedDeviceAuthorization(lambda: self.base_url, self.issue_access_token)
 
+        # access token -> the refresh token it was issued for, so each account can see its own catalogue
+        self.token_accounts: dict[str, str] = {}
+        self.services = SimulatedServices(self.token_accounts, self._token_accepted)
+
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
         # Refresh tokens retired by a rotation, and how many refresh calls presented one anyway
@@ -113,6 +120,8 @@ class SimulatedUpstream:
         app.router.add_post("/refreshToken", self._kiro_refresh)
         app.router.add_post("/client/register", self._device_call(self.device.register))
         app.router.add_post("/device_authorization", self._device_call(self.device.start))
+        app.router.add_get("/ListAvailableModels", self.services.rest)
+        app.router.add_get("/getUsageLimits", self.services.rest)
         # handler_cancellation: a client disconnect cancels the handler at once,
         # which is how the simulator notices it even in the middle of a pause.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -214,11 +223,17 @@ class SimulatedUpstream:
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         record = await _record(request)
+        target = request.headers.get("X-Amz-Target", "")
+        if target.startswith(SERVICE_TARGET_PREFIX):
+            params = record.body if isinstance(record.body, dict) else {}
+            return self.services.answer(
+                AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token
+            )
         self.requests.append(record)
         if self.check_tokens and record.access_token not in self.valid_access_tokens:
             reply: Reply = scripts.bearer_invalid()
         else:
-            reply = self._next_reply(record)
+            reply = self.services.invalid_model(record.body, record.access_token) or self._next_reply(record)
         if isinstance(reply, ErrorReply):
             return web.Response(status=reply.status, body=reply.body, headers={**_request_id(), **reply.headers})
         if isinstance(reply, Hangup):
@@ -227,6 +242,9 @@ class SimulatedUpstream:
                 request.transport.abort()
             raise asyncio.CancelledError  # nothing to send: end the handler quietly
         return await self._stream(request, reply)
+
+    def _token_accepted(self, access_token: str | None) -> bool:
+        return not self.check_tokens or access_token in self.valid_access_tokens
 
     def _next_reply(self, record: RecordedRequest) -> Reply:
         if self.replies:
@@ -335,8 +353,10 @@ class SimulatedUpstream:
         return self.valid_refresh_tokens is None or token in self.valid_refresh_tokens
 
     def _issue(self, old_refresh_token: str, *, kiro: bool) -> dict[str, Any]:
+        access_token = self.issue_access_token()
+        self.token_accounts[access_token] = old_refresh_token
         document: dict[str, Any] = {
-            "accessToken": self.issue_access_token(),
+            "accessToken": access_token,
             "tokenType": "Bearer",
             "expiresIn": self.token_lifetime,
         }

@@ -16,7 +16,8 @@ the client's reaction (FIELD_NOTES.md, "How real clients react"):
 * monthly / daily quota → 429 with ``x-should-retry: false`` — retrying cannot help;
 * throttling → 429 with ``retry-after`` — the SDKs back off and retry;
 * capacity / overload → 529 — retried a few times, then reported as overloaded;
-* a suspended or unentitled account → 403; a dead bearer token → 401.
+* a suspended or unentitled account → 403; a dead bearer token → 401;
+* a model no account may use (left the catalogue after the request was resolved) → 404.
 
 This is the only module besides the converter and the translator that knows
 both protocols. It is pure: `classify_failure` (q2api.amazonq.errors,
@@ -130,6 +131,8 @@ def map_upstream_exception(
             context_window=context_window,
             retry_after=exc.retry_after,
         )
+    if isinstance(exc, upstream.ModelNotServed):
+        return AnthropicError(404, str(exc), error_type="not_found_error")
     if isinstance(exc, upstream.UpstreamTimeout):
         return AnthropicError(504, str(exc), error_type="timeout_error")
     if isinstance(exc, upstream.RefreshRejected):  # includes NoAccountConfigured

@@ -13,6 +13,7 @@ import pytest
 from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStatus
 from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.testing import scripts
+from q2api.testing.simulated_services import usage_document
 from tests.support.gateway_harness import (
     ADMIN_KEY,
     CLIENT_KEY,
@@ -85,12 +86,13 @@ async def test_listing_shows_health_expiry_and_stats_without_secrets(admin) -> N
     assert response.status_code == 200
     [account] = response.json()["accounts"]
     assert set(account) == ACCOUNT_FIELDS
-    assert (account["id"], account["enabled"], account["health"], account["usage"]) == (
-        ENV_ACCOUNT_ID,
-        True,
-        "ready",
-        None,
-    )
+    assert (account["id"], account["enabled"], account["health"]) == (ENV_ACCOUNT_ID, True, "ready")
+    # The simulator's getUsageLimits answer (its default credits).
+    assert {key: account["usage"][key] for key in ("subscription", "used", "limit")} == {
+        "subscription": "KIRO FREE",
+        "used": 12.5,
+        "limit": 50,
+    }
     assert account["token_expires_at"].endswith("Z")
     stats = account["stats"]
     assert (stats["requests"], stats["failures"]) == (3, 1)
@@ -167,9 +169,15 @@ async def test_refresh_now_renews_the_token_and_reports_a_refusal(admin) -> None
     assert account["health"] == "ready"
 
 
-async def test_usage_is_not_available_yet(admin) -> None:
-    _, http = admin
-    assert_admin_error(await http.get(f"/admin/api/accounts/{ENV_ACCOUNT_ID}/usage"), 501, "not_available")
+async def test_usage_is_the_accounts_credits_from_get_usage_limits(admin) -> None:
+    gateway, http = admin
+    gateway.sim.services.usage = usage_document(30, 50, subscription="KIRO PRO", resets_at=1_800_000_000)
+    response = await http.get(f"/admin/api/accounts/{ENV_ACCOUNT_ID}/usage")
+    assert response.status_code == 200
+    usage = response.json()
+    assert set(usage) == {"subscription", "used", "limit", "resets_at"}
+    # Read at start-up and cached for Q2API_CREDITS_REFRESH_SECONDS: still the first answer.
+    assert (usage["subscription"], usage["used"], usage["limit"]) == ("KIRO FREE", 12.5, 50)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from q2api.amazonq.models import SERVED_MODELS, ModelChoice, resolve_model, served_models
+from q2api.amazonq.models import SERVED_MODELS, ModelChoice, claude_style_id, model_family, resolve_model
 from q2api.conversion.converter import ConversionOptions
 from tests.support.converter_helpers import convert, kinds, user
 
@@ -65,13 +65,37 @@ def test_unknown_model_is_reported_by_the_converter():
     assert "unknown_model" in kinds(conversion)
 
 
-def test_served_models_list():
-    models = served_models()
-    assert models == SERVED_MODELS
-    ids = [model.id for model in models]
+def test_the_built_in_table():
+    ids = [model.id for model in SERVED_MODELS]
     assert len(ids) == len(set(ids))
-    for model in models:
+    for model in SERVED_MODELS:
         assert resolve_model(model.id) == ModelChoice(model.q_model_id, model.context_window, True)
+        assert claude_style_id(model.q_model_id) == model.id
         assert model.display_name.startswith("Claude")
-    extended = served_models({"team-default": "claude-sonnet-4.5"})
-    assert extended[-1].id == "team-default" and extended[-1].q_model_id == "claude-sonnet-4.5"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "family"),
+    [
+        ("claude-opus-4.6", ("opus", (4, 6))),
+        ("claude-opus-4-6-20260115", ("opus", (4, 6))),
+        ("claude-sonnet-4", ("sonnet", (4, 0))),
+        ("claude-3.7-sonnet", ("sonnet", (3, 7))),
+        ("amazon-nova-lite", None),
+        ("auto", None),
+    ],
+)
+def test_model_family(model_id, family):
+    assert model_family(model_id) == family
+
+
+@pytest.mark.parametrize(
+    ("upstream_id", "claude_id"),
+    [
+        ("claude-opus-4.6", "claude-opus-4-6"),
+        ("claude-3.7-sonnet", "claude-3-7-sonnet"),
+        ("amazon.nova-v1", "amazon.nova-v1"),
+    ],
+)
+def test_claude_style_ids_for_claude_models_only(upstream_id, claude_id):
+    assert claude_style_id(upstream_id) == claude_id

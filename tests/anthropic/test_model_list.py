@@ -42,5 +42,14 @@ def test_model_info_shape():
         "id": "claude-sonnet-4-5",
         "display_name": "Claude Sonnet 4.5",
         "created_at": "1970-01-01T00:00:00Z",
+        "object": "model",
+        "created": 0,
+        "owned_by": "anthropic",
         "max_input_tokens": 200_000,
     }
+
+
+def test_model_info_with_output_limit_and_input_types():
+    info = model_info("amazon-nova", "Nova", 300_000, max_tokens=10_000, image_input=False, owned_by="amazon-q")
+    assert (info["max_input_tokens"], info["max_tokens"], info["owned_by"]) == (300_000, 10_000, "amazon-q")
+    assert info["capabilities"] == {"image_input": {"supported": False}}

@@ -16,6 +16,7 @@ from q2api.amazonq.accounts.records import AccountStats, AccountStatus
 from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.cli.accounts import format_table
 from q2api.cli.main import build_parser
+from q2api.testing.simulated_services import usage_document
 from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.cli import run
 from tests.support.serve_process import CLIENT_KEY, clean_environment, serve
@@ -183,6 +184,42 @@ def test_a_bad_setting_stops_accounts_with_exit_2_and_the_message(data_dir, caps
     code, _out, err = run(capsys, "accounts", "list")
     assert code == 2
     assert "Q2API_MAX_RETRIES must be an integer" in err
+
+
+def test_accounts_list_shows_credits_of_accounts_with_a_current_token_and_never_refreshes(
+    data_dir, capsys, monkeypatch
+):
+    with SimulatedUpstream.run_in_thread() as upstream:
+        monkeypatch.setenv("AMAZONQ_ENDPOINT", upstream.url)
+        store = SqliteAccountStore(data_dir)
+        current = store.add(auth_method="social", refresh_token="rt-current", label="current")
+        store.save_tokens(current.id, access_token="tok-current", expires_at=time.time() + 3600)
+        upstream.sim.token_accounts["tok-current"] = "rt-current"
+        upstream.sim.services.usage_by_account = {"rt-current": usage_document(12.5, 50)}
+        store.add(auth_method="social", refresh_token="rt-none", label="tokenless")
+
+        code, listing, err = run(capsys, "accounts", "list")
+        assert upstream.sim.refresh_calls == 0
+    assert code == 0, err
+    header, *rows = listing.strip().splitlines()
+    column = header.index("CREDITS")
+    credits = {line.split()[1]: line[column:].split()[0] for line in rows}
+    assert credits == {"current": "12.5/50", "tokenless": "-"}
+
+
+def test_accounts_usage_reads_each_accounts_credits(data_dir, capsys, monkeypatch):
+    with SimulatedUpstream.run_in_thread() as upstream:
+        monkeypatch.setenv("AMAZONQ_ENDPOINT", upstream.url)
+        monkeypatch.setenv("AMAZONQ_KIRO_REFRESH_ENDPOINT", upstream.sim.kiro_refresh_url)
+        SqliteAccountStore(data_dir).add(auth_method="social", refresh_token=SIM_REFRESH_TOKEN, label="kiro")
+        code, out, err = run(capsys, "accounts", "usage")
+        missing, _, missing_err = run(capsys, "accounts", "usage", "nobody")
+    assert code == 0, err
+    header, row = out.strip().splitlines()
+    assert header.split()[:4] == ["ID", "LABEL", "PLAN", "USED"]
+    assert "KIRO FREE" in row and row.split()[-4:-1] == ["12.5", "50", "37.5"]
+    assert SIM_REFRESH_TOKEN not in out + err
+    assert missing == 1 and "nobody" in missing_err
 
 
 def test_serve_rejects_a_worker_count_below_one():

@@ -42,6 +42,8 @@ def test_demo_streams_a_simulated_reply_end_to_end_without_any_account(tmp_path)
     first_line = done.stdout.splitlines()[0]
     assert "SIMULATED" in first_line
     assert GREETING in done.stdout  # every streamed chunk arrived, in order
+    # The model list came from the simulator's ListAvailableModels, through the gateway.
+    assert "ListAvailableModels catalogue): claude-opus-5-5, claude-sonnet-5-5" in done.stdout
     assert "stop_reason: end_turn" in done.stdout
     assert '[tool_use] get_weather({"city": "Paris", "unit": "celsius"})' in done.stdout
     assert "stop_reason: tool_use" in done.stdout

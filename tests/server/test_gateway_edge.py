@@ -271,7 +271,7 @@ def test_healthz_needs_no_key_and_shows_no_secret(base_url) -> None:
     document = response.json()
     assert document["status"] == "ok"
     assert [(account["id"], account["health"]) for account in document["accounts"]] == [("env", "ready")]
-    assert set(document["accounts"][0]) == {"id", "label", "health", "resting_seconds"}
+    assert set(document["accounts"][0]) == {"id", "label", "health", "resting_seconds", "credits"}
     assert find_secrets(response.text) == []
 
 

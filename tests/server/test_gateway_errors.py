@@ -235,14 +235,16 @@ async def test_a_dead_refresh_token_is_a_401_telling_the_operator_what_to_do(fai
 
 
 async def test_an_unavailable_token_service_is_a_retryable_5xx(tmp_path) -> None:
-    async with SimulatedUpstream() as sim, gateway(sim, tmp_path) as url:
+    async with SimulatedUpstream() as sim:
+        # Down from the start: the start-up catalogue read cannot take a token first.
         sim.refresh_failure = "server_error"
-        with pytest.raises(anthropic.APIStatusError) as caught:
-            await ask(sdk(url))
-        assert caught.value.status_code >= 500
-        assert caught.value.response.headers.get("x-should-retry") != "false"
-        assert_error_envelope(caught.value.body, caught.value.body["error"]["type"])
-        # Once the token service is back, the same gateway serves again (no needs-login verdict).
-        sim.refresh_failure = None
-        sim.enqueue(scripts.text_reply("token service is back"))
-        assert await ask(sdk(url)) == "token service is back"
+        async with gateway(sim, tmp_path) as url:
+            with pytest.raises(anthropic.APIStatusError) as caught:
+                await ask(sdk(url))
+            assert caught.value.status_code >= 500
+            assert caught.value.response.headers.get("x-should-retry") != "false"
+            assert_error_envelope(caught.value.body, caught.value.body["error"]["type"])
+            # Once the token service is back, the same gateway serves again (no needs-login verdict).
+            sim.refresh_failure = None
+            sim.enqueue(scripts.text_reply("token service is back"))
+            assert await ask(sdk(url)) == "token service is back"

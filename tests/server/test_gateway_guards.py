@@ -7,6 +7,8 @@ import anthropic
 import pytest
 
 from q2api.testing import scripts
+from q2api.testing.simulated_services import catalogue_entry
+from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.converter_helpers import PNG, assistant, image, text, tool_result, tool_use
 from tests.support.gateway_harness import MODEL, capture_logs, current_user_message, open_gateway, user
 from tests.support.pdf_files import blank_pdf, pdf_document, pdf_with_text
@@ -106,7 +108,10 @@ async def test_repairs_are_logged_without_the_debug_flag(gw):
 
 
 async def test_an_image_for_a_text_only_model_is_a_400_naming_the_model_and_the_part(tmp_path):
-    async with open_gateway(tmp_path, Q2API_MODEL_MAP="tiny-coder=tiny-coder-v1") as gw:
+    def text_only_model(sim: SimulatedUpstream) -> None:  # the account's catalogue says TEXT only
+        sim.services.catalogue.append(catalogue_entry("tiny-coder-v1", input_types=("TEXT",)))
+
+    async with open_gateway(tmp_path, prepare=text_only_model, Q2API_MODEL_MAP="tiny-coder=tiny-coder-v1") as gw:
         with pytest.raises(anthropic.BadRequestError) as refused:
             await gw.client.messages.create(
                 model="tiny-coder", max_tokens=50, messages=[user([text("what is it?"), image()])]

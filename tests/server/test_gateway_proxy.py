@@ -69,14 +69,17 @@ async def test_upstream_and_refresh_calls_go_through_http_proxy(tmp_path, monkey
         sim.enqueue(scripts.text_reply("through the proxy", chunks=3))
         message = await _ask_through_gateway(sim, tmp_path / "proxied")
         assert message.content[0].text == "through the proxy"
-        assert proxy.forwarded == ["POST /token", "POST /"]  # the OIDC refresh, then GenerateAssistantResponse
+        # The OIDC refresh, the start-up catalogue and credit reads, then GenerateAssistantResponse.
+        assert proxy.forwarded[0] == "POST /token" and proxy.forwarded[-1] == "POST /"
+        assert {"GET /ListAvailableModels", "GET /getUsageLimits"} == set(proxy.forwarded[1:-1])
+        forwarded_first = len(proxy.forwarded)
 
         # NO_PROXY exempts the upstream's host.
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         sim.enqueue(scripts.text_reply("direct", chunks=1))
         message = await _ask_through_gateway(sim, tmp_path / "direct")
         assert message.content[0].text == "direct"
-        assert len(proxy.forwarded) == 2
+        assert len(proxy.forwarded) == forwarded_first
     assert len(sim.requests) == 2
 
 

@@ -150,6 +150,8 @@ async def test_two_worker_processes_share_one_data_dir(tmp_path: Path) -> None:
         port = _free_port()
         env = {key: value for key, value in os.environ.items() if not key.startswith(("AMAZONQ_", "Q2API_"))}
         env.update(upstream.env(), Q2API_DATA_DIR=str(tmp_path / "data"), Q2API_API_KEYS=CLIENT_KEY)
+        # No start-up catalogue read: the workers' first token must be taken by requests, not by start-up.
+        env["Q2API_MODEL_DISCOVERY"] = "false"
         log_path = tmp_path / "stderr.log"
         with open(log_path, "wb") as stderr:
             process = subprocess.Popen(

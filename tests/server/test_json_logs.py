@@ -11,6 +11,7 @@ import pytest
 from loguru import logger
 
 from q2api.server.logging_setup import JsonLineSink
+from q2api.testing import scripts
 from tests.support.gateway_harness import CLIENT_KEY, ask, find_secrets, open_gateway
 
 
@@ -49,6 +50,8 @@ def test_a_multi_line_message_and_a_traceback_stay_on_one_line(json_lines):
 
 async def test_a_gateway_request_line_is_flat_with_its_request_id_and_status(tmp_path, json_lines):
     async with open_gateway(tmp_path) as gw:
+        # The token taken at start-up (for the model catalogue) is refused: the request refreshes it.
+        gw.sim.enqueue(scripts.bearer_invalid())
         await ask(gw.client, "json please")
     lines = records(json_lines)
     [request] = [line for line in lines if line["message"] == "POST /v1/messages"]

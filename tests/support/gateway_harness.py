@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import io
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +125,17 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def open_gateway(data_dir: Path, **env: str) -> AsyncIterator[Gateway]:
+async def open_gateway(
+    data_dir: Path, *, prepare: Callable[[SimulatedUpstream], None] | None = None, **env: str
+) -> AsyncIterator[Gateway]:
     """A simulator, a gateway on it (one env account, CLIENT_KEY required) and an SDK client.
 
+    `prepare` sets the simulator up before the gateway starts (its catalogue, credits, …).
     Extra keyword arguments are environment variables for the gateway's settings.
     """
     async with SimulatedUpstream() as sim:
+        if prepare is not None:
+            prepare(sim)
         settings = gateway_settings(sim, data_dir, **env)
         async with running_gateway(settings) as base_url:
             client = anthropic.AsyncAnthropic(base_url=base_url, api_key=CLIENT_KEY, max_retries=0, timeout=20)

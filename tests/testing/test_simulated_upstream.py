@@ -192,3 +192,32 @@ def test_split_text_keeps_every_character() -> None:
             pieces = scripts.split_text(text, chunks)
             assert "".join(pieces) == text
             assert all(pieces) or text == ""
+
+
+def with_model(model_id: str) -> dict:
+    return {"conversationState": {"currentMessage": {"userInputMessage": {"content": "ping", "modelId": model_id}}}}
+
+
+async def test_it_can_reject_model_ids_outside_the_catalogue_as_amazon_q_does(sim):
+    sim.services.reject_unknown_models = True
+    status, _headers, _body = await post(sim.url, with_model("claude-sonnet-4.5"))
+    assert status == 200
+    status, headers, body = await post(sim.url, with_model("claude-opus-9.9"))
+    assert status == 400
+    assert headers["x-amzn-errortype"].startswith("ValidationException")
+    assert orjson.loads(body)["reason"] == "INVALID_MODEL_ID"
+
+
+async def test_the_service_calls_answer_in_both_flavours_and_are_not_chat_requests(sim):
+    target = {"X-Amz-Target": "AmazonCodeWhispererService.GetUsageLimits", "Authorization": "Bearer t"}
+    status, _headers, body = await post(sim.url, {"origin": "AI_EDITOR"}, target)
+    assert status == 200 and orjson.loads(body)["subscriptionInfo"]["subscriptionTitle"] == "KIRO FREE"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(sim.base_url + "/ListAvailableModels", params={"maxResults": "2"}) as response:
+            page = await response.json()
+    assert len(page["models"]) == 2 and page["nextToken"] == "2"
+    assert sim.requests == []  # only GenerateAssistantResponse calls are recorded there
+    assert [(flavour, operation) for flavour, operation, _ in sim.services.requests] == [
+        ("aws_json", "GetUsageLimits"),
+        ("rest", "ListAvailableModels"),
+    ]

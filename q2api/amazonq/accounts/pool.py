@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import functools
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import aiohttp
 from loguru import logger
@@ -65,6 +65,11 @@ class _Slot:
     consecutive_throttles: int = 0
     consecutive_failures: int = 0
     last_picked: float = 0.0
+    # Lower-case ids of the models the account's catalogue lists; None until one is known.
+    models: frozenset[str] | None = None
+
+    def serves(self, model: str | None) -> bool:
+        return model is None or self.models is None or model.lower() in self.models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +100,8 @@ class AccountPool:
         self._factory = factory
         self.failure_limit = failure_limit
         self.stats = stats or StatsRecorder()
+        # Called with the account id after each request an account served (credits are re-read then).
+        self.on_served: Callable[[str], None] | None = None
         self._rests_to_share: dict[str, AccountRest | None] = {}  # None: the rest ended early
 
     def __len__(self) -> int:
@@ -131,28 +138,50 @@ class AccountPool:
                 self._slots[account_id] = _Slot(self._factory(account))
                 logger.info("account joined the pool", account=account.label, account_id=account_id)
 
-    def pick(self, exclude: Collection[str] = ()) -> TokenManager | None:
-        """The least recently used ready account not in `exclude`.
+    def pick(self, exclude: Collection[str] = (), model: str | None = None) -> TokenManager | None:
+        """The least recently used ready account not in `exclude` whose catalogue has `model`.
 
         When none is ready, the one whose cool-down ends first (the upstream,
         not the gateway, decides whether it still refuses); accounts that need
         a new login come last, so their error reaches the operator. None only
-        when every account is excluded.
+        when every account is excluded or none may use `model`.
         """
         now = self._clock()
-        candidates = [slot for account_id, slot in self._slots.items() if account_id not in exclude]
+        candidates = [
+            slot for account_id, slot in self._slots.items() if account_id not in exclude and slot.serves(model)
+        ]
         if not candidates:
             return None
         chosen = min(candidates, key=lambda slot: self._preference(slot, now))
         chosen.last_picked = now
         return chosen.manager
 
-    def has_alternative(self, exclude: Collection[str]) -> bool:
+    def has_alternative(self, exclude: Collection[str], model: str | None = None) -> bool:
         """Is there a usable account outside `exclude` (worth switching to at once)?"""
         now = self._clock()
         return any(
-            account_id not in exclude and _health(slot, now) is AccountHealth.READY
+            account_id not in exclude and slot.serves(model) and _health(slot, now) is AccountHealth.READY
             for account_id, slot in self._slots.items()
+        )
+
+    def set_models(self, account_id: str, model_ids: Iterable[str] | None) -> None:
+        """The models the account may use from now on (None: unknown, so any)."""
+        slot = self._slots.get(account_id)
+        if slot is not None:
+            slot.models = None if model_ids is None else frozenset(model_id.lower() for model_id in model_ids)
+
+    def rest_until_reset(self, account_id: str, seconds: float) -> None:
+        """The account's credits are used up: it rests until they reset, before a request fails on it."""
+        slot = self._slots.get(account_id)
+        if slot is None:
+            return
+        until = self._clock() + max(seconds, 0.0)
+        if slot.rest_reason is AccountHealth.QUOTA_EXHAUSTED and slot.resting_until >= until - 60:
+            return  # already resting for this (a re-read of the same credits says nothing new)
+        slot.rest_reason = AccountHealth.QUOTA_EXHAUSTED
+        slot.resting_until = max(slot.resting_until, until)
+        logger.bind(account=slot.manager.label, health=slot.rest_reason.value).warning(
+            f"account rests for {seconds:g}s: its credits are used up until they reset"
         )
 
     def report_success(self, account_id: str) -> None:
@@ -164,6 +193,8 @@ class AccountPool:
             slot.resting_until = 0.0
             slot.consecutive_throttles = 0
             slot.consecutive_failures = 0
+            if self.on_served is not None:
+                self.on_served(account_id)
 
     def report_failure(
         self, account_id: str, kind: FailureKind | None, retry_after: float | None = None, detail: str | None = None

@@ -1,0 +1,108 @@
+"""The non-streaming CodeWhisperer calls beside chat: `ListAvailableModels` and `GetUsageLimits`.
+
+Each exists in two wire flavours on the same host (PROTOCOL.md A6, A7):
+
+* REST — `GET {endpoint}/{operation}?origin=AI_EDITOR&…`, what Kiro clients send;
+* awsJson 1.0 — `POST {endpoint}` with `X-Amz-Target: AmazonCodeWhispererService.{Operation}` and the
+  same parameters as a JSON body, what the Q CLI sends.
+
+`ServiceApi` tries REST first and switches to awsJson for good if the host does not know the REST
+path (404 or `UnknownOperationException`): one host may serve only one of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from q2api.amazonq.errors import (
+    TimeoutPhase,
+    UpstreamHTTPError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    parse_error_reply,
+)
+from q2api.amazonq.proxy import proxy_route
+
+ORIGIN = "AI_EDITOR"
+REQUEST_ID_HEADER = "x-amzn-requestid"
+_UNKNOWN_OPERATION = "UnknownOperationException"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Operation:
+    rest_path: str
+    target: str
+
+
+LIST_AVAILABLE_MODELS = Operation("ListAvailableModels", "AmazonCodeWhispererService.ListAvailableModels")
+GET_USAGE_LIMITS = Operation("getUsageLimits", "AmazonCodeWhispererService.GetUsageLimits")
+
+
+class Flavour(enum.Enum):
+    REST = "rest"
+    AWS_JSON = "aws_json"
+
+
+class ServiceApi:
+    """Calls one CodeWhisperer endpoint with a bearer token; raises the `q2api.amazonq.errors` classes."""
+
+    def __init__(self, session: aiohttp.ClientSession, endpoint: str, *, timeout: float = 15.0) -> None:
+        self._session = session
+        self._endpoint = endpoint.rstrip("/")
+        self._timeout_seconds = timeout
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._proxy = proxy_route(endpoint)._asdict()
+        self.flavour = Flavour.REST  # until the host shows it speaks only awsJson
+
+    async def call(self, operation: Operation, params: Mapping[str, str | int], token: str) -> dict[str, Any]:
+        """The JSON answer of `operation`; `params` without None values."""
+        if self.flavour is Flavour.REST:
+            try:
+                return await self._rest(operation, params, token)
+            except UpstreamHTTPError as error:
+                if not _unknown_path(error):
+                    raise
+                self.flavour = Flavour.AWS_JSON
+        return await self._aws_json(operation, params, token)
+
+    async def _rest(self, operation: Operation, params: Mapping[str, str | int], token: str) -> dict[str, Any]:
+        query = {key: str(value) for key, value in params.items()}
+        return await self._send("GET", f"{self._endpoint}/{operation.rest_path}", token, params=query)
+
+    async def _aws_json(self, operation: Operation, params: Mapping[str, str | int], token: str) -> dict[str, Any]:
+        headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": operation.target}
+        return await self._send("POST", self._endpoint + "/", token, data=orjson.dumps(dict(params)), headers=headers)
+
+    async def _send(
+        self, method: str, url: str, token: str, *, headers: Mapping[str, str] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        all_headers = {**(headers or {}), "Authorization": f"Bearer {token}", "Accept": "application/json"}
+        try:
+            async with self._session.request(
+                method, url, headers=all_headers, timeout=self._timeout, **self._proxy, **options
+            ) as response:
+                body = await response.read()
+                if response.status != 200:
+                    request_id = response.headers.get(REQUEST_ID_HEADER)
+                    raise parse_error_reply(response.status, response.headers, body, request_id)
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamTimeout(TimeoutPhase.FIRST_BYTE, self._timeout_seconds) from None
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnavailable(f"cannot reach Amazon Q ({type(exc).__name__}: {exc})") from None
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise UpstreamUnavailable("Amazon Q answered with a body that is not JSON") from None
+        if not isinstance(document, dict):
+            raise UpstreamUnavailable("Amazon Q answered with JSON that is not an object")
+        return document
+
+
+def _unknown_path(error: UpstreamHTTPError) -> bool:
+    return error.status in (404, 405) or error.code == _UNKNOWN_OPERATION

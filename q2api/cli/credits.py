@@ -1,0 +1,93 @@
+"""Credits for the command line: the CREDITS column of `q2api accounts list` and `q2api accounts usage`.
+
+`list` only asks with access tokens that are still valid (a listing never refreshes a token, so
+it never spends a refresh token a running gateway relies on); `usage` refreshes like the gateway
+does, under the same cross-process lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+
+from q2api.amazonq.accounts.discovery import AccountDiscovery
+from q2api.amazonq.accounts.pool import build_account_pool
+from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.amazonq.credits import Credits, fetch_credits, iso_time
+from q2api.amazonq.errors import UpstreamError
+from q2api.amazonq.service_api import ServiceApi
+from q2api.amazonq.upstream import create_session
+from q2api.server.wiring import refresh_endpoints
+from q2api.settings import Settings
+
+USAGE_COLUMNS = ("ID", "LABEL", "PLAN", "USED", "LIMIT", "LEFT", "RESETS AT")
+_TIMEOUT = 10.0
+_VALID_FOR_AT_LEAST = 30.0  # seconds left on an access token that a listing still uses
+
+
+def credits_with_current_tokens(store: AccountStore, settings: Settings) -> dict[str, Credits]:
+    """Credits of every account that holds an unexpired access token (account id → credits)."""
+    now = time.time()
+    usable = {
+        account.id: (account.access_token, account.profile_arn)
+        for account in store.accounts()
+        if account.access_token and (account.expires_at is None or account.expires_at - now > _VALID_FOR_AT_LEAST)
+    }
+    if not usable:
+        return {}
+
+    async def read_all() -> dict[str, Credits]:
+        async with create_session() as session:
+            api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT)
+            found: dict[str, Credits] = {}
+
+            async def read(account_id: str, token: str, profile_arn: str | None) -> None:
+                with contextlib.suppress(UpstreamError):
+                    found[account_id] = await fetch_credits(api, token, profile_arn=profile_arn)
+
+            await asyncio.gather(*(read(account_id, *pair) for account_id, pair in usable.items() if pair[0]))
+            return found
+
+    return asyncio.run(read_all())
+
+
+def read_usage(store: AccountStore, settings: Settings, account_ids: Sequence[str]) -> dict[str, Credits | None]:
+    """Credits of the given accounts, refreshing their tokens when needed (None: could not be read)."""
+
+    async def read_all() -> dict[str, Credits | None]:
+        async with create_session() as session:
+            pool = build_account_pool(store, session, endpoints=refresh_endpoints(settings))
+            discovery = AccountDiscovery(pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT))
+            wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
+            results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
+            return {manager.account_id: result for manager, result in zip(wanted, results, strict=True)}
+
+    return asyncio.run(read_all())
+
+
+def credits_cell(credits: Credits | None) -> str:
+    """`12.5/50` (used/limit), `exhausted`, or `-` when unknown."""
+    if credits is None:
+        return "-"
+    text = f"{_number(credits.used)}/{_number(credits.limit)}"
+    return f"{text} (used up)" if credits.exhausted else text
+
+
+def usage_row(account_id: str, label: str, credits: Credits | None) -> tuple[str, ...]:
+    if credits is None:
+        return (account_id, label, "unknown", "-", "-", "-", "-")
+    return (
+        account_id,
+        label,
+        credits.subscription or "-",
+        _number(credits.used),
+        _number(credits.limit),
+        _number(credits.remaining),
+        iso_time(credits.resets_at) or "-",
+    )
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"

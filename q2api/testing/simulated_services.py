@@ -1,0 +1,168 @@
+"""The simulator's `ListAvailableModels` and `GetUsageLimits` (PROTOCOL.md A6, A7), both wire flavours.
+
+* REST: `GET /ListAvailableModels?origin=…&nextToken=…`, `GET /getUsageLimits?…`;
+* awsJson: `POST /` with `X-Amz-Target: AmazonCodeWhispererService.ListAvailableModels` (or
+  `.GetUsageLimits`) and the parameters as a JSON body.
+
+Catalogue and credits are plain wire-shaped data a test sets, globally or per account (keyed by
+the refresh token the account's access token was issued for). The catalogue is served in pages
+of `page_size` with `nextToken`, and `reject_unknown_models` makes GenerateAssistantResponse
+answer a model id outside the account's catalogue with 400 `INVALID_MODEL_ID`, as Amazon Q does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from q2api.amazonq.models import SERVED_MODELS
+from q2api.testing import scripts
+from q2api.testing.scripts import ErrorReply
+
+SERVICE_TARGET_PREFIX = "AmazonCodeWhispererService."
+REST = "rest"
+AWS_JSON = "aws_json"
+MONTH = 30 * 24 * 3600
+
+
+def catalogue_entry(
+    model_id: str,
+    *,
+    name: str | None = None,
+    max_input_tokens: int = 200_000,
+    max_output_tokens: int = 64_000,
+    input_types: tuple[str, ...] = ("TEXT", "IMAGE"),
+) -> dict[str, Any]:
+    """One `models[]` entry of a `ListAvailableModels` answer."""
+    return {
+        "modelId": model_id,
+        "modelName": name or model_id,
+        "description": f"simulated {model_id}",
+        "tokenLimits": {"maxInputTokens": max_input_tokens, "maxOutputTokens": max_output_tokens},
+        "supportedInputTypes": list(input_types),
+        "supportsPromptCache": True,
+        "rateMultiplier": 1.0,
+        "rateUnit": "credit",
+    }
+
+
+def usage_document(
+    used: float, limit: float, *, subscription: str = "KIRO FREE", resets_at: float | None = None
+) -> dict[str, Any]:
+    """A `getUsageLimits` answer with one breakdown entry."""
+    reset = resets_at if resets_at is not None else time.time() + MONTH
+    return {
+        "nextDateReset": reset,
+        "subscriptionInfo": {"subscriptionTitle": subscription},
+        "usageBreakdownList": [
+            {
+                "resourceType": "AGENTIC_REQUEST",
+                "currentUsage": int(used),
+                "currentUsageWithPrecision": used,
+                "usageLimit": int(limit),
+                "usageLimitWithPrecision": limit,
+                "nextDateReset": reset,
+            }
+        ],
+    }
+
+
+def default_catalogue() -> list[dict[str, Any]]:
+    """The built-in table, as Amazon Q would list it."""
+    return [
+        catalogue_entry(
+            model.q_model_id,
+            name=model.display_name,
+            max_input_tokens=model.context_window,
+            input_types=tuple(sorted(kind.upper() for kind in model.input_types)),
+        )
+        for model in SERVED_MODELS
+    ]
+
+
+class SimulatedServices:
+    def __init__(self, token_accounts: Mapping[str, str], token_accepted: Callable[[str | None], bool]) -> None:
+        # token_accounts: access token -> the refresh token it was issued for, i.e. the account
+        self._token_accounts = token_accounts
+        self._token_accepted = token_accepted
+        self.catalogue: list[dict[str, Any]] = default_catalogue()
+        self.catalogue_by_account: dict[str, list[dict[str, Any]]] = {}
+        self.default_model: str | None = "claude-sonnet-4.5"
+        self.page_size = 4  # models per page at most (the client's maxResults may ask for fewer)
+        self.usage: dict[str, Any] = usage_document(12.5, 50)
+        self.usage_by_account: dict[str, dict[str, Any]] = {}
+        self.flavours: set[str] = {REST, AWS_JSON}  # the wire flavours this host answers
+        self.failure: ErrorReply | None = None  # when set, both calls answer with it
+        self.reject_unknown_models = False
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (flavour, operation, parameters)
+
+    # -- what one account sees -------------------------------------------------
+
+    def _account_of(self, access_token: str | None) -> str | None:
+        return self._token_accounts.get(access_token) if access_token else None
+
+    def catalogue_for(self, access_token: str | None) -> list[dict[str, Any]]:
+        account = self._account_of(access_token)
+        return self.catalogue_by_account.get(account or "", self.catalogue)
+
+    def usage_for(self, access_token: str | None) -> dict[str, Any]:
+        account = self._account_of(access_token)
+        return self.usage_by_account.get(account or "", self.usage)
+
+    def invalid_model(self, body: object, access_token: str | None) -> ErrorReply | None:
+        """The 400 Amazon Q gives a model id outside the account's catalogue (when rejecting is on)."""
+        if not self.reject_unknown_models:
+            return None
+        try:
+            model = body["conversationState"]["currentMessage"]["userInputMessage"].get("modelId")  # type: ignore[index]
+        except (KeyError, TypeError, AttributeError):
+            model = None
+        known = {entry["modelId"] for entry in self.catalogue_for(access_token)}
+        if model in known:
+            return None
+        return scripts.http_error(400, "ValidationException", "Invalid model id", reason="INVALID_MODEL_ID")
+
+    # -- the two calls ----------------------------------------------------------
+
+    async def rest(self, request: web.Request) -> web.Response:
+        """The REST flavour's handler (`GET /{operation}?…`)."""
+        value = request.headers.get("Authorization", "")
+        token = value[7:] if value.startswith("Bearer ") else None
+        return self.answer(REST, request.path.strip("/"), dict(request.query), token)
+
+    def answer(self, flavour: str, operation: str, params: Mapping[str, Any], access_token: str | None) -> web.Response:
+        if not self._token_accepted(access_token):
+            return _error(scripts.bearer_invalid())
+        self.requests.append((flavour, operation, dict(params)))
+        if flavour not in self.flavours:
+            return _error(scripts.http_error(404, "UnknownOperationException", f"unknown operation {operation}"))
+        if self.failure is not None:
+            return _error(self.failure)
+        if operation.lower() == "listavailablemodels":
+            return _json(self._models_page(params, access_token))
+        if operation.lower() == "getusagelimits":
+            return _json(self.usage_for(access_token))
+        return _error(scripts.http_error(400, "UnknownOperationException", f"unknown operation {operation}"))
+
+    def _models_page(self, params: Mapping[str, Any], access_token: str | None) -> dict[str, Any]:
+        models = self.catalogue_for(access_token)
+        start = int(params.get("nextToken") or 0)
+        size = min(int(params.get("maxResults") or self.page_size), self.page_size)
+        page: dict[str, Any] = {"models": models[start : start + size]}
+        if self.default_model:
+            page["defaultModel"] = {"modelId": self.default_model}
+        if start + size < len(models):
+            page["nextToken"] = str(start + size)
+        return page
+
+
+def _json(document: dict[str, Any]) -> web.Response:
+    return web.Response(body=orjson.dumps(document), content_type="application/json")
+
+
+def _error(reply: ErrorReply) -> web.Response:
+    return web.Response(status=reply.status, body=reply.body, headers=dict(reply.headers))
