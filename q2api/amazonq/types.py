@@ -8,7 +8,7 @@ members are `NotRequired`: absent optional fields are omitted, never sent as `nu
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, final
 
 # ---------------------------------------------------------------- limits (PROTOCOL.md A2)
 
@@ -26,7 +26,7 @@ MODEL_ID_PATTERN = re.compile(r"[a-zA-Z0-9_:.-]{1,1024}")
 IMAGE_FORMATS = frozenset({"png", "jpeg", "gif", "webp"})
 
 ORIGIN_AI_EDITOR = "AI_EDITOR"
-CHAT_TRIGGER_MANUAL = "MANUAL"
+CHAT_TRIGGER_MANUAL: Literal["MANUAL"] = "MANUAL"
 
 JSONDocument = Any  # an inline JSON value (object for schemas and tool inputs)
 
@@ -94,10 +94,12 @@ class AssistantResponseMessage(TypedDict):
     toolUses: NotRequired[list[ToolUse]]
 
 
+@final  # lets `"userInputMessage" in message` tell the two kinds apart for the type checker
 class UserChatMessage(TypedDict):
     userInputMessage: UserInputMessage
 
 
+@final
 class AssistantChatMessage(TypedDict):
     assistantResponseMessage: AssistantResponseMessage
 

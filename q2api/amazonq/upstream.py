@@ -16,7 +16,6 @@ import dataclasses
 import random
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import orjson
@@ -40,6 +39,7 @@ from q2api.amazonq.errors import (
 )
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.proxy import proxy_route
+from q2api.amazonq.types import GenerateAssistantResponseRequest
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
 REQUEST_ID_HEADER = "x-amzn-requestid"
@@ -170,7 +170,7 @@ class UpstreamClient:
             sock_read=config.read_timeout,
         )
 
-    def open_stream(self, payload: dict[str, Any]) -> OpenedReply:
+    def open_stream(self, payload: GenerateAssistantResponseRequest) -> OpenedReply:
         """Open a reply for `payload` (the converter's `{"conversationState": ...}`): `async with` it.
 
         Raises on entry: UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable,
@@ -178,7 +178,7 @@ class UpstreamClient:
         """
         return OpenedReply(self, payload)
 
-    async def _open(self, payload: dict[str, Any]) -> UpstreamStream:
+    async def _open(self, payload: GenerateAssistantResponseRequest) -> UpstreamStream:
         if not len(self._pool):
             raise NoAccountConfigured()
         started = time.monotonic()
@@ -315,8 +315,8 @@ class UpstreamClient:
 class _Attempt:
     """What one `open_stream` call carries across its retries."""
 
-    def __init__(self, payload: dict[str, Any]) -> None:
-        self._payload = payload
+    def __init__(self, payload: GenerateAssistantResponseRequest) -> None:
+        self._payload: GenerateAssistantResponseRequest | None = payload
         self.model = _model_id(payload)
         self._bodies: dict[str | None, bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
@@ -324,12 +324,15 @@ class _Attempt:
     def body_for(self, profile_arn: str | None) -> bytes:
         body = self._bodies.get(profile_arn)
         if body is None:
-            document = {**self._payload, "profileArn": profile_arn} if profile_arn else self._payload
+            assert self._payload is not None, "a released attempt sends nothing"
+            document: GenerateAssistantResponseRequest = self._payload
+            if profile_arn:
+                document = {**self._payload, "profileArn": profile_arn}
             body = self._bodies[profile_arn] = orjson.dumps(document)
         return body
 
     def release(self) -> None:
-        self._payload = {}
+        self._payload = None
         self._bodies.clear()
 
 
@@ -341,9 +344,9 @@ class OpenedReply:
     reply streams; this one lets go of it as soon as the reply is open.
     """
 
-    def __init__(self, client: UpstreamClient, payload: dict[str, Any]) -> None:
+    def __init__(self, client: UpstreamClient, payload: GenerateAssistantResponseRequest) -> None:
         self._client = client
-        self._payload: dict[str, Any] | None = payload
+        self._payload: GenerateAssistantResponseRequest | None = payload
         self._stream: UpstreamStream | None = None
 
     async def __aenter__(self) -> UpstreamStream:
@@ -362,12 +365,8 @@ class OpenedReply:
             self._stream.close()
 
 
-def _model_id(payload: dict[str, Any]) -> str | None:
-    try:
-        model = payload["conversationState"]["currentMessage"]["userInputMessage"].get("modelId")
-    except (KeyError, TypeError, AttributeError):
-        return None
-    return model if isinstance(model, str) else None
+def _model_id(payload: GenerateAssistantResponseRequest) -> str | None:
+    return payload["conversationState"]["currentMessage"]["userInputMessage"].get("modelId")
 
 
 async def _read_error(response: aiohttp.ClientResponse) -> UpstreamHTTPError:

@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from q2api.amazonq.models import resolve_model
-from q2api.amazonq.types import CHAT_TRIGGER_MANUAL
+from q2api.amazonq.types import (
+    CHAT_TRIGGER_MANUAL,
+    AssistantResponseMessage,
+    ConversationState,
+    UserInputMessage,
+)
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.capabilities import check_input_types
 from q2api.conversion.identifiers import Identifiers
@@ -91,7 +96,8 @@ def convert_request(request: MessagesRequest, options: ConversionOptions) -> Con
         current.setdefault("userInputMessageContext", {})["tools"] = tools
     current["modelId"] = model.q_model_id
 
-    state: dict[str, Any] = {}
+    # Filled key by key so the body keeps Amazon Q's documented key order (PROTOCOL.md A2.2).
+    state = cast(ConversationState, {})
     if options.conversation_id:
         state["conversationId"] = options.conversation_id
     state["chatTriggerType"] = CHAT_TRIGGER_MANUAL
@@ -125,7 +131,7 @@ def session_conversation_id(request: MessagesRequest) -> str | None:
     return str(uuid.uuid5(_CONVERSATION_NAMESPACE, session))
 
 
-def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> dict[str, Any]:
+def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> UserInputMessage:
     selection = select_images(turn.images, options.max_images_per_message, report)
     images = selection.blocks
     results = answered_results(turn.expected, turn.results, selection, report)
@@ -140,7 +146,7 @@ def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Findi
                 detail=f"user content set to {content!r}",
             )
         )
-    message: dict[str, Any] = {"content": content}
+    message: UserInputMessage = {"content": content}
     if results:
         message["userInputMessageContext"] = {"toolResults": results}
     message["origin"] = options.origin
@@ -149,7 +155,7 @@ def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Findi
     return message
 
 
-def _assistant_message(turn: AssistantTurn, report: list[Finding]) -> dict[str, Any]:
+def _assistant_message(turn: AssistantTurn, report: list[Finding]) -> AssistantResponseMessage:
     content = "\n\n".join(turn.texts)
     if not content and not turn.tool_uses:
         content = EMPTY_ASSISTANT_MESSAGE
@@ -160,7 +166,7 @@ def _assistant_message(turn: AssistantTurn, report: list[Finding]) -> dict[str, 
                 detail=f"assistant content set to {content!r}",
             )
         )
-    message: dict[str, Any] = {"content": content}
+    message: AssistantResponseMessage = {"content": content}
     if turn.tool_uses:
         message["toolUses"] = turn.tool_uses
     return message

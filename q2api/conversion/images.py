@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from q2api.amazonq import types as q
 from q2api.amazonq.types import MAX_IMAGE_BYTES
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import Base64ImageSource, ImageBlock, URLImageSource
 from q2api.conversion.report import Finding, FindingKind
 
-_FORMATS = {
+_FORMATS: dict[str, q.ImageFormat] = {
     "image/png": "png",
     "image/jpeg": "jpeg",
     "image/jpg": "jpeg",
@@ -26,7 +26,7 @@ _FORMATS = {
 _MAX_BASE64_CHARS = -(-MAX_IMAGE_BYTES // 3) * 4
 
 
-def q_image(block: ImageBlock, path: str) -> dict[str, Any]:
+def q_image(block: ImageBlock, path: str) -> q.ImageBlock:
     source = block.source
     if isinstance(source, Base64ImageSource):
         image_format = _FORMATS.get(source.media_type.lower())
@@ -58,7 +58,7 @@ class TurnImage:
 
     message_index: int
     path: str  # its JSON path in the client's request, for errors and findings
-    image: dict[str, Any]  # the Amazon Q image block
+    image: q.ImageBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class ImageSelection:
     limit: int
 
     @property
-    def blocks(self) -> list[dict[str, Any]]:
+    def blocks(self) -> list[q.ImageBlock]:
         return [image.image for image in self.kept]
 
     def attachment_number(self, path: str) -> int | None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from q2api.amazonq.models import DEFAULT_Q_MODEL, ModelChoice
-from q2api.amazonq.types import MAX_IMAGES_PER_MESSAGE, MAX_USER_MESSAGE_CHARS, ORIGIN_AI_EDITOR
+from q2api.amazonq.types import (
+    MAX_IMAGES_PER_MESSAGE,
+    MAX_USER_MESSAGE_CHARS,
+    ORIGIN_AI_EDITOR,
+    ChatMessage,
+    GenerateAssistantResponseRequest,
+)
 from q2api.conversion.report import Finding
 
 
@@ -30,13 +35,12 @@ class ConversionOptions:
 
 @dataclass(frozen=True, slots=True)
 class Conversion:
-    payload: dict[str, Any]  # {"conversationState": {...}}; the upstream client adds profileArn
+    payload: GenerateAssistantResponseRequest  # the upstream client adds profileArn
     model: ModelChoice
     # Amazon Q tool name -> original Claude tool name, for every name that was changed.
     tool_names: Mapping[str, str]
     report: tuple[Finding, ...]
 
     @property
-    def history(self) -> list[dict[str, Any]]:
-        history: list[dict[str, Any]] = self.payload["conversationState"].get("history", [])
-        return history
+    def history(self) -> list[ChatMessage]:
+        return self.payload["conversationState"].get("history", [])

@@ -17,8 +17,7 @@ Placement, and why:
 
 from __future__ import annotations
 
-from typing import Any
-
+from q2api.amazonq.types import ChatMessage
 from q2api.anthropic.types import TextBlock
 from q2api.conversion.text import checked_text
 
@@ -43,7 +42,7 @@ def full_tool_description(name: str, description: str) -> str:
     return f"--- FULL DESCRIPTION OF TOOL {name} BEGIN ---\n{description}\n--- FULL DESCRIPTION OF TOOL {name} END ---"
 
 
-def context_pair(system_text: str, extra_sections: list[str], origin: str) -> list[dict[str, Any]]:
+def context_pair(system_text: str, extra_sections: list[str], origin: str) -> list[ChatMessage]:
     """The synthetic first history pair, or nothing when there is no context."""
     sections = []
     if system_text:

@@ -11,8 +11,8 @@ tool uses get the Amazon Q CLI's own "cancelled" error result.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from q2api.amazonq.types import ToolResult, ToolResultContentBlock
 from q2api.anthropic.types import (
     DocumentBlock,
     ImageBlock,
@@ -26,7 +26,7 @@ from q2api.conversion.images import ImageSelection, TurnImage, q_image, tool_res
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.text import CANCELLED_TOOL_RESULT, EMPTY_TOOL_RESULT, checked_text, search_result_text
 
-TextContent = list[dict[str, Any]]  # [{"text": ...}, ...]
+TextContent = list[ToolResultContentBlock]  # [{"text": ...}, ...]
 
 
 @dataclass(slots=True)
@@ -95,7 +95,7 @@ def answered_results(
     received: dict[str, ToolResultDraft],
     selection: ImageSelection,
     report: list[Finding],
-) -> list[dict[str, Any]]:
+) -> list[ToolResult]:
     """One toolResult per expected tool use, in tool-use order."""
     if not expected:
         return []
@@ -109,7 +109,7 @@ def answered_results(
                 detail="ordered as the tool uses they answer",
             )
         )
-    results = []
+    results: list[ToolResult] = []
     for q_id, (client_id, tool_use_index) in expected.items():
         draft = received.get(q_id)
         if draft is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from q2api.amazonq import types as q
 from q2api.amazonq.types import MAX_TOOL_DESCRIPTION_LENGTH
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import Tool, ToolChoice
@@ -34,9 +35,9 @@ def tool_specs(
     ids: Identifiers,
     report: list[Finding],
     context_sections: list[str],
-) -> list[dict[str, Any]]:
+) -> list[q.Tool]:
     """The tool list; full texts of truncated descriptions are appended to `context_sections`."""
-    specs: list[dict[str, Any]] = []
+    specs: list[q.Tool] = []
     offered: set[str] = set()
     if tool_choice is not None and tool_choice.type == "none":
         if tools:
@@ -85,7 +86,7 @@ def tool_specs(
     return specs
 
 
-def _spec(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def _spec(name: str, description: str, schema: dict[str, Any]) -> q.Tool:
     return {"toolSpecification": {"name": name, "description": description, "inputSchema": {"json": schema}}}
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from q2api.amazonq.types import ToolUse
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import (
     SERVER_TOOL_RESULT_BLOCKS,
@@ -67,7 +68,7 @@ class UserTurn:
 class AssistantTurn:
     message_indices: list[int]
     texts: list[str] = field(default_factory=list)
-    tool_uses: list[dict[str, Any]] = field(default_factory=list)
+    tool_uses: list[ToolUse] = field(default_factory=list)
     tool_use_origins: ExpectedResults = field(default_factory=dict)
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from loguru import logger
 
 from q2api.amazonq.errors import UpstreamError
+from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream import OpenedReply, UpstreamStream
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import StreamEvent
@@ -28,14 +29,14 @@ from q2api.translation.translator import StreamTranslator
 class UpstreamOpener(Protocol):
     """What the reply needs of the upstream client (q2api.amazonq.upstream.UpstreamClient)."""
 
-    def open_stream(self, payload: dict[str, Any]) -> OpenedReply: ...
+    def open_stream(self, payload: GenerateAssistantResponseRequest) -> OpenedReply: ...
 
 
 @dataclass(frozen=True, slots=True)
 class ReplyPlan:
     """What the translator and the upstream call need to know of one converted request."""
 
-    payload: dict[str, Any]  # the Amazon Q request body
+    payload: GenerateAssistantResponseRequest  # the Amazon Q request body
     model: str  # as the client named it: the reply carries it back
     input_tokens: int
     context_window: int
