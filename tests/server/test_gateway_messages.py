@@ -6,6 +6,7 @@ Amazon Q received (the simulator records every GenerateAssistantResponse body).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from typing import Any
@@ -332,3 +333,28 @@ async def test_debug_level_logs_redacted_reproducers_without_image_bytes(tmp_pat
         assert f"<{len(image)} base64 characters>" in dump
         assert image[:40] not in dump
     assert CLIENT_KEY not in logs.text
+
+
+async def test_a_large_body_is_parsed_and_converted_off_the_event_loop(gw: Gateway, monkeypatch):
+    # A 30 MiB body parsed on the event loop stalls every other stream for half a second; above
+    # OFF_LOOP_BODY_BYTES the reading and the conversion run in a worker thread, below it they stay.
+    from q2api.server import relay
+
+    on_event_loop: list[bool] = []
+    prepare = relay.MessagesRelay.prepare
+
+    def recording_prepare(self, call, exchange):
+        try:
+            asyncio.get_running_loop()
+            on_event_loop.append(True)
+        except RuntimeError:  # a worker thread runs no loop
+            on_event_loop.append(False)
+        return prepare(self, call, exchange)
+
+    monkeypatch.setattr(relay.MessagesRelay, "prepare", recording_prepare)
+    chunk = "x" * 400_000  # under the per-message limit; three of them make the body large
+    large = [user(chunk), {"role": "assistant", "content": "ok"}, user(chunk), {"role": "assistant", "content": "ok"}]
+    for messages in ([user("small")], [*large, user(chunk)]):
+        reply = await gw.client.messages.create(model=MODEL, max_tokens=50, messages=messages)
+        assert reply.stop_reason == "end_turn"
+    assert on_event_loop == [True, False]
