@@ -27,12 +27,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import orjson
 from loguru import logger
 
-from q2api.amazonq.accounts.refresh import json_object, oauth_error_code
+from q2api.amazonq.accounts.refresh import json_object, oauth_error_code, post_json
 from q2api.amazonq.errors import sanitize_error_code
-from q2api.amazonq.proxy import proxy_route
 
 BUILDER_ID_START_URL = "https://view.awsapps.com/start"
 BUILDER_ID_REGION = "us-east-1"
@@ -240,16 +238,7 @@ async def _post(
 ) -> tuple[int, dict[str, Any] | None, str | None]:
     """(status, JSON object or None, OAuth error code or None); transport failures raise LoginFailed."""
     try:
-        async with session.post(
-            url,
-            **proxy_route(url)._asdict(),
-            data=orjson.dumps(body),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as response:
-            raw = await response.read()
-            status = response.status
-            error_type = response.headers.get("x-amzn-errortype")
+        status, raw, error_type = await post_json(session, url, body, timeout)
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise LoginFailed(f"the OIDC service is unreachable ({type(exc).__name__})") from None
     document = json_object(raw)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import orjson
@@ -96,21 +96,32 @@ async def refresh_access_token(
     return _refreshed_token(document, account.label)
 
 
+class JsonReply(NamedTuple):
+    status: int
+    raw: bytes
+    error_type: str | None  # the `x-amzn-errortype` header of an AWS error
+
+
+async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: float) -> JsonReply:
+    """POST a JSON body to an AWS token service (OIDC, Kiro); transport failures raise as aiohttp/TimeoutError.
+
+    These calls are rare: resolving the proxy per call keeps the function stateless.
+    """
+    async with session.post(
+        url,
+        **proxy_route(url)._asdict(),
+        data=orjson.dumps(body),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=timeout),
+    ) as response:
+        return JsonReply(response.status, await response.read(), response.headers.get("x-amzn-errortype"))
+
+
 async def _post_json(
     session: aiohttp.ClientSession, url: str, body: dict[str, Any], label: str, timeout: float, auth_method: str
 ) -> dict[str, Any]:
     try:
-        async with session.post(
-            url,
-            # Refreshes are rare: resolving the proxy per call keeps this function stateless.
-            **proxy_route(url)._asdict(),
-            data=orjson.dumps(body),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as response:
-            raw = await response.read()
-            status = response.status
-            error_type = response.headers.get("x-amzn-errortype")
+        status, raw, error_type = await post_json(session, url, body, timeout)
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise RefreshUnavailable(
             f"the token service for account {label!r} is unreachable ({type(exc).__name__})"
