@@ -19,8 +19,6 @@ import base64
 import binascii
 import io
 
-from pypdf import PdfReader
-
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import (
     Base64DocumentSource,
@@ -101,6 +99,8 @@ def _pdf_text(
 def pdf_pages(data: bytes, path: str) -> list[str]:
     """The text of each page of a PDF, in order (a page without text gives "")."""
     try:
+        from pypdf import PdfReader  # imported on the first PDF: most workers never read one (idle RSS)
+
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise InvalidRequest(path, "the PDF is encrypted with a password; send it decrypted, or its text")

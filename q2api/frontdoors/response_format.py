@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import orjson
-from jsonschema.exceptions import SchemaError, best_match
 
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, ResponseFormat
@@ -39,7 +37,10 @@ class ResponseCheck:
             return f"the reply is not valid JSON ({exc})"
         if self.schema is None:
             return None if isinstance(value, dict) else "the reply is JSON but not a JSON object"
-        error = best_match(jsonschema.validators.validator_for(self.schema)(self.schema).iter_errors(value))
+        from jsonschema import validators
+        from jsonschema.exceptions import best_match
+
+        error = best_match(validators.validator_for(self.schema)(self.schema).iter_errors(value))
         if error is None:
             return None
         where = "/".join(str(part) for part in error.absolute_path) or "the top level"
@@ -52,8 +53,12 @@ def response_check(response_format: ResponseFormat | None) -> ResponseCheck | No
     if isinstance(response_format, JsonSchemaFormat):
         spec = response_format.json_schema
         schema = spec.schema or {}
+        # jsonschema is imported by the first request that asks for a schema (idle RSS of every worker).
+        from jsonschema import validators
+        from jsonschema.exceptions import SchemaError
+
         try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
+            validators.validator_for(schema).check_schema(schema)
         except SchemaError as exc:
             raise InvalidChatRequest(
                 "response_format.json_schema.schema", f"not a valid JSON schema: {exc.message}"

@@ -8,10 +8,13 @@ except towards the driver: `masked` is what logs, errors and the CLI show.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import sqlalchemy as sa
-from sqlalchemy.exc import ArgumentError
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+# SQLAlchemy is imported only when a database URL is actually used: the default SQLite store never
+# needs it, and importing it costs every worker about 10 MB of RSS (bench/bench_gateway.py, idle RSS).
 
 DatabaseKind = Literal["postgresql", "mysql"]
 
@@ -41,6 +44,9 @@ class DatabaseUrl:
 
 def parse_database_url(raw: str) -> DatabaseUrl:
     """Raises ValueError (naming no password) when `raw` is not a PostgreSQL or MySQL/MariaDB URL."""
+    import sqlalchemy as sa
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = sa.make_url(raw.strip())
     except ArgumentError:

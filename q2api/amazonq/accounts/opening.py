@@ -6,7 +6,6 @@ from pathlib import Path
 
 from q2api.amazonq.accounts.database_url import parse_database_url
 from q2api.amazonq.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
-from q2api.amazonq.accounts.shared_store import SharedAccountStore
 from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.amazonq.accounts.store_protocol import AccountStore
 
@@ -25,4 +24,8 @@ def open_account_store(database_url: str | None, data_dir: str | Path, secret_ke
             f"a shared store ({url.masked}) keeps refresh tokens and client secrets encrypted: "
             f"set {SECRET_KEY_VARIABLE}"
         )
+    # Imported here: the shared store brings SQLAlchemy and its drivers, which the default SQLite
+    # store never needs (see database_url.py).
+    from q2api.amazonq.accounts.shared_store import SharedAccountStore
+
     return SharedAccountStore(url, SecretBox(secret_key))

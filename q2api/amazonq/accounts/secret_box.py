@@ -8,7 +8,8 @@ MultiFernet). A new key is made with
 
 from __future__ import annotations
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+# cryptography is imported by the first SecretBox: only a shared store has one, and the import
+# costs every worker several MB of RSS that the default SQLite store never needs.
 
 SECRET_KEY_VARIABLE = "Q2API_SECRET_KEY"
 GENERATE_KEY_HINT = 'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
@@ -21,6 +22,8 @@ class SecretKeyMismatch(Exception):
 class SecretBox:
     def __init__(self, keys: str) -> None:
         """Raises ValueError when `keys` holds no valid Fernet key (the message shows no key)."""
+        from cryptography.fernet import Fernet, MultiFernet
+
         parts = [part.strip() for part in keys.split(",") if part.strip()]
         if not parts:
             raise ValueError(f"{SECRET_KEY_VARIABLE} is empty; make a key with {GENERATE_KEY_HINT}")
@@ -36,6 +39,8 @@ class SecretBox:
         return None if value is None else self._fernet.encrypt(value.encode()).decode("ascii")
 
     def open(self, value: str | None) -> str | None:
+        from cryptography.fernet import InvalidToken
+
         if value is None:
             return None
         try:
