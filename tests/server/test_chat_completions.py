@@ -12,12 +12,11 @@ from __future__ import annotations
 import base64
 import json
 
-import openai
 import pytest
 
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, Gateway, capture_logs, current_user_message, read_sse
-from tests.support.openai_harness import openai_client, tool_calls_reply
+from tests.support.openai_harness import PNG_BYTES, openai_client, stream_chunks, streamed_text, tool_calls_reply, user
 
 WEATHER = {
     "type": "function",
@@ -27,22 +26,6 @@ WEATHER = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
-PNG_BYTES = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-)
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
-async def stream_chunks(client: openai.AsyncOpenAI, **request) -> list:
-    stream = await client.chat.completions.create(model=MODEL, stream=True, **request)
-    return [chunk async for chunk in stream]
-
-
-def streamed_text(chunks: list) -> str:
-    return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
 
 
 def streamed_tool_calls(chunks: list) -> dict[int, dict]:

@@ -16,24 +16,14 @@ import pytest
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, Gateway, capture_logs, current_user_message, open_gateway
 from tests.support.metrics_scrape import Scrape
-from tests.support.openai_harness import assert_openai_envelope, openai_client
-
-PNG_BYTES = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+from tests.support.openai_harness import (
+    PNG_BYTES,
+    assert_openai_envelope,
+    openai_client,
+    stream_chunks,
+    streamed_text,
+    user,
 )
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
-async def stream_chunks(client: openai.AsyncOpenAI, **request) -> list:
-    stream = await client.chat.completions.create(model=MODEL, stream=True, **request)
-    return [chunk async for chunk in stream]
-
-
-def streamed_text(chunks: list) -> str:
-    return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
 
 
 async def test_reasoning_appears_only_when_asked_for(gw: Gateway):

@@ -7,6 +7,7 @@ async with open_gateway(tmp_path) as gw, openai_client(gw) as client:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +15,25 @@ from typing import Any
 import openai
 
 from q2api.testing import scripts
-from tests.support.gateway_harness import CLIENT_KEY, Gateway
+from tests.support.gateway_harness import CLIENT_KEY, MODEL, Gateway
+
+# A 1×1 PNG: the smallest image every client accepts.
+PNG_BYTES = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+async def stream_chunks(client: openai.AsyncOpenAI, **request) -> list:
+    stream = await client.chat.completions.create(model=MODEL, stream=True, **request)
+    return [chunk async for chunk in stream]
+
+
+def streamed_text(chunks: list) -> str:
+    return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
 
 
 @contextlib.asynccontextmanager
