@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import collections
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -123,12 +122,14 @@ async def run(args: argparse.Namespace) -> None:
         command += ["--duration", str(round(args.seconds)), "--output", str(raw)]
         # Native frames need the process paused while sampled; Python frames alone do not.
         command.append("--native" if args.native else "--nonblocking")
-        profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        profiler = await asyncio.create_subprocess_exec(
+            *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        )
         await asyncio.sleep(0.5)
         await drive(args.workload, session, sim, gateway.base_url, time.monotonic() + args.seconds)
-        _, errors = await asyncio.to_thread(profiler.communicate)
+        _, errors = await profiler.communicate()
         if not raw.exists():
-            raise SystemExit(f"py-spy wrote no profile: {errors.strip()}")
+            raise SystemExit(f"py-spy wrote no profile: {errors.decode().strip()}")
         summarise(raw.read_text(), args.top)
     finally:
         await session.close()

@@ -112,6 +112,16 @@ class UpstreamStream:
         """Raw body bytes as they arrive; raises UpstreamTimeout / UpstreamUnavailable mid-reply."""
         return _Chunks(self)
 
+    def buffered(self) -> bytes | None:
+        """Body bytes already received, taken without waiting; None if there are none (or the body failed).
+
+        A failed body raises its error on the next `chunks()` read, where it is mapped.
+        """
+        try:
+            return self._response.content.read_nowait() or None
+        except Exception:
+            return None
+
     async def _read(self) -> bytes:
         try:
             data = await self._response.content.readany()

@@ -37,6 +37,7 @@ from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
 from q2api.openai.shapes import model_list
 from q2api.server.chat_completions import CHAT_DOOR, CHAT_ROUTE
+from q2api.server.direct_routes import DirectRoutesApp
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, json_response, read_body
 from q2api.server.front_door import CLAUDE_DOOR, FrontDoor
 from q2api.server.model_routing import ModelRouter
@@ -118,7 +119,7 @@ def create_app(settings: Settings) -> Starlette:
             await session.close()
 
     async def relayed(request: Request, door: FrontDoor) -> Response:
-        request_id = request.state.request_id  # given by RequestIdMiddleware
+        request_id = request.state.request_id  # given by DirectRoutesApp
         relay: MessagesRelay = state["relay"]
         try:
             client_keys.check(request)
@@ -200,7 +201,12 @@ def create_app(settings: Settings) -> Starlette:
             error = AnthropicError(exc.status_code, str(exc.detail))
         return error_for(request, error)
 
-    app = Starlette(
+    # The front doors, served without Starlette's middleware and router (q2api.server.direct_routes);
+    # still routes too, so that their other methods get Starlette's 405.
+    front_doors = {("POST", "/v1/messages"): messages, ("POST", CHAT_ROUTE): chat_completions}
+    app = DirectRoutesApp(
+        direct=front_doors,
+        error_response_for=door_error,
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),

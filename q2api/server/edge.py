@@ -26,8 +26,6 @@ REQUEST_ID_HEADER = "request-id"
 _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
 # (path, error, request id) → the error response in the envelope of the door that path belongs to.
 DoorErrorResponse = Callable[[str, AnthropicError, str | None], Response]
-# The routes whose handler writes its own, richer log line (q2api.server.exchange_log).
-_RELAY_LOGGED = {("POST", "/v1/messages"), ("POST", "/v1/chat/completions")}
 # Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
 _POLLED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -49,22 +47,22 @@ class RequestIdMiddleware:
     A gateway bug (an exception no handler turned into a response) is answered
     here too: its traceback is logged inside the request's log context, and the
     client gets the 500 envelope with `Connection: close`.
+
+    The two front doors' POST routes do not come through here: q2api.server.direct_routes
+    serves them with the same id, log context and bug answer, minus the send wrapper.
     """
 
     def __init__(self, app: ASGIApp, error_response_for: DoorErrorResponse | None = None) -> None:
         self.app = app
         # The bug's 500 in the envelope of the door the request came through (default: Anthropic's).
-        self._error_response_for = error_response_for or (
-            lambda path, error, request_id: error_response(error, request_id)
-        )
+        self._error_response_for = error_response_for or default_error_response_for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = new_request_id()
+        request_id = begin_request(scope)
         started = time.perf_counter()
-        scope.setdefault("state", {})["request_id"] = request_id
         status = 500  # if no response starts, the server answers 500
         response_started = False
 
@@ -79,31 +77,54 @@ class RequestIdMiddleware:
             await send(message)
 
         method, path = scope["method"], scope["path"]
-        own_line = (method, path) not in _RELAY_LOGGED
         with logger.contextualize(request_id=request_id):
             try:
                 await self.app(scope, receive, send_with_id)
             except Exception as exc:
-                # A gateway bug: logged here, inside the request's log context, so the
-                # traceback line carries the request id; the client gets a plain 500.
-                logger.opt(exception=exc).error(f"unhandled error on {method} {one_line(path)}")
                 if response_started:
-                    # uvicorn closes a connection whose response was left unfinished; a stream
-                    # that had started writes its own line when it ends.
+                    # uvicorn closes a connection whose response was left unfinished.
+                    log_gateway_bug(exc, method, path)
                     return
-                own_line = True  # the relay never reached its own line
                 status = 500
-                response = self._error_response_for(path, _INTERNAL_ERROR, request_id)
-                # After a gateway bug the connection's state is unknown: say so, and the server closes it.
-                response.headers["connection"] = "close"
-                await response(scope, receive, send)
+                await answer_gateway_bug(exc, scope, receive, send, self._error_response_for, request_id)
             finally:
-                if own_line:
-                    level = "DEBUG" if path in _POLLED_PATHS else "INFO"
-                    logger.bind(status=status).log(level, f"{method} {one_line(path)}")
-                    metrics.observe_request(
-                        route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
-                    )
+                level = "DEBUG" if path in _POLLED_PATHS else "INFO"
+                logger.bind(status=status).log(level, f"{method} {one_line(path)}")
+                metrics.observe_request(
+                    route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
+                )
+
+
+def begin_request(scope: Scope) -> str:
+    """A new request id, kept in the request's state (`request.state.request_id`)."""
+    request_id = new_request_id()
+    scope.setdefault("state", {})["request_id"] = request_id
+    return request_id
+
+
+def default_error_response_for(path: str, error: AnthropicError, request_id: str | None) -> Response:
+    return error_response(error, request_id)
+
+
+def log_gateway_bug(exc: Exception, method: str, path: str) -> None:
+    # Logged inside the request's log context, so the traceback line carries the request id.
+    logger.opt(exception=exc).error(f"unhandled error on {method} {one_line(path)}")
+
+
+async def answer_gateway_bug(
+    exc: Exception,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    error_response_for: DoorErrorResponse,
+    request_id: str,
+) -> None:
+    """Log a gateway bug and answer it, before any response started, with the 500 envelope."""
+    log_gateway_bug(exc, scope["method"], scope["path"])
+    response = error_response_for(scope["path"], _INTERNAL_ERROR, request_id)
+    # After a gateway bug the connection's state is unknown: say so, and the server closes it.
+    response.headers["connection"] = "close"
+    await response(scope, receive, send)
 
 
 _INTERNAL_ERROR = AnthropicError(500, "internal gateway error; see the gateway log for details")

@@ -53,7 +53,7 @@ class Reply:
         self.exchange = exchange
         self._opened = opened
         self._translator = translator
-        self._pump = ReplyPump(stream.chunks(), translator)
+        self._pump = ReplyPump(stream.chunks(), translator, stream.buffered)
         self._closed = False
         exchange.record_upstream(stream.request_id, stream.attempts, stream.time_to_headers, stream.account_label)
 

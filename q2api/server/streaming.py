@@ -5,8 +5,8 @@ What Starlette's `StreamingResponse` cannot promise, this does:
 * a client that leaves stops the upstream read within one chunk. uvicorn's
   `send()` returns quietly once the client is gone, and an upstream with data
   buffered never makes the body await, so a listener task would never get to
-  run; the body therefore yields to the loop after every write, and the
-  listener cancels it directly (an asyncio cancel lands even on a task whose
+  run; every read therefore yields to the loop at least once (the pump's
+  promise, q2api.translation.pump), and the listener cancels the body directly (an asyncio cancel lands even on a task whose
   awaited read has already completed, unlike a cancel scope's);
 * a client that stops reading ends the request after `send_timeout` seconds of
   no progress (uvicorn's `send()` waits for the socket to drain forever);
@@ -100,9 +100,6 @@ class ReplyStream(Response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 self._sending_since = None
                 reply.sent(len(chunk))
-                # Lets the disconnect watcher run even when every read completes at once
-                # (see the module docstring); costs one loop turn per write.
-                await asyncio.sleep(0)
             if reply.finished or self._abandoned is not None:
                 break
             events = await reply.read(timeout=self._ping_interval)

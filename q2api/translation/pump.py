@@ -10,7 +10,8 @@ ends the same way (an `error` event, never a torn HTTP body the SDKs cannot pars
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 import aiohttp
 from loguru import logger
@@ -29,11 +30,23 @@ from q2api.translation.error_mapping import (
 from q2api.translation.translator import StreamTranslator
 
 Events = list[StreamEvent]
+_T = TypeVar("_T")
+
+
+def _nothing_buffered() -> bytes | None:
+    return None
 
 
 class ReplyPump:
-    def __init__(self, chunks: AsyncIterator[bytes], translator: StreamTranslator) -> None:
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        translator: StreamTranslator,
+        buffered: Callable[[], bytes | None] = _nothing_buffered,
+    ) -> None:
+        """`chunks` waits for body bytes; `buffered` takes those already received, without waiting."""
         self._chunks = chunks
+        self._buffered = buffered
         self._translator = translator
         self._decoder = EventStreamDecoder()
         self._internal_failure: AnthropicError | None = None
@@ -51,11 +64,21 @@ class ReplyPump:
     async def read(self, timeout: float | None = None) -> Events | None:
         """The next batch of events, or None if `timeout` passed first.
 
+        Every read lets the event loop run at least once: it waits for body
+        bytes, or, when they were already buffered, yields bare. A task reading
+        a fast upstream therefore never starves the loop, which the stream's
+        disconnect watcher relies on (q2api.server.streaming); and bytes already
+        there need no timer.
+
         A read that times out loses nothing: the only await inside is aiohttp's
         wait for body bytes, which leaves any data in its buffer when cancelled,
         and decoding and translating never await. (A task plus `asyncio.wait`
         per read would also be safe, at twice the cost on the hot path.)
         """
+        chunk = self._buffered()
+        if chunk is not None:
+            await asyncio.sleep(0)
+            return self._guarded(self._translate, chunk)
         try:
             async with asyncio.timeout(timeout):
                 return await self._next_batch()
@@ -64,21 +87,26 @@ class ReplyPump:
 
     async def _next_batch(self) -> Events:
         try:
-            return await self._translate_next_read()
+            chunk = await self._chunks.__anext__()
+        except (StopAsyncIteration, UpstreamError, aiohttp.ClientError) as exc:
+            return self._guarded(self._read_ended, exc)
+        return self._guarded(self._translate, chunk)
+
+    def _guarded(self, work: Callable[[_T], Events], argument: _T) -> Events:
+        try:
+            return work(argument)
         except Exception as exc:  # a bug in decoding or translation, not a fault of the reply
             logger.opt(exception=exc).error("translating Amazon Q's reply failed")
             return self._fail_internally()
 
-    async def _translate_next_read(self) -> Events:
-        try:
-            chunk = await self._chunks.__anext__()
-        except StopAsyncIteration:
+    def _read_ended(self, reason: Exception) -> Events:
+        if isinstance(reason, StopAsyncIteration):
             return self._end_of_body()
-        except UpstreamError as exc:  # a between-frames timeout or a dropped connection
-            return self._fail(map_upstream_exception(exc, context_window=self._translator.context_window))
-        except aiohttp.ClientError as exc:
-            return self._fail(broken_reply(exc))
+        if isinstance(reason, UpstreamError):  # a between-frames timeout or a dropped connection
+            return self._fail(map_upstream_exception(reason, context_window=self._translator.context_window))
+        return self._fail(broken_reply(reason))
 
+    def _translate(self, chunk: bytes) -> Events:
         try:
             frames = self._decoder.feed(chunk)
         except EventStreamError as exc:

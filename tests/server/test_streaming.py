@@ -34,7 +34,9 @@ class ScriptedReply:
             await asyncio.sleep(3600)
         self.reads += 1
         self.remaining -= 1
-        return [TEXT_EVENT]  # never suspends: the upstream always has data ready
+        # The upstream always has data ready: like the pump, the read only yields to the loop once.
+        await asyncio.sleep(0)
+        return [TEXT_EVENT]
 
     def sent(self, size: int) -> None:
         pass
@@ -62,8 +64,8 @@ async def test_reply_is_closed_even_when_the_response_never_started() -> None:
 
 
 async def test_a_client_that_leaves_stops_a_fast_upstream_within_one_chunk() -> None:
-    # uvicorn's send() returns at once after a disconnect, and the reads never suspend: the
-    # stream must still notice the disconnect and stop reading the upstream.
+    # uvicorn's send() returns at once after a disconnect, and the reads never wait for data:
+    # the stream must still notice the disconnect and stop reading the upstream.
     reply = ScriptedReply()
     writes = 0
     left = asyncio.Event()

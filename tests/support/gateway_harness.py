@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import io
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,14 @@ class CapturedLogs:
 
     def for_request(self, request_id: str) -> list[CapturedLine]:
         return [line for line in self.lines if line.extra.get("request_id") == request_id]
+
+    def eventually_for_request(self, request_id: str, timeout: float = 5.0) -> list[CapturedLine]:
+        """`for_request`, once it has a line: a gateway in another thread may write its
+        request line just after the client has read the response."""
+        deadline = time.monotonic() + timeout
+        while not (lines := self.for_request(request_id)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return lines
 
     def request_lines(self) -> list[CapturedLine]:
         return [line for line in self.lines if line.message.startswith("POST /v1/messages")]
