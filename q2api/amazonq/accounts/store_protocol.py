@@ -155,7 +155,7 @@ class AccountStore(Protocol):
     async def read_login(self, login_id: str) -> LoginRecord | None: ...
 
     async def close(self) -> None:
-        """Release connections (a no-op for the SQLite file)."""
+        """Release connections once running writes have finished (a no-op for the SQLite file)."""
         ...
 
 

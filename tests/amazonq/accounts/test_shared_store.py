@@ -137,6 +137,22 @@ async def test_a_replica_killed_while_refreshing_blocks_nobody(database_url: str
         holder.wait()
 
 
+async def test_a_write_whose_caller_is_cancelled_still_commits(database_url: str, tmp_path) -> None:
+    # A client that hangs up, or a shutdown, must not lose a rotated refresh token half-written.
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        account = await store.add(auth_method="social", refresh_token="refresh-SECRET-1", label="work")
+        saving = asyncio.create_task(
+            store.save_tokens(account.id, access_token="a2", expires_at=2e9, refresh_token="rotated-SECRET")
+        )
+        await asyncio.sleep(0)  # the write has begun
+        saving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await saving
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        stored = await store.get(account.id)
+    assert stored is not None and stored.refresh_token == "rotated-SECRET"
+
+
 def test_the_location_and_every_message_hide_the_password() -> None:
     url = "postgresql://q2api:s3cret-PASS@db.internal:5432/q2api"
     assert "s3cret" not in mask_database_url(url) and "db.internal" in mask_database_url(url)
