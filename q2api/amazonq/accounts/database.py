@@ -35,6 +35,7 @@ _WRITE_ATTEMPTS = 3
 _DEADLOCK_CODES = frozenset({"40P01", "40001", 1213, 1205})  # PostgreSQL SQLSTATEs, MySQL error numbers
 # MySQL's default REPEATABLE READ adds gap locks that only make concurrent writers deadlock.
 _ISOLATION = "READ COMMITTED"
+_CLOSE_WAIT = 10.0  # seconds `dispose` waits for running writes: a hung database must not hang a shutdown
 
 
 class Database:
@@ -95,9 +96,9 @@ class Database:
             raise StoreUnavailable(f"the shared store {self.url.masked} failed: {type(exc).__name__}: {exc}") from exc
 
     async def dispose(self) -> None:
-        """Let running writes finish, then close every connection."""
+        """Let running writes finish (for a while), then close every connection."""
         if self._writes:
-            await asyncio.wait(set(self._writes))
+            await asyncio.wait(set(self._writes), timeout=_CLOSE_WAIT)
         await self.engine.dispose()
         await self._lock_engine.dispose()
 
