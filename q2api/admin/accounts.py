@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, TypeVar
 
@@ -38,8 +37,8 @@ class PatchAccountBody(msgspec.Struct, forbid_unknown_fields=True):
 
 async def list_accounts(request: Request, ctx: AdminContext) -> Response:
     await ctx.reloader.tick()  # this worker's latest counts, and its pool in step with the store
-    accounts = await asyncio.to_thread(ctx.store.accounts)
-    stats = await asyncio.to_thread(ctx.store.read_stats)
+    accounts = await ctx.store.accounts()
+    stats = await ctx.store.read_stats()
     answers = [await account_answer(ctx, account, stats.get(account.id)) for account in accounts]
     audit("list accounts")
     return json_answer({"accounts": answers})
@@ -84,7 +83,7 @@ async def patch_account(request: Request, ctx: AdminContext) -> Response:
     label = None if body.label is None else body.label.strip()
     if label == "":
         raise AdminError(400, "invalid_request", "label must not be empty")
-    updated = await asyncio.to_thread(ctx.store.update, account.id, enabled=body.enabled, label=label)
+    updated = await ctx.store.update(account.id, enabled=body.enabled, label=label)
     if updated is None:
         raise _not_found(account.id)
     await ctx.reloader.tick(force=True)
@@ -97,7 +96,7 @@ async def patch_account(request: Request, ctx: AdminContext) -> Response:
 
 async def delete_account(request: Request, ctx: AdminContext) -> Response:
     account = await existing_account(request, ctx)
-    if not await asyncio.to_thread(ctx.store.remove, account.id):
+    if not await ctx.store.remove(account.id):
         raise _not_found(account.id)
     await ctx.reloader.tick(force=True)
     audit("remove account", account_id=account.id, label=account.label)
@@ -176,7 +175,7 @@ def _health(ctx: AdminContext, account: Account) -> dict[str, str | None]:
 
 async def existing_account(request: Request, ctx: AdminContext) -> Account:
     account_id = request.path_params["account_id"]
-    account = await asyncio.to_thread(ctx.store.get, account_id)
+    account = await ctx.store.get(account_id)
     if account is None:
         raise _not_found(account_id)
     return account

@@ -60,14 +60,14 @@ class LoginRunner:
             account = await complete_device_login(ctx.session, ctx.store, login, label=label, region=region)
         except DeviceLoginError as exc:
             status = status_of_failure(exc)
-            await asyncio.to_thread(ctx.store.finish_login, login_id, status, detail=str(exc))
+            await ctx.store.finish_login(login_id, status, detail=str(exc))
             audit(f"login {login_id}", label=label, outcome=status.value)
             return
         except Exception as exc:  # the login must end visibly, whatever broke
             logger.opt(exception=exc).error(f"device login {login_id} failed unexpectedly")
-            await asyncio.to_thread(ctx.store.finish_login, login_id, LoginStatus.FAILED, detail="internal error")
+            await ctx.store.finish_login(login_id, LoginStatus.FAILED, detail="internal error")
             return
-        await asyncio.to_thread(ctx.store.finish_login, login_id, LoginStatus.DONE, account.id)
+        await ctx.store.finish_login(login_id, LoginStatus.DONE, account.id)
         await ctx.reloader.tick(force=True)
         audit(f"login {login_id}", account_id=account.id, label=account.label, outcome="done")
 
@@ -88,7 +88,7 @@ async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) 
         raise AdminError(502, "login_failed", str(exc)) from None
     login_id = new_login_id()
     authorization = login.authorization
-    await asyncio.to_thread(ctx.store.record_login, login_id, label, body.method, authorization.expires_in)
+    await ctx.store.record_login(login_id, label, body.method, authorization.expires_in)
     runner.run(ctx, login_id, login, label, region)
     audit(f"start login {login_id} ({body.method})", label=label)
     return json_answer(
@@ -105,7 +105,7 @@ async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) 
 
 async def login_status(request: Request, ctx: AdminContext) -> Response:
     login_id = request.path_params["login_id"]
-    record = await asyncio.to_thread(ctx.store.read_login, login_id)
+    record = await ctx.store.read_login(login_id)
     if record is None:
         raise AdminError(404, "not_found", f"no login with id {login_id!r}")
     answer: dict[str, str] = {"status": record.status.value, "label": record.label}

@@ -5,22 +5,28 @@ no token or client secret, and secrets are read from environment variables or
 a hidden prompt rather than echoed anywhere. Every command names the store it
 uses (on stderr, so stdout stays scriptable), and a running gateway follows
 every change within seconds.
+
+Each command is a coroutine run on an event loop of its own (`asyncio.run` in
+`run_accounts_command`): it opens the stores it needs and closes them before
+the loop ends, since a shared store's connections belong to that loop.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import getpass
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 from q2api.amazonq.accounts.logins import account_id_for_label
 from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
-from q2api.amazonq.accounts.opening import open_account_store
+from q2api.amazonq.accounts.opening import opened_account_store
 from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
 from q2api.amazonq.accounts.refresh import RefreshedToken
 from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
@@ -48,11 +54,12 @@ EXIT_INTERRUPTED = 130
 TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "CREDITS", "TOKEN EXPIRES", "REFRESHED AT")
 
 
-def open_store(settings: Settings) -> AccountStore:
+@contextlib.asynccontextmanager
+async def opened_store(settings: Settings) -> AsyncIterator[AccountStore]:
     """The store the settings name, announced on stderr: a command run elsewhere must not silently use another."""
-    store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
-    print(f"store: {store.location}", file=sys.stderr)
-    return store
+    async with opened_account_store(settings.database_url, settings.data_dir, settings.secret_key) as store:
+        print(f"store: {store.location}", file=sys.stderr)
+        yield store
 
 
 class _UsageError(Exception):
@@ -65,7 +72,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"q2api: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    commands: dict[str, Callable[[argparse.Namespace, Settings], int]] = {
+    commands: dict[str, Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]] = {
         "list": _list,
         "add": _add,
         "remove": _remove,
@@ -76,7 +83,7 @@ def run_accounts_command(args: argparse.Namespace) -> int:
         "copy": copy_accounts,
     }
     try:
-        return commands[args.accounts_command](args, settings)
+        return asyncio.run(commands[args.accounts_command](args, settings))
     except (_UsageError, ValueError) as exc:
         print(f"q2api accounts {args.accounts_command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -94,13 +101,14 @@ def run_accounts_command(args: argparse.Namespace) -> int:
 # -- list ----------------------------------------------------------------------
 
 
-def _list(args: argparse.Namespace, settings: Settings) -> int:
-    store = open_store(settings)
-    views = store.list_views()
-    if views:
-        print(format_table(views, stats=store.read_stats(), credits=credits_with_current_tokens(store, settings)))
-    else:
-        print(f"No accounts in {store.location}. Add one with `q2api accounts add --label NAME`.")
+async def _list(args: argparse.Namespace, settings: Settings) -> int:
+    async with opened_store(settings) as store:
+        views = await store.list_views()
+        if views:
+            stats = await store.read_stats()
+            print(format_table(views, stats=stats, credits=await credits_with_current_tokens(store, settings)))
+        else:
+            print(f"No accounts in {store.location}. Add one with `q2api accounts add --label NAME`.")
     if settings.has_env_account and not any(view.id == ENV_ACCOUNT_ID for view in views):
         print(f"AMAZONQ_* variables configure an account: `q2api serve` adds it as {ENV_ACCOUNT_ID!r} at start-up.")
     return EXIT_OK
@@ -182,19 +190,19 @@ def _duration(seconds: float) -> str:
 # -- usage ---------------------------------------------------------------------
 
 
-def _usage(args: argparse.Namespace, settings: Settings) -> int:
+async def _usage(args: argparse.Namespace, settings: Settings) -> int:
     """Credits per account from Amazon Q (`getUsageLimits`), refreshing tokens when needed."""
-    store = open_store(settings)
-    views = [view for view in store.list_views() if view.enabled]
-    if args.account:
-        views = _matching(views, args.account, by_id=True) or _matching(views, args.account, by_id=False)
+    async with opened_store(settings) as store:
+        views = [view for view in await store.list_views() if view.enabled]
+        if args.account:
+            views = _matching(views, args.account, by_id=True) or _matching(views, args.account, by_id=False)
+            if not views:
+                print(f"q2api accounts usage: no enabled account with id or label {args.account!r}", file=sys.stderr)
+                return EXIT_NOT_FOUND
         if not views:
-            print(f"q2api accounts usage: no enabled account with id or label {args.account!r}", file=sys.stderr)
-            return EXIT_NOT_FOUND
-    if not views:
-        print(f"No enabled accounts in {settings.data_dir}.")
-        return EXIT_OK
-    found = read_usage(store, settings, [view.id for view in views])
+            print(f"No enabled accounts in {settings.data_dir}.")
+            return EXIT_OK
+        found = await read_usage(store, settings, [view.id for view in views])
     print(_aligned([USAGE_COLUMNS, *(usage_row(view.id, view.label, found.get(view.id)) for view in views)]))
     return EXIT_OK if any(found.values()) else EXIT_NOT_FOUND
 
@@ -202,7 +210,7 @@ def _usage(args: argparse.Namespace, settings: Settings) -> int:
 # -- add -----------------------------------------------------------------------
 
 
-def _add(args: argparse.Namespace, settings: Settings) -> int:
+async def _add(args: argparse.Namespace, settings: Settings) -> int:
     refresh_token = _secret(args.refresh_token, NEW_REFRESH_TOKEN_VARIABLE, "refresh token")
     if not refresh_token:
         raise _UsageError(
@@ -228,12 +236,13 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
         client_secret=client_secret,
         profile_arn=(args.profile_arn or "").strip() or None,
     )
-    store = open_store(settings)
-    account_id_for_label(store.accounts(), new.label)  # several accounts with this label: refuse before refreshing
-    verified = None if args.no_verify else _verify(new, settings)
-    if verified is None and not args.no_verify:
-        return EXIT_REFUSED
-    account, replaced = asyncio.run(store_new_account(store, new, verified))
+    async with opened_store(settings) as store:
+        # Several accounts with this label: refuse before refreshing.
+        account_id_for_label(await store.accounts(), new.label)
+        verified = None if args.no_verify else await _verify(new, settings)
+        if verified is None and not args.no_verify:
+            return EXIT_REFUSED
+        account, replaced = await store_new_account(store, new, verified)
     if replaced:
         print(f"Updated the credentials of account {account.id} ({account.label}, {account.auth_method}).")
     else:
@@ -244,15 +253,11 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
+async def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
     """One real refresh with the new credentials; None (after saying why) when it does not work."""
-
-    async def refresh() -> RefreshedToken:
+    try:
         async with create_session() as session:
             return await verify_new_account(session, refresh_endpoints(settings), new)
-
-    try:
-        return asyncio.run(refresh())
     except RefreshRejected as exc:
         print(
             f"q2api accounts add: the token service refused this refresh token ({exc.detail}); nothing was stored.",
@@ -289,12 +294,12 @@ def _secret(given: str | None, variable: str, what: str) -> str | None:
 # -- remove --------------------------------------------------------------------
 
 
-def _remove(args: argparse.Namespace, settings: Settings) -> int:
-    store = open_store(settings)
-    account = _one_account(store, args.account, "remove")
-    if account is None:
-        return EXIT_NOT_FOUND
-    store.remove(account.id)
+async def _remove(args: argparse.Namespace, settings: Settings) -> int:
+    async with opened_store(settings) as store:
+        account = await _one_account(store, args.account, "remove")
+        if account is None:
+            return EXIT_NOT_FOUND
+        await store.remove(account.id)
     print(f"Removed account {account.id} ({account.label}).")
     if account.id == ENV_ACCOUNT_ID and settings.has_env_account:
         print("Note: AMAZONQ_REFRESH_TOKEN / AMAZONQ_ACCESS_TOKEN are still set, so the next start adds it again.")
@@ -304,28 +309,28 @@ def _remove(args: argparse.Namespace, settings: Settings) -> int:
 # -- enable / disable -------------------------------------------------------------
 
 
-def _enable(args: argparse.Namespace, settings: Settings) -> int:
-    return _switch(args, settings, enabled=True)
+async def _enable(args: argparse.Namespace, settings: Settings) -> int:
+    return await _switch(args, settings, enabled=True)
 
 
-def _disable(args: argparse.Namespace, settings: Settings) -> int:
-    return _switch(args, settings, enabled=False)
+async def _disable(args: argparse.Namespace, settings: Settings) -> int:
+    return await _switch(args, settings, enabled=False)
 
 
-def _switch(args: argparse.Namespace, settings: Settings, *, enabled: bool) -> int:
-    store = open_store(settings)
-    account = _one_account(store, args.account, "enable" if enabled else "disable")
-    if account is None:
-        return EXIT_NOT_FOUND
-    store.update(account.id, enabled=enabled)
+async def _switch(args: argparse.Namespace, settings: Settings, *, enabled: bool) -> int:
+    async with opened_store(settings) as store:
+        account = await _one_account(store, args.account, "enable" if enabled else "disable")
+        if account is None:
+            return EXIT_NOT_FOUND
+        await store.update(account.id, enabled=enabled)
     what = "Enabled" if enabled else "Disabled"
     print(f"{what} account {account.id} ({account.label}); a running gateway follows within a few seconds.")
     return EXIT_OK
 
 
-def _one_account(store: AccountStore, wanted: str, command: str) -> AccountView | None:
+async def _one_account(store: AccountStore, wanted: str, command: str) -> AccountView | None:
     """The account with id or label `wanted`, or None after saying why there is not exactly one."""
-    views = store.list_views()
+    views = await store.list_views()
     matches = _matching(views, wanted, by_id=True) or _matching(views, wanted, by_id=False)
     if not matches:
         print(f"q2api accounts {command}: no account with id or label {wanted!r}", file=sys.stderr)

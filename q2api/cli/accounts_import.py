@@ -30,14 +30,14 @@ from q2api.amazonq.accounts.kiro_import import (
     read_auth_kv,
     read_kiro_ide,
 )
-from q2api.amazonq.accounts.opening import open_account_store
+from q2api.amazonq.accounts.opening import opened_account_store
 from q2api.settings import Settings
 
 EXIT_OK = 0
 EXIT_NOTHING_IMPORTED = 1
 
 
-def run_import(args: argparse.Namespace, settings: Settings) -> int:
+async def run_import(args: argparse.Namespace, settings: Settings) -> int:
     explicit = args.kiro_ide is not None or args.kiro_cli is not None
     logins, problems, looked_in = _collect(args, explicit)
     for problem in problems:
@@ -59,26 +59,26 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
             print("Nothing to import: no Kiro IDE, kiro-cli or Amazon Q CLI login in " + ", ".join(looked_in) + ".")
         return EXIT_NOTHING_IMPORTED
 
-    store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
-    print(f"Store: {store.location}")
-    existing = {view.label: view.id for view in store.list_views()}
-    for login, label in zip(usable, account_labels(usable, args.label), strict=True):
-        account = store.add(
-            auth_method=login.auth_method,
-            refresh_token=login.refresh_token,
-            label=label,
-            client_id=login.client_id,
-            client_secret=login.client_secret,
-            profile_arn=login.profile_arn,
-            access_token=login.access_token,
-            expires_at=login.expires_at,
-            account_id=existing.get(label),
-            region=_region(login),
-        )
-        verb = "Updated" if label in existing else "Imported"
-        provider = f", {login.provider}" if login.provider else ""
-        region = f", region {account.region}" if account.region else ""
-        print(f"{verb} account {account.id} ({label}, {login.auth_method}{provider}{region}) from {login.origin}")
+    async with opened_account_store(settings.database_url, settings.data_dir, settings.secret_key) as store:
+        print(f"Store: {store.location}")
+        existing = {view.label: view.id for view in await store.list_views()}
+        for login, label in zip(usable, account_labels(usable, args.label), strict=True):
+            account = await store.add(
+                auth_method=login.auth_method,
+                refresh_token=login.refresh_token,
+                label=label,
+                client_id=login.client_id,
+                client_secret=login.client_secret,
+                profile_arn=login.profile_arn,
+                access_token=login.access_token,
+                expires_at=login.expires_at,
+                account_id=existing.get(label),
+                region=_region(login),
+            )
+            verb = "Updated" if label in existing else "Imported"
+            provider = f", {login.provider}" if login.provider else ""
+            region = f", region {account.region}" if account.region else ""
+            print(f"{verb} account {account.id} ({label}, {login.auth_method}{provider}{region}) from {login.origin}")
     print("A running `q2api serve` uses them within a few seconds.")
     return EXIT_OK if not problems else EXIT_NOTHING_IMPORTED
 

@@ -27,44 +27,36 @@ _TIMEOUT = 10.0
 _VALID_FOR_AT_LEAST = 30.0  # seconds left on an access token that a listing still uses
 
 
-def credits_with_current_tokens(store: AccountStore, settings: Settings) -> dict[str, Credits]:
+async def credits_with_current_tokens(store: AccountStore, settings: Settings) -> dict[str, Credits]:
     """Credits of every account that holds an unexpired access token (account id → credits)."""
     now = time.time()
     usable = {
         account.id: (account.access_token, account.profile_arn)
-        for account in store.accounts()
+        for account in await store.accounts()
         if account.access_token and (account.expires_at is None or account.expires_at - now > _VALID_FOR_AT_LEAST)
     }
     if not usable:
         return {}
+    async with create_session() as session:
+        api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT)
+        found: dict[str, Credits] = {}
 
-    async def read_all() -> dict[str, Credits]:
-        async with create_session() as session:
-            api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT)
-            found: dict[str, Credits] = {}
+        async def read(account_id: str, token: str, profile_arn: str | None) -> None:
+            with contextlib.suppress(UpstreamError):
+                found[account_id] = await fetch_credits(api, token, profile_arn=profile_arn)
 
-            async def read(account_id: str, token: str, profile_arn: str | None) -> None:
-                with contextlib.suppress(UpstreamError):
-                    found[account_id] = await fetch_credits(api, token, profile_arn=profile_arn)
-
-            await asyncio.gather(*(read(account_id, *pair) for account_id, pair in usable.items() if pair[0]))
-            return found
-
-    return asyncio.run(read_all())
+        await asyncio.gather(*(read(account_id, *pair) for account_id, pair in usable.items() if pair[0]))
+        return found
 
 
-def read_usage(store: AccountStore, settings: Settings, account_ids: Sequence[str]) -> dict[str, Credits | None]:
+async def read_usage(store: AccountStore, settings: Settings, account_ids: Sequence[str]) -> dict[str, Credits | None]:
     """Credits of the given accounts, refreshing their tokens when needed (None: could not be read)."""
-
-    async def read_all() -> dict[str, Credits | None]:
-        async with create_session() as session:
-            pool = build_account_pool(store, session, endpoints=refresh_endpoints(settings))
-            discovery = AccountDiscovery(pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT))
-            wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
-            results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
-            return {manager.account_id: result for manager, result in zip(wanted, results, strict=True)}
-
-    return asyncio.run(read_all())
+    async with create_session() as session:
+        pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings))
+        discovery = AccountDiscovery(pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT))
+        wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
+        results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
+        return {manager.account_id: result for manager, result in zip(wanted, results, strict=True)}
 
 
 def credits_cell(credits: Credits | None) -> str:

@@ -11,7 +11,7 @@ from q2api.amazonq.accounts.logins import complete_device_login
 from q2api.amazonq.accounts.records import Account
 from q2api.amazonq.accounts.store_protocol import AccountStore
 from q2api.amazonq.upstream import create_session
-from q2api.cli.accounts import open_store
+from q2api.cli.accounts import opened_store
 from q2api.server.wiring import refresh_endpoints
 from q2api.settings import Settings, SettingsError, load_settings
 
@@ -32,10 +32,8 @@ def run_login(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"q2api login: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    store = open_store(settings)
-    label = args.label or _free_label(store, args.method)
     try:
-        account = asyncio.run(_login(settings, store, label=label, start_url=start_url, region=region))
+        account = asyncio.run(_login(settings, args.label, method=args.method, start_url=start_url, region=region))
     except KeyboardInterrupt:
         print("\nq2api login: cancelled, nothing stored", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -47,8 +45,9 @@ def run_login(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _login(settings: Settings, store: AccountStore, *, label: str, start_url: str, region: str) -> Account:
-    async with create_session() as session:
+async def _login(settings: Settings, label: str | None, *, method: str, start_url: str, region: str) -> Account:
+    async with opened_store(settings) as store, create_session() as session:
+        label = label or await _free_label(store, method)
         oidc_url = refresh_endpoints(settings).oidc_for(region)
         try:
             login = await start_device_login(session, oidc_url, start_url)
@@ -62,9 +61,9 @@ async def _login(settings: Settings, store: AccountStore, *, label: str, start_u
         return await complete_device_login(session, store, login, label=label, region=region)
 
 
-def _free_label(store: AccountStore, method: str) -> str:
+async def _free_label(store: AccountStore, method: str) -> str:
     """`builder-id`, or `builder-id-2`, … when taken: a login without --label never replaces another account."""
-    taken = {account.label for account in store.accounts()}
+    taken = {account.label for account in await store.accounts()}
     label, serial = method, 1
     while label in taken:
         serial += 1

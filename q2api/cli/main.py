@@ -101,11 +101,17 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _store_problem(settings: Settings) -> str | None:
     """Why the account store cannot be used, if it cannot (checked once, before any worker starts)."""
-    from q2api.amazonq.accounts.opening import open_account_store
+    import asyncio
+
+    from q2api.amazonq.accounts.opening import opened_account_store
     from q2api.amazonq.accounts.store_protocol import STORE_ERRORS
 
+    async def read_the_store() -> None:
+        async with opened_account_store(settings.database_url, settings.data_dir, settings.secret_key) as store:
+            await store.accounts()
+
     try:
-        open_account_store(settings.database_url, settings.data_dir, settings.secret_key).accounts()
+        asyncio.run(read_the_store())  # its own event loop, ended before uvicorn starts the server's
     except STORE_ERRORS as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         # The database URL may hold a password: named, never printed.

@@ -65,9 +65,9 @@ def create_app(settings: Settings) -> Starlette:
         reloader: AccountReloader | None = None
         store: AccountStore | None = None
         try:
-            store = open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
+            store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
             endpoints = refresh_endpoints(settings)
-            pool = build_account_pool(
+            pool = await build_account_pool(
                 store,
                 session,
                 endpoints=endpoints,
@@ -75,7 +75,7 @@ def create_app(settings: Settings) -> Starlette:
                 failure_limit=settings.account_max_failures,
                 observer=metrics.UPSTREAM_OBSERVER,
             )
-            log_store_contents(store)
+            await log_store_contents(store)
             reloader = AccountReloader(store, pool)
             reloader.start()
             upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
@@ -115,7 +115,7 @@ def create_app(settings: Settings) -> Starlette:
             if reloader is not None:
                 await reloader.stop()
             if store is not None:
-                store.close()
+                await store.close()
             await session.close()
 
     async def relayed(request: Request, door: FrontDoor) -> Response:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from loguru import logger
 
 from q2api.amazonq.accounts.pool import AccountPool
 from q2api.amazonq.accounts.store_protocol import AccountStore
 
 
-def log_store_contents(store: AccountStore) -> None:
+async def log_store_contents(store: AccountStore) -> None:
     """One line naming the store (absolute path or masked URL), one per account in it (labels and states, no secret)."""
-    accounts = store.accounts()
+    accounts = await store.accounts()
     logger.info(f"account store: {store.location} ({len(accounts)} account(s))")
     for account in accounts:
         state = account.status.value if account.enabled else "disabled"
@@ -25,7 +23,7 @@ async def readiness(store: AccountStore, pool: AccountPool) -> str | None:
     reason = pool.unready_reason()
     if reason is None or len(pool):
         return reason
-    stored = await asyncio.to_thread(store.accounts)
+    stored = await store.accounts()
     if stored:
         return f"every account is disabled ({len(stored)} in the store)"
     return "no Amazon Q account is configured"

@@ -107,7 +107,7 @@ async def test_a_refused_refresh_token_is_a_400_and_nothing_is_stored(admin) -> 
     message = assert_admin_error(response, 400, "refresh_refused")
     assert "refused" in message and "nothing was stored" in message
     assert "made-up-token" not in response.text
-    labels = [account.label for account in SqliteAccountStore(gateway.settings.data_dir).accounts()]
+    labels = [account.label for account in await SqliteAccountStore(gateway.settings.data_dir).accounts()]
     assert labels == ["environment"]
 
 
@@ -158,7 +158,7 @@ async def test_refresh_now_renews_the_token_and_reports_a_refusal(admin) -> None
     gateway.sim.refresh_failure = "invalid_grant"
     refused = await http.post(f"/admin/api/accounts/{ENV_ACCOUNT_ID}/refresh")
     assert "invalid_grant" in assert_admin_error(refused, 400, "refresh_refused")
-    assert SqliteAccountStore(gateway.settings.data_dir).get(ENV_ACCOUNT_ID).status is AccountStatus.NEEDS_LOGIN
+    assert (await SqliteAccountStore(gateway.settings.data_dir).get(ENV_ACCOUNT_ID)).status is AccountStatus.NEEDS_LOGIN
     [account] = (await http.get("/admin/api/accounts")).json()["accounts"]
     assert account["health"] == "needs_login"
 
@@ -198,7 +198,9 @@ async def test_a_login_that_is_denied_or_expires_says_so(admin, answers: list[st
             break
         await asyncio.sleep(0.05)
     assert answer["status"] == status and "account_id" not in answer
-    assert [account.label for account in SqliteAccountStore(gateway.settings.data_dir).accounts()] == ["environment"]
+    assert [account.label for account in await SqliteAccountStore(gateway.settings.data_dir).accounts()] == [
+        "environment"
+    ]
 
 
 async def test_an_idc_login_needs_its_start_url(admin) -> None:

@@ -40,9 +40,11 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
     await client.close()
 
 
-def make_pool(tmp_path: Path, sim: SimulatedUpstream, session, auth_method: str = "idc", **env: str) -> AccountPool:
+async def make_pool(
+    tmp_path: Path, sim: SimulatedUpstream, session, auth_method: str = "idc", **env: str
+) -> AccountPool:
     settings = load_settings({**sim.env(auth_method), "Q2API_DATA_DIR": str(tmp_path), **env}, env_file=None)
-    return build_account_pool(
+    return await build_account_pool(
         SqliteAccountStore(settings.data_dir),
         session,
         endpoints=refresh_endpoints(settings),
@@ -70,7 +72,7 @@ def events_of(data: bytes) -> list[tuple[str, bytes]]:
 
 async def test_streams_a_reply_with_the_documented_request(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.text_reply("Hello world", chunks=3))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     payload = {"conversationState": dict(PAYLOAD["conversationState"])}
     async with client.open_stream(payload) as stream:
         body = await read_all(stream)
@@ -89,7 +91,7 @@ async def test_streams_a_reply_with_the_documented_request(tmp_path: Path, sim, 
 
 
 async def test_profile_arn_is_added_for_social_accounts(tmp_path: Path, sim, session) -> None:
-    client = make_client(make_pool(tmp_path, sim, session, auth_method="social"), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session, auth_method="social"), sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         await read_all(stream)
     assert sim.requests[0].body == {**PAYLOAD, "profileArn": SIM_PROFILE_ARN}
@@ -97,7 +99,7 @@ async def test_profile_arn_is_added_for_social_accounts(tmp_path: Path, sim, ses
 
 async def test_retries_server_errors_then_succeeds(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.server_error(), scripts.service_unavailable(), scripts.text_reply("ok"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         await read_all(stream)
         assert stream.attempts == 3
@@ -106,7 +108,7 @@ async def test_retries_server_errors_then_succeeds(tmp_path: Path, sim, session)
 
 async def test_upstream_text_with_braces_does_not_break_logging(tmp_path: Path, sim, session, log_lines) -> None:
     sim.enqueue(scripts.http_error(500, "InternalServerException", "boom {0} {missing}"), scripts.text_reply("ok"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         assert stream.attempts == 2
     assert any("boom {0} {missing}" in line for line in log_lines)
@@ -114,7 +116,7 @@ async def test_upstream_text_with_braces_does_not_break_logging(tmp_path: Path, 
 
 async def test_retries_throttling_then_succeeds(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.throttled(), scripts.model_overloaded(), scripts.text_reply("ok"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         assert stream.attempts == 3
     assert len(sim.requests) == 3
@@ -122,7 +124,7 @@ async def test_retries_throttling_then_succeeds(tmp_path: Path, sim, session) ->
 
 async def test_retries_a_dropped_connection_then_succeeds(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.hangup(), scripts.text_reply("ok"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         assert stream.attempts == 2
         assert b"ok" in await read_all(stream)
@@ -131,7 +133,7 @@ async def test_retries_a_dropped_connection_then_succeeds(tmp_path: Path, sim, s
 
 async def test_gives_up_after_max_retries(tmp_path: Path, sim, session) -> None:
     sim.enqueue(*[scripts.server_error(503)] * 5)
-    client = make_client(make_pool(tmp_path, sim, session), sim, session, max_retries=2)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session, max_retries=2)
     with pytest.raises(UpstreamHTTPError) as caught:
         async with client.open_stream(PAYLOAD):
             pass
@@ -140,7 +142,9 @@ async def test_gives_up_after_max_retries(tmp_path: Path, sim, session) -> None:
 
 
 async def test_connection_refused_is_unavailable_after_retries(tmp_path: Path, sim, session) -> None:
-    client = make_client(make_pool(tmp_path, sim, session), sim, session, endpoint="http://127.0.0.1:9/", max_retries=1)
+    client = make_client(
+        await make_pool(tmp_path, sim, session), sim, session, endpoint="http://127.0.0.1:9/", max_retries=1
+    )
     with pytest.raises(UpstreamUnavailable, match="cannot reach Amazon Q"):
         async with client.open_stream(PAYLOAD):
             pass
@@ -165,7 +169,7 @@ async def test_client_side_failures_are_not_retried(
     tmp_path: Path, sim, session, reply, status, code, reason, kind
 ) -> None:
     sim.enqueue(reply, scripts.text_reply("must not be reached"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     with pytest.raises(UpstreamHTTPError) as caught:
         async with client.open_stream(PAYLOAD):
             pass
@@ -177,7 +181,7 @@ async def test_client_side_failures_are_not_retried(
 
 async def test_error_code_from_namespaced_type_without_header(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.http_error(400, "ValidationException", "Improperly formed request.", header=False))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     with pytest.raises(UpstreamHTTPError) as caught:
         async with client.open_stream(PAYLOAD):
             pass
@@ -187,7 +191,7 @@ async def test_error_code_from_namespaced_type_without_header(tmp_path: Path, si
 
 async def test_long_retry_after_is_returned_not_waited_for(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.throttled(retry_after=60), scripts.text_reply("not reached"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     with pytest.raises(UpstreamHTTPError) as caught:
         async with client.open_stream(PAYLOAD):
             pass
@@ -196,7 +200,7 @@ async def test_long_retry_after_is_returned_not_waited_for(tmp_path: Path, sim, 
 
 
 async def test_rejected_bearer_token_is_refreshed_once_and_retried(tmp_path: Path, sim, session, log_lines) -> None:
-    pool = make_pool(tmp_path, sim, session, AMAZONQ_ACCESS_TOKEN="stale-access-SECRET")
+    pool = await make_pool(tmp_path, sim, session, AMAZONQ_ACCESS_TOKEN="stale-access-SECRET")
     client = make_client(pool, sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         await read_all(stream)
@@ -211,7 +215,7 @@ async def test_rejected_bearer_token_is_refreshed_once_and_retried(tmp_path: Pat
 
 async def test_bearer_rejected_twice_surfaces_as_403(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.bearer_invalid(), scripts.bearer_invalid(), scripts.text_reply("not reached"))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     with pytest.raises(UpstreamHTTPError) as caught:
         async with client.open_stream(PAYLOAD):
             pass
@@ -222,7 +226,7 @@ async def test_bearer_rejected_twice_surfaces_as_403(tmp_path: Path, sim, sessio
 
 async def test_first_byte_timeout(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.slow_headers(5))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session, first_byte_timeout=0.2)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session, first_byte_timeout=0.2)
     with pytest.raises(UpstreamTimeout) as caught:
         async with client.open_stream(PAYLOAD):
             pass
@@ -233,7 +237,7 @@ async def test_first_byte_timeout(tmp_path: Path, sim, session) -> None:
 
 async def test_between_frames_timeout(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.stalled_reply(5))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session, read_timeout=0.2)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session, read_timeout=0.2)
     with pytest.raises(UpstreamTimeout) as caught:
         async with client.open_stream(PAYLOAD) as stream:
             await read_all(stream)
@@ -243,7 +247,7 @@ async def test_between_frames_timeout(tmp_path: Path, sim, session) -> None:
 
 async def test_connection_dropped_mid_reply_is_unavailable(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.dropped_reply())
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     with pytest.raises(UpstreamUnavailable, match="mid-reply"):
         async with client.open_stream(PAYLOAD) as stream:
             await read_all(stream)
@@ -252,7 +256,7 @@ async def test_connection_dropped_mid_reply_is_unavailable(tmp_path: Path, sim, 
 
 async def test_early_exit_closes_the_upstream_connection(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.text_reply("x" * 200, chunks=100, delay=0.02))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     async with client.open_stream(PAYLOAD) as stream:
         chunks = stream.chunks()
         await chunks.__anext__()
@@ -263,7 +267,7 @@ async def test_early_exit_closes_the_upstream_connection(tmp_path: Path, sim, se
 
 async def test_cancelled_consumer_closes_the_upstream_connection(tmp_path: Path, sim, session) -> None:
     sim.enqueue(scripts.stalled_reply(30))
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     first_chunk = asyncio.Event()
 
     async def consume() -> None:
@@ -281,7 +285,7 @@ async def test_cancelled_consumer_closes_the_upstream_connection(tmp_path: Path,
 
 
 async def test_fully_read_reply_keeps_the_connection_for_reuse(tmp_path: Path, sim, session) -> None:
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     for _ in range(3):
         async with client.open_stream(PAYLOAD) as stream:
             await read_all(stream)
@@ -305,7 +309,7 @@ def test_session_has_no_pool_limit_and_leaves_proxies_to_the_callers() -> None:
 
 async def test_http_proxy_from_the_environment_is_used(tmp_path: Path, sim, monkeypatch) -> None:
     pool_session = create_session()
-    pool = make_pool(tmp_path, sim, pool_session)
+    pool = await make_pool(tmp_path, sim, pool_session)
     await pool.managers()[0].access_token()  # refresh before the proxy is configured
     monkeypatch.setenv("HTTP_PROXY", sim.base_url)
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
@@ -323,7 +327,7 @@ async def test_http_proxy_from_the_environment_is_used(tmp_path: Path, sim, monk
 
 
 async def test_many_concurrent_streams_share_one_session(tmp_path: Path, sim, session) -> None:
-    client = make_client(make_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await make_pool(tmp_path, sim, session), sim, session)
     sim.responder = lambda request: scripts.text_reply("y" * 20, chunks=5, delay=0.01)
 
     async def one() -> bytes:
@@ -346,18 +350,18 @@ async def test_no_account_configured(tmp_path: Path, sim, session) -> None:
 # -- several accounts -------------------------------------------------------------
 
 
-def two_account_pool(tmp_path: Path, sim, session) -> AccountPool:
+async def two_account_pool(tmp_path: Path, sim, session) -> AccountPool:
     store = SqliteAccountStore(tmp_path)
-    store.add(auth_method="social", refresh_token="first-SECRET", account_id="a", label="first")
-    store.add(auth_method="social", refresh_token="second-SECRET", account_id="b", label="second")
+    await store.add(auth_method="social", refresh_token="first-SECRET", account_id="a", label="first")
+    await store.add(auth_method="social", refresh_token="second-SECRET", account_id="b", label="second")
     settings = load_settings(
         {**sim.env("social"), "AMAZONQ_REFRESH_TOKEN": "", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None
     )
-    return build_account_pool(store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings))
+    return await build_account_pool(store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings))
 
 
 async def test_throttled_account_rests_and_the_retry_uses_another(tmp_path: Path, sim, session, log_lines) -> None:
-    pool = two_account_pool(tmp_path, sim, session)
+    pool = await two_account_pool(tmp_path, sim, session)
     client = make_client(pool, sim, session, backoff_initial=5, backoff_max=5)
     sim.enqueue(scripts.throttled(), scripts.text_reply("from the other"))
     async with client.open_stream(PAYLOAD) as stream:
@@ -374,7 +378,7 @@ async def test_throttled_account_rests_and_the_retry_uses_another(tmp_path: Path
 
 
 async def test_monthly_quota_moves_to_another_account(tmp_path: Path, sim, session) -> None:
-    pool = two_account_pool(tmp_path, sim, session)
+    pool = await two_account_pool(tmp_path, sim, session)
     client = make_client(pool, sim, session)
     sim.enqueue(scripts.monthly_quota(), scripts.text_reply("served"))
     async with client.open_stream(PAYLOAD) as stream:
@@ -384,7 +388,7 @@ async def test_monthly_quota_moves_to_another_account(tmp_path: Path, sim, sessi
 
 
 async def test_accounts_take_turns(tmp_path: Path, sim, session) -> None:
-    client = make_client(two_account_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await two_account_pool(tmp_path, sim, session), sim, session)
     served = []
     for _ in range(4):
         async with client.open_stream(PAYLOAD) as stream:
@@ -394,7 +398,7 @@ async def test_accounts_take_turns(tmp_path: Path, sim, session) -> None:
 
 async def test_dead_account_is_skipped_for_a_working_one(tmp_path: Path, sim, session) -> None:
     sim.valid_refresh_tokens = {"second-SECRET"}
-    client = make_client(two_account_pool(tmp_path, sim, session), sim, session)
+    client = make_client(await two_account_pool(tmp_path, sim, session), sim, session)
     for _ in range(2):
         async with client.open_stream(PAYLOAD) as stream:
             assert stream.account_id == "b"

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import anthropic
 import pytest
 
 from q2api.amazonq.accounts.records import AccountStatus
-from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.settings import load_settings
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream
 from tests.support import credential_files as files
 from tests.support.cli import run
+from tests.support.stores import sqlite_store
 
 PAST = "2020-01-01T00:00:00Z"
 
@@ -25,7 +26,7 @@ def assert_no_secret(*outputs: str) -> None:
 
 
 def by_label(data_dir: Path) -> dict:
-    return {account.label: account for account in SqliteAccountStore(data_dir).accounts()}
+    return {account.label: account for account in sqlite_store(data_dir).accounts()}
 
 
 def test_a_kiro_ide_social_login_is_stored_with_its_tokens_and_profile(data_dir, tmp_path, capsys):
@@ -94,13 +95,13 @@ def test_importing_again_after_a_new_sign_in_updates_the_same_account(data_dir, 
     cache = tmp_path / "cache"
     files.kiro_ide_social(cache)
     assert run(capsys, "accounts", "import", "--kiro-ide", str(cache))[0] == 0
-    (first,) = SqliteAccountStore(data_dir).accounts()
-    SqliteAccountStore(data_dir).set_status(first.id, AccountStatus.NEEDS_LOGIN, "refresh token rejected")
+    (first,) = sqlite_store(data_dir).accounts()
+    sqlite_store(data_dir).set_status(first.id, AccountStatus.NEEDS_LOGIN, "refresh token rejected")
 
     files.kiro_ide_social(cache, refresh_token="aorAAAAAG-after-new-sign-in")
     code, out, err = run(capsys, "accounts", "import", "--kiro-ide", str(cache))
     assert code == 0, err
-    (again,) = SqliteAccountStore(data_dir).accounts()
+    (again,) = sqlite_store(data_dir).accounts()
     assert again.id == first.id and again.refresh_token == "aorAAAAAG-after-new-sign-in"
     assert again.status is AccountStatus.ACTIVE
     assert f"Updated account {first.id} (kiro-ide" in out
@@ -111,7 +112,7 @@ def test_a_login_whose_client_registration_expired_is_skipped(data_dir, tmp_path
     code, out, err = run(capsys, "accounts", "import", "--kiro-ide", str(cache))
     assert code == 1
     assert "client registration expired on 2020-01-01" in err and "sign in to kiro-ide again" in err
-    assert not (data_dir / "q2api.sqlite3").exists() or not SqliteAccountStore(data_dir).accounts()
+    assert not (data_dir / "q2api.sqlite3").exists() or not sqlite_store(data_dir).accounts()
     assert_no_secret(out, err)
 
 
@@ -153,7 +154,8 @@ async def test_an_imported_login_serves_through_the_gateway(data_dir, tmp_path, 
             entries["kirocli:odic:token"]["expires_at"] = PAST
             argv = ["--kiro-cli", str(files.cli_database(tmp_path / "data.sqlite3", entries))]
         sim.valid_refresh_tokens = {imported_refresh}
-        assert run(capsys, "accounts", "import", *argv)[0] == 0
+        # In a thread: the command runs its own event loop, and this test's is already running.
+        assert (await asyncio.to_thread(run, capsys, "accounts", "import", *argv))[0] == 0
 
         env = {key: value for key, value in sim.env().items() if key.endswith("ENDPOINT")}
         settings = load_settings({**env, "Q2API_DATA_DIR": str(data_dir)}, env_file=None)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import urllib.error
 from pathlib import Path
 
-from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.cli import run
 from tests.support.serve_process import ServeProcess, serve
+from tests.support.stores import sqlite_store
 
 REFRESH_SECRET = "rt-NEVER-PRINT-7f3a9c1e5b"
 
@@ -27,7 +27,7 @@ def test_accounts_add_refuses_a_token_the_token_service_refuses(data_dir, capsys
     code, out, err = run(capsys, "accounts", "add", "--label", "made-up")
     assert code == 1
     assert "refused this refresh token" in err and "nothing was stored" in err
-    assert SqliteAccountStore(data_dir).accounts() == []
+    assert sqlite_store(data_dir).accounts() == []
     assert REFRESH_SECRET not in out + err
     assert token_service.refresh_requests[-1].body == {"refreshToken": REFRESH_SECRET}  # a real refresh was tried
 
@@ -38,7 +38,7 @@ def test_accounts_add_no_verify_stores_without_asking_the_token_service(data_dir
     assert code == 0, err
     assert "Not checked" in out
     assert token_service.refresh_calls == 0
-    [stored] = SqliteAccountStore(data_dir).accounts()
+    [stored] = sqlite_store(data_dir).accounts()
     assert stored.refresh_token == REFRESH_SECRET and stored.access_token is None
 
 
@@ -46,7 +46,7 @@ def test_accounts_add_stores_the_verified_access_token(data_dir, capsys, monkeyp
     monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
     code, _, err = run(capsys, "accounts", "add", "--label", "checked")
     assert code == 0, err
-    [stored] = SqliteAccountStore(data_dir).accounts()
+    [stored] = sqlite_store(data_dir).accounts()
     assert stored.access_token in token_service.valid_access_tokens and stored.expires_at is not None
 
 
@@ -57,7 +57,7 @@ def test_every_accounts_command_names_its_store(data_dir, capsys):
 
 
 def test_accounts_disable_and_enable(data_dir, capsys):
-    store = SqliteAccountStore(data_dir)
+    store = sqlite_store(data_dir)
     account = store.add(auth_method="social", refresh_token="t1", label="work")
     code, out, _ = run(capsys, "accounts", "disable", "work")
     assert code == 0 and f"Disabled account {account.id}" in out
@@ -75,7 +75,7 @@ def test_login_prints_the_code_waits_and_stores_the_account(data_dir, capsys, to
     code, out, err = run(capsys, "login", "--label", "me")
     assert code == 0, err
     assert "SIMU-" in out and f"{token_service.base_url}/device?user_code=SIMU-" in out
-    [stored] = SqliteAccountStore(data_dir).accounts()
+    [stored] = sqlite_store(data_dir).accounts()
     assert (stored.label, stored.auth_method, stored.region) == ("me", "idc", "us-east-1")
     assert stored.refresh_token in token_service.device.issued_refresh_tokens
     assert stored.client_id in token_service.device.clients
@@ -89,15 +89,15 @@ def test_login_denied_stores_nothing(data_dir, capsys, token_service):
     token_service.device.answers.append("access_denied")
     code, _, err = run(capsys, "login")
     assert code == 1 and "denied" in err
-    assert SqliteAccountStore(data_dir).accounts() == []
+    assert sqlite_store(data_dir).accounts() == []
 
 
 def test_login_without_a_label_never_replaces_an_account(data_dir, capsys, token_service):
     token_service.device.interval = 0.01
-    SqliteAccountStore(data_dir).add(auth_method="social", refresh_token="t", label="builder-id")
+    sqlite_store(data_dir).add(auth_method="social", refresh_token="t", label="builder-id")
     code, _out, err = run(capsys, "login")
     assert code == 0, err
-    assert sorted(account.label for account in SqliteAccountStore(data_dir).accounts()) == [
+    assert sorted(account.label for account in sqlite_store(data_dir).accounts()) == [
         "builder-id",
         "builder-id-2",
     ]
@@ -117,5 +117,5 @@ def test_served_workers_name_their_store_and_follow_a_disabled_account(tmp_path:
         assert status_of(server, "/readyz") == 200
 
         # Hot reload: an account switched off in the store leaves both workers within seconds.
-        SqliteAccountStore(tmp_path / "data").update("env", enabled=False)
+        sqlite_store(tmp_path / "data").update("env", enabled=False)
         server.wait_until(lambda: all(status_of(server, "/readyz") == 503 for _ in range(8)))

@@ -13,13 +13,13 @@ import anthropic
 import pytest
 
 from q2api.amazonq.accounts.records import AccountStats, AccountStatus
-from q2api.amazonq.accounts.store import SqliteAccountStore
 from q2api.cli.accounts import format_table
 from q2api.cli.main import build_parser
 from q2api.testing.simulated_services import usage_document
 from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.cli import run
 from tests.support.serve_process import CLIENT_KEY, clean_environment, serve
+from tests.support.stores import sqlite_store
 
 REFRESH_SECRET = "rt-NEVER-PRINT-7f3a9c1e5b"
 CLIENT_SECRET = "cs-NEVER-PRINT-2d8e4b6a0c"
@@ -34,7 +34,7 @@ def test_accounts_add_list_remove_round_trip(data_dir, capsys, monkeypatch):
     code, out, err = run(capsys, "accounts", "add", "--label", "work")
     assert code == 0, err
     account_id = re.search(r"Added account (\w+) \(work, social\)", out).group(1)
-    assert SqliteAccountStore(data_dir).get(account_id).refresh_token == REFRESH_SECRET
+    assert sqlite_store(data_dir).get(account_id).refresh_token == REFRESH_SECRET
 
     code, listing, err = run(capsys, "accounts", "list")
     assert code == 0, err
@@ -45,7 +45,7 @@ def test_accounts_add_list_remove_round_trip(data_dir, capsys, monkeypatch):
 
     code, out, err = run(capsys, "accounts", "remove", "work")
     assert code == 0 and account_id in out
-    assert SqliteAccountStore(data_dir).list_views() == []
+    assert sqlite_store(data_dir).list_views() == []
 
     code, out, err = run(capsys, "accounts", "remove", "work")
     assert code == 1
@@ -58,7 +58,7 @@ def test_accounts_add_infers_idc_from_the_client_registration_and_lists_no_secre
     code, out, err = run(capsys, "accounts", "add", "--label", "builder", "--client-id", CLIENT_ID)
     assert code == 0, err
     assert "(builder, idc)" in out
-    [stored] = SqliteAccountStore(data_dir).accounts()
+    [stored] = sqlite_store(data_dir).accounts()
     assert (stored.auth_method, stored.client_id, stored.client_secret) == ("idc", CLIENT_ID, CLIENT_SECRET)
 
     code, listing, _ = run(capsys, "accounts", "list")
@@ -84,7 +84,7 @@ def test_accounts_add_takes_secrets_from_flags_too(data_dir, capsys):
         "arn:aws:test",
     )
     assert code == 0, err
-    [stored] = SqliteAccountStore(data_dir).accounts()
+    [stored] = sqlite_store(data_dir).accounts()
     assert (stored.refresh_token, stored.client_secret, stored.profile_arn) == (
         REFRESH_SECRET,
         CLIENT_SECRET,
@@ -95,7 +95,7 @@ def test_accounts_add_takes_secrets_from_flags_too(data_dir, capsys):
 
 def test_accounts_add_with_an_existing_label_replaces_its_credentials(data_dir, capsys, monkeypatch):
     # The re-login path: an account whose refresh token was rejected gets a fresh one, same id.
-    store = SqliteAccountStore(data_dir)
+    store = sqlite_store(data_dir)
     old = store.add(auth_method="social", refresh_token="old-token", label="work")
     store.set_status(old.id, AccountStatus.NEEDS_LOGIN, "invalid_grant")
     monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
@@ -111,7 +111,7 @@ def test_accounts_add_without_a_refresh_token_off_a_terminal_exits_2(data_dir, c
     code, _out, err = run(capsys, "accounts", "add", "--label", "work")
     assert code == 2
     assert "Q2API_NEW_REFRESH_TOKEN" in err
-    assert SqliteAccountStore(data_dir).accounts() == []
+    assert sqlite_store(data_dir).accounts() == []
 
 
 def test_accounts_add_asks_for_missing_secrets_on_a_terminal(data_dir, capsys, monkeypatch):
@@ -127,7 +127,7 @@ def test_accounts_add_asks_for_missing_secrets_on_a_terminal(data_dir, capsys, m
     code, _out, err = run(capsys, "accounts", "add", "--label", "tty", "--client-id", CLIENT_ID)
     assert code == 0, err
     assert len(prompts) == 2
-    [stored] = SqliteAccountStore(data_dir).accounts()
+    [stored] = sqlite_store(data_dir).accounts()
     assert (stored.refresh_token, stored.client_secret) == (REFRESH_SECRET, CLIENT_SECRET)
 
 
@@ -135,11 +135,11 @@ def test_accounts_add_idc_without_a_client_id_exits_2(data_dir, capsys, monkeypa
     monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
     code, _, err = run(capsys, "accounts", "add", "--label", "x", "--auth-method", "idc")
     assert code == 2 and "--client-id" in err
-    assert SqliteAccountStore(data_dir).accounts() == []
+    assert sqlite_store(data_dir).accounts() == []
 
 
 def test_accounts_remove_by_id_and_refuses_an_ambiguous_label(data_dir, capsys):
-    store = SqliteAccountStore(data_dir)
+    store = sqlite_store(data_dir)
     first = store.add(auth_method="social", refresh_token="t1", label="twin")
     second = store.add(auth_method="social", refresh_token="t2", label="twin")
 
@@ -153,7 +153,7 @@ def test_accounts_remove_by_id_and_refuses_an_ambiguous_label(data_dir, capsys):
 
 
 def test_account_table_shows_expiry_refresh_time_and_why_an_account_is_stuck(tmp_path):
-    store = SqliteAccountStore(tmp_path)
+    store = sqlite_store(tmp_path)
     fresh = store.add(auth_method="social", refresh_token="t1", label="fresh")
     now = time.time()
     store.save_tokens(fresh.id, access_token="a1", expires_at=now + 90 * 60)
@@ -191,7 +191,7 @@ def test_accounts_list_shows_credits_of_accounts_with_a_current_token_and_never_
 ):
     with SimulatedUpstream.run_in_thread() as upstream:
         monkeypatch.setenv("AMAZONQ_ENDPOINT", upstream.url)
-        store = SqliteAccountStore(data_dir)
+        store = sqlite_store(data_dir)
         current = store.add(auth_method="social", refresh_token="rt-current", label="current")
         store.save_tokens(current.id, access_token="tok-current", expires_at=time.time() + 3600)
         upstream.sim.token_accounts["tok-current"] = "rt-current"
@@ -211,7 +211,7 @@ def test_accounts_usage_reads_each_accounts_credits(data_dir, capsys, monkeypatc
     with SimulatedUpstream.run_in_thread() as upstream:
         monkeypatch.setenv("AMAZONQ_ENDPOINT", upstream.url)
         monkeypatch.setenv("AMAZONQ_KIRO_REFRESH_ENDPOINT", upstream.sim.kiro_refresh_url)
-        SqliteAccountStore(data_dir).add(auth_method="social", refresh_token=SIM_REFRESH_TOKEN, label="kiro")
+        sqlite_store(data_dir).add(auth_method="social", refresh_token=SIM_REFRESH_TOKEN, label="kiro")
         code, out, err = run(capsys, "accounts", "usage")
         missing, _, missing_err = run(capsys, "accounts", "usage", "nobody")
     assert code == 0, err

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from q2api.amazonq.accounts.opening import open_account_store
 from q2api.amazonq.accounts.records import AccountStatus
 from q2api.cli.main import main
 from q2api.settings import ENV_VARIABLES
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
 from tests.support.serve_process import clean_environment
+from tests.support.stores import BlockingStore, sqlite_store
 
 PASSWORD = "pw-NEVER-PRINTED-51c2"
 
@@ -65,7 +65,7 @@ def test_accounts_move_from_sqlite_to_a_shared_store_and_back(
     isolated: Path, database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data_dir = isolated / "data"
-    sqlite = open_account_store(None, data_dir, None)
+    sqlite = sqlite_store(data_dir)
     work = sqlite.add(auth_method="social", refresh_token="refresh-SECRET-1", label="work")
     sqlite.save_tokens(work.id, access_token="access-SECRET", expires_at=2e9, refresh_token="rotated-SECRET")
     spare = sqlite.add(auth_method="social", refresh_token="refresh-SECRET-2", label="spare")
@@ -75,7 +75,7 @@ def test_accounts_move_from_sqlite_to_a_shared_store_and_back(
     assert main(["accounts", "copy", "--from", str(data_dir), "--to", database_url]) == 0
     captured = capsys.readouterr()
     assert "2 account(s) copied, 0 skipped" in captured.out
-    shared = open_account_store(database_url, data_dir, TEST_SECRET_KEY)
+    shared = BlockingStore.open(database_url, data_dir, TEST_SECRET_KEY)
     assert shared.accounts() == sqlite.accounts()  # whole: rotated tokens, switch and login state
 
     # Again: nothing is overwritten (the target's tokens may be newer) unless asked.
@@ -89,7 +89,7 @@ def test_accounts_move_from_sqlite_to_a_shared_store_and_back(
     assert main(["accounts", "copy", "--from", database_url, "--to", str(isolated / "back")]) == 0
     assert main(["accounts", "list"]) == 0
     captured = capsys.readouterr()
-    assert open_account_store(None, isolated / "back", None).get(work.id).refresh_token == "rotated-again-SECRET"
+    assert sqlite_store(isolated / "back").get(work.id).refresh_token == "rotated-again-SECRET"
     assert "work" in captured.out and "spare" in captured.out
     assert "SECRET" not in captured.out + captured.err
     shared.close()

@@ -27,7 +27,7 @@ ACCOUNTS = {"rt-alpha": "alpha", "rt-beta": "beta"}  # refresh token -> label
 async def two_account_gateway(sim: SimulatedUpstream, data_dir: Path) -> AsyncIterator[str]:
     store = SqliteAccountStore(data_dir)
     for refresh_token, label in ACCOUNTS.items():
-        store.add(auth_method="social", refresh_token=refresh_token, label=label)
+        await store.add(auth_method="social", refresh_token=refresh_token, label=label)
     settings = load_settings(
         {
             "AMAZONQ_ENDPOINT": sim.url,

@@ -66,8 +66,8 @@ async def two_gateways(sim: SimulatedUpstream, data_dir: Path) -> AsyncIterator[
         yield first, second
 
 
-def tokens_of(data_dir: Path, account_id: str) -> set[str]:
-    account = SqliteAccountStore(data_dir).get(account_id)
+async def tokens_of(data_dir: Path, account_id: str) -> set[str]:
+    account = await SqliteAccountStore(data_dir).get(account_id)
     return {account.access_token} if account and account.access_token else set()
 
 
@@ -118,7 +118,7 @@ async def test_accounts_join_serve_and_leave_without_a_restart(tmp_path: Path) -
                     return {added_id, device_id} <= await serving(second_url)
 
                 await eventually(both_serving)
-                new_tokens = tokens_of(tmp_path, added_id) | tokens_of(tmp_path, device_id)
+                new_tokens = await tokens_of(tmp_path, added_id) | await tokens_of(tmp_path, device_id)
                 served_before = len(sim.requests)
                 for _ in range(6):
                     await ask(client_second)
@@ -138,7 +138,7 @@ async def test_accounts_join_serve_and_leave_without_a_restart(tmp_path: Path) -
                 for client in (client_first, client_second) * 3:
                     await ask(client)
                 late = {request.access_token for request in sim.requests[served_before:]}
-                assert late and not (late & tokens_of(tmp_path, added_id))
+                assert late and not (late & await tokens_of(tmp_path, added_id))
 
                 # -- per-account stats, shared by both gateways
                 accounts = await second.accounts()

@@ -81,7 +81,7 @@ async def test_a_rotated_refresh_token_is_stored_and_survives_a_restart(tmp_path
             await ask(sdk(url))
         (rotated,) = sim.valid_refresh_tokens  # the service retired the original one
         assert rotated != SIM_REFRESH_TOKEN
-        assert SqliteAccountStore(data_dir).get(ENV_ACCOUNT_ID).refresh_token == rotated
+        assert (await SqliteAccountStore(data_dir).get(ENV_ACCOUNT_ID)).refresh_token == rotated
 
         # A new process with the same environment (still the original refresh token),
         # and no usable access token: only the stored, rotated refresh token can help.
@@ -205,8 +205,9 @@ async def test_two_worker_processes_share_one_data_dir(tmp_path: Path) -> None:
 def _open_store_when_released(data_dir: str, release, failures) -> None:
     release.wait()
     try:
-        SqliteAccountStore(data_dir).seed_from_env(
-            EnvAccount(auth_method="idc", refresh_token="r", client_id="c", client_secret="s")
+        store = SqliteAccountStore(data_dir)
+        asyncio.run(
+            store.seed_from_env(EnvAccount(auth_method="idc", refresh_token="r", client_id="c", client_secret="s"))
         )
     except Exception as exc:  # reported to the test process
         failures.put(f"{type(exc).__name__}: {exc}")

@@ -96,9 +96,9 @@ async def test_three_replicas_refresh_once_and_survive_a_killed_one(kind: str, t
             database_url = database_url.replace("postgres@", f"postgres:{PASSWORD}@", 1)
         sim = upstream.sim
         sim.valid_refresh_tokens = {SIM_REFRESH_TOKEN}  # a rotated-away token is refused from then on
-        store = open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+        store = await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
         first_token = sim.issue_access_token()
-        account = store.add(
+        account = await store.add(
             auth_method="idc",
             refresh_token=SIM_REFRESH_TOKEN,
             client_id=SIM_CLIENT_ID,
@@ -117,8 +117,8 @@ async def test_three_replicas_refresh_once_and_survive_a_killed_one(kind: str, t
             await run_the_story(started, store, account.id, first_token, upstream)
             survivors = started[:2]
         logs = {replica.base_url: "\n".join(replica.lines) for replica in started}
-        final = store.get(account.id)
-        store.close()
+        final = await store.get(account.id)
+        await store.close()
 
     assert sim.refresh_calls == 1, [request.body for request in sim.refresh_requests]
     assert sim.retired_refresh_uses == 0

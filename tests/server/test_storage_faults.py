@@ -15,10 +15,10 @@ async def test_a_full_disk_at_refresh_time_serves_the_client_and_keeps_the_rotat
     real_save = AccountStore.save_tokens
     disk_full = True
 
-    def save_tokens(self, *args, **kwargs):
+    async def save_tokens(self, *args, **kwargs):
         if disk_full:
             raise sqlite3.OperationalError("database or disk is full")
-        return real_save(self, *args, **kwargs)
+        return await real_save(self, *args, **kwargs)
 
     monkeypatch.setattr(AccountStore, "save_tokens", save_tokens)
     async with SimulatedUpstream(check_tokens=True, rotate_refresh_tokens=True) as sim:
@@ -33,10 +33,10 @@ async def test_a_full_disk_at_refresh_time_serves_the_client_and_keeps_the_rotat
                 disk_full = False
                 (newest,) = sim.valid_refresh_tokens
                 for _ in range(300):  # the background retry, within seconds
-                    if AccountStore(tmp_path).get(ENV_ACCOUNT_ID).refresh_token == newest:
+                    if (await AccountStore(tmp_path).get(ENV_ACCOUNT_ID)).refresh_token == newest:
                         break
                     await asyncio.sleep(0.05)
-                assert AccountStore(tmp_path).get(ENV_ACCOUNT_ID).refresh_token == newest
+                assert (await AccountStore(tmp_path).get(ENV_ACCOUNT_ID)).refresh_token == newest
         assert [line.extra["status"] for line in logs.request_lines()] == [200, 200]
         assert any("could not save the refreshed tokens" in line.message for line in logs.lines)
         assert find_secrets(logs.text) == []

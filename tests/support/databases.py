@@ -9,15 +9,19 @@ answer skips the test, naming the server, never passes it.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import os
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from q2api.amazonq.accounts.database_url import parse_database_url
 
@@ -25,6 +29,35 @@ POSTGRES_ADMIN_URL = os.environ.get("Q2API_TEST_POSTGRES_URL", "postgresql://pos
 MYSQL_ADMIN_URL = os.environ.get("Q2API_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
 SHARED_KINDS = ("postgresql", "mysql")
 TEST_SECRET_KEY = Fernet.generate_key().decode()
+T = TypeVar("T")
+
+
+def run_sql(database_url: str, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    """`work` in one committed transaction on `database_url`, from sync and async tests alike.
+
+    It runs on an event loop of its own in another thread: an async test's loop is already running.
+    """
+
+    async def run() -> T:
+        engine_url, connect_args = parse_database_url(database_url).engine_arguments()
+        engine = create_async_engine(engine_url, connect_args=connect_args, poolclass=sa.NullPool)
+        try:
+            async with engine.begin() as connection:
+                return await work(connection)
+        finally:
+            await engine.dispose()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, run()).result()
+
+
+def raw_rows(database_url: str, table: sa.Table) -> list[sa.Row]:
+    """The rows of `table` as the database holds them (no decryption)."""
+
+    async def select(connection: AsyncConnection) -> list[sa.Row]:
+        return list(await connection.execute(sa.select(table)))
+
+    return run_sql(database_url, select)
 
 
 @contextlib.contextmanager
@@ -32,14 +65,14 @@ def scratch_database_url(kind: str) -> Iterator[str]:
     """A `Q2API_DATABASE_URL` for an empty schema of its own on the `kind` server."""
     admin_url = POSTGRES_ADMIN_URL if kind == "postgresql" else MYSQL_ADMIN_URL
     name = f"q2api_t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(parse_database_url(admin_url).url, poolclass=sa.NullPool)
+
+    def execute(sql: str) -> Callable[[AsyncConnection], Awaitable[object]]:
+        return lambda connection: connection.execute(sa.text(sql))
+
     try:
-        with engine.connect() as connection:
-            connection.execute(sa.text(f"CREATE {'SCHEMA' if kind == 'postgresql' else 'DATABASE'} {name}"))
-            connection.commit()
-    except sa.exc.OperationalError as exc:
-        engine.dispose()
-        pytest.skip(f"no {kind} server at {parse_database_url(admin_url).masked}: {type(exc.orig).__name__}")
+        run_sql(admin_url, execute(f"CREATE {'SCHEMA' if kind == 'postgresql' else 'DATABASE'} {name}"))
+    except (sa.exc.OperationalError, sa.exc.InterfaceError, OSError) as exc:
+        pytest.skip(f"no {kind} server at {parse_database_url(admin_url).masked}: {type(exc).__name__}")
     try:
         if kind == "postgresql":
             yield (
@@ -51,8 +84,5 @@ def scratch_database_url(kind: str) -> Iterator[str]:
         else:
             yield admin_url.rsplit("/", 1)[0] + "/" + name
     finally:
-        with engine.connect() as connection:
-            drop = f"DROP SCHEMA {name} CASCADE" if kind == "postgresql" else f"DROP DATABASE {name}"
-            connection.execute(sa.text(drop))
-            connection.commit()
-        engine.dispose()
+        drop = f"DROP SCHEMA {name} CASCADE" if kind == "postgresql" else f"DROP DATABASE {name}"
+        run_sql(admin_url, execute(drop))

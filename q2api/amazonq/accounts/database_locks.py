@@ -8,12 +8,14 @@ connection: a replica killed while it holds one blocks nobody.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from q2api.amazonq.accounts.database_url import DatabaseKind
 
@@ -30,36 +32,36 @@ class DatabaseLocks:
         self._kind = kind
         self._namespace = namespace
 
-    def try_acquire(self, connection: sa.Connection, name: str) -> bool:
+    async def try_acquire(self, connection: AsyncConnection, name: str) -> bool:
         if self._kind == "postgresql":
             statement = sa.text("SELECT pg_try_advisory_lock(:key)").bindparams(key=self._pg_key(name))
         else:
             statement = sa.text("SELECT GET_LOCK(:name, 0)").bindparams(name=self._mysql_name(name))
-        acquired = connection.execute(statement).scalar()
-        connection.commit()  # the lock is the session's: do not leave a transaction open around it
+        acquired = (await connection.execute(statement)).scalar()
+        await connection.commit()  # the lock is the session's: do not leave a transaction open around it
         return bool(acquired)
 
-    def release(self, connection: sa.Connection, name: str) -> None:
+    async def release(self, connection: AsyncConnection, name: str) -> None:
         if self._kind == "postgresql":
             statement = sa.text("SELECT pg_advisory_unlock(:key)").bindparams(key=self._pg_key(name))
         else:
             statement = sa.text("SELECT RELEASE_LOCK(:name)").bindparams(name=self._mysql_name(name))
-        connection.execute(statement)
-        connection.commit()
+        await connection.execute(statement)
+        await connection.commit()
 
-    @contextlib.contextmanager
-    def held(self, connection: sa.Connection, name: str, timeout: float) -> Iterator[None]:
-        """Hold `name` on `connection` for the block (blocking: for start-up and the CLI)."""
+    @contextlib.asynccontextmanager
+    async def held(self, connection: AsyncConnection, name: str, timeout: float) -> AsyncIterator[None]:
+        """Hold `name` on `connection` for the block, waiting up to `timeout` seconds for it (start-up, the CLI)."""
         deadline = time.monotonic() + timeout
-        while not self.try_acquire(connection, name):
+        while not await self.try_acquire(connection, name):
             if time.monotonic() > deadline:
                 raise LockTimeout(f"the shared store's {name!r} lock stayed taken for {timeout:g}s")
-            time.sleep(_POLL_INTERVAL)
+            await asyncio.sleep(_POLL_INTERVAL)
         try:
             yield
         finally:
-            connection.rollback()  # a failed step may have left a transaction open
-            self.release(connection, name)
+            await connection.rollback()  # a failed step may have left a transaction open
+            await self.release(connection, name)
 
     def _digest(self, name: str) -> bytes:
         return hashlib.sha256(f"q2api:{self._namespace}:{name}".encode()).digest()
@@ -71,7 +73,7 @@ class DatabaseLocks:
         return "q2api." + self._digest(name).hex()[:40]  # GET_LOCK names are at most 64 characters
 
 
-def lock_namespace(connection: sa.Connection, kind: DatabaseKind) -> str:
+async def lock_namespace(connection: AsyncConnection, kind: DatabaseKind) -> str:
     """The database (and, on PostgreSQL, schema) this connection works in."""
     query = "SELECT current_database() || '.' || current_schema()" if kind == "postgresql" else "SELECT DATABASE()"
-    return str(connection.execute(sa.text(query)).scalar())
+    return str((await connection.execute(sa.text(query))).scalar())

@@ -8,7 +8,6 @@ kept in the store's `logins` table, so every worker (and replica) can answer
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Sequence
 
@@ -52,9 +51,8 @@ async def complete_device_login(
     Raises LoginDenied, LoginExpired or LoginFailed (q2api.amazonq.accounts.device_login).
     """
     tokens = await wait_for_approval(session, login)
-    existing = await asyncio.to_thread(store.accounts)
-    return await asyncio.to_thread(
-        store.add,
+    existing = await store.accounts()
+    return await store.add(
         auth_method="idc",
         refresh_token=tokens.refresh_token,
         access_token=tokens.access_token,

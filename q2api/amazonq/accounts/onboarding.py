@@ -6,7 +6,6 @@ made-up or revoked token the same way instead of listing it as `active`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 
@@ -81,9 +80,8 @@ async def store_new_account(
     for one that needs a new login). The refresh may have rotated the refresh
     token, so the rotated one is what is stored.
     """
-    existing_id = account_id_for_label(await asyncio.to_thread(store.accounts), new.label)
-    account = await asyncio.to_thread(
-        store.add,
+    existing_id = account_id_for_label(await store.accounts(), new.label)
+    account = await store.add(
         auth_method=new.auth_method,
         refresh_token=(verified.refresh_token if verified else None) or new.refresh_token,
         label=new.label,

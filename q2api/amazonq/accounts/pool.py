@@ -297,7 +297,7 @@ def _health(slot: _Slot, now: float) -> AccountHealth:
     return AccountHealth.READY
 
 
-def build_account_pool(
+async def build_account_pool(
     store: AccountStore,
     session: aiohttp.ClientSession,
     *,
@@ -308,16 +308,16 @@ def build_account_pool(
 ) -> AccountPool:
     """Seed the environment account, then one token manager per enabled stored account.
 
-    Call once at start-up (it does blocking SQLite I/O, which is brief).
+    Call once at start-up.
     """
     if seed is not None:
-        store.seed_from_env(seed)
+        await store.seed_from_env(seed)
     refresh = functools.partial(refresh_access_token, session, endpoints=endpoints)
 
     def factory(account: Account) -> TokenManager:
         return TokenManager(account, store, refresh, observer=observer)
 
-    managers = [factory(account) for account in store.accounts() if account.enabled]
+    managers = [factory(account) for account in await store.accounts() if account.enabled]
     pool = AccountPool(managers, factory=factory, failure_limit=failure_limit)
     if not managers:
         logger.warning(

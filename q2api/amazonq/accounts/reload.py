@@ -58,10 +58,10 @@ class AccountReloader:
         async with self._lock:
             await self.flush_stats()
             await self._share_rests()
-            generation = await asyncio.to_thread(self._store.generation)
+            generation = await self._store.generation()
             if not force and generation == self._seen_generation:
                 return
-            accounts = await asyncio.to_thread(self._store.accounts)
+            accounts = await self._store.accounts()
             self._pool.sync(accounts)
             self._seen_generation = generation
 
@@ -69,18 +69,18 @@ class AccountReloader:
         mine = self._pool.take_rests()
         try:
             begun = {account_id: rest for account_id, rest in mine.items() if rest is not None}
-            await asyncio.to_thread(self._store.add_rests, begun)
-            await asyncio.to_thread(self._store.clear_rests, [key for key, rest in mine.items() if rest is None])
+            await self._store.add_rests(begun)
+            await self._store.clear_rests([key for key, rest in mine.items() if rest is None])
         except BaseException:
             for account_id, rest in mine.items():  # not lost: the next tick writes them
                 self._pool.requeue_rest(account_id, rest)
             raise
-        self._pool.adopt_rests(await asyncio.to_thread(self._store.read_rests))
+        self._pool.adopt_rests(await self._store.read_rests())
 
     async def flush_stats(self) -> None:
         pending = self._pool.stats.take()
         try:
-            await asyncio.to_thread(self._store.add_stats, pending)
+            await self._store.add_stats(pending)
         except BaseException:
             self._pool.stats.restore(pending)
             raise

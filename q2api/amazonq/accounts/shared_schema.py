@@ -13,10 +13,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from q2api.amazonq.accounts.database_locks import DatabaseLocks
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 metadata = sa.MetaData()
 
@@ -128,13 +132,13 @@ class SchemaTooNew(Exception):
     """The store was migrated by a newer q2api than this one."""
 
 
-def migrate(engine: sa.Engine, locks: DatabaseLocks) -> list[int]:
+async def migrate(engine: AsyncEngine, locks: DatabaseLocks) -> list[int]:
     """Apply the missing migrations, one replica at a time; the versions this call applied."""
     applied: list[int] = []
-    with engine.connect() as connection, locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT):
-        schema_migrations.create(connection, checkfirst=True)
-        connection.commit()
-        done = set(connection.scalars(sa.select(schema_migrations.c.version)))
+    async with engine.connect() as connection, locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT):
+        await connection.run_sync(schema_migrations.create, checkfirst=True)
+        await connection.commit()
+        done = set(await connection.scalars(sa.select(schema_migrations.c.version)))
         newest = MIGRATIONS[-1].version
         if done and max(done) > newest:
             raise SchemaTooNew(
@@ -144,12 +148,13 @@ def migrate(engine: sa.Engine, locks: DatabaseLocks) -> list[int]:
         for migration in MIGRATIONS:
             if migration.version in done:
                 continue
-            migration.apply(connection)
-            connection.execute(
+            # Steps are plain (synchronous) SQLAlchemy: DDL helpers such as `create_all` exist only in that form.
+            await connection.run_sync(migration.apply)
+            await connection.execute(
                 sa.insert(schema_migrations).values(
                     version=migration.version, description=migration.description, applied_at=time.time()
                 )
             )
-            connection.commit()
+            await connection.commit()
             applied.append(migration.version)
     return applied

@@ -1,9 +1,10 @@
 """The shared account store: PostgreSQL or MySQL/MariaDB, for several gateway replicas.
 
-Implements `AccountStore` (store_protocol.py) with SQLAlchemy Core over
-synchronous drivers (psycopg 3, PyMySQL): every store call already runs in a
-thread (`asyncio.to_thread`), exactly like the SQLite store, so one code path
-serves both and the CLI uses the store without an event loop.
+Implements `AccountStore` (store_protocol.py) with SQLAlchemy Core's asyncio
+extension over async drivers (asyncpg for PostgreSQL, aiomysql for
+MySQL/MariaDB): a query waits on the event loop, never in a thread. Open it
+with `SharedAccountStore.open` (it connects and migrates) inside the event
+loop that will use it, and `close` it there.
 
 Across replicas:
 
@@ -21,14 +22,15 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from q2api.amazonq.accounts import shared_schema as tables
-from q2api.amazonq.accounts.database import Database
+from q2api.amazonq.accounts.database import Database, affected_rows, all_rows, first_row
 from q2api.amazonq.accounts.database_locks import DatabaseLocks, lock_namespace
 from q2api.amazonq.accounts.database_url import DatabaseUrl
 from q2api.amazonq.accounts.records import (
@@ -54,44 +56,55 @@ _LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another
 
 
 class SharedAccountStore:
-    def __init__(self, url: DatabaseUrl, secrets: SecretBox) -> None:
-        """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
+    def __init__(self, db: Database, locks: DatabaseLocks, secrets: SecretBox) -> None:
+        """Use `open`, which connects and migrates first."""
+        self._db = db
+        self._locks = locks
         self._secrets = secrets
-        self._kind = url.kind
-        self._db = Database(url)
-        with self._db.failures():
-            with self._db.engine.connect() as connection:
-                self._locks = DatabaseLocks(self._kind, lock_namespace(connection, self._kind))
-            tables.migrate(self._db.engine, self._locks)
+        self._kind = db.url.kind
+
+    @classmethod
+    async def open(cls, url: DatabaseUrl, secrets: SecretBox) -> SharedAccountStore:
+        """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
+        db = Database(url)
+        try:
+            with db.failures():
+                async with db.engine.connect() as connection:
+                    locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
+                await tables.migrate(db.engine, locks)
+        except BaseException:
+            await db.dispose()
+            raise
+        return cls(db, locks, secrets)
 
     @property
     def location(self) -> str:
         return self._db.url.masked
 
-    def close(self) -> None:
-        self._db.dispose()
+    async def close(self) -> None:
+        await self._db.dispose()
 
     # -- reading ----------------------------------------------------------------
 
-    def get(self, account_id: str) -> Account | None:
-        row = self._db.read(lambda db: db.execute(_accounts_where(account_id)).first())
+    async def get(self, account_id: str) -> Account | None:
+        row = await self._db.read(lambda db: first_row(db, _accounts_where(account_id)))
         return self._account(row) if row is not None else None
 
-    def accounts(self) -> list[Account]:
+    async def accounts(self) -> list[Account]:
         query = sa.select(tables.accounts).order_by(tables.accounts.c.created_at, tables.accounts.c.id)
-        rows = self._db.read(lambda db: db.execute(query).all())
+        rows = await self._db.read(lambda db: all_rows(db, query))
         return [self._account(row) for row in rows]
 
-    def list_views(self) -> list[AccountView]:
-        return [account.view() for account in self.accounts()]
+    async def list_views(self) -> list[AccountView]:
+        return [account.view() for account in await self.accounts()]
 
-    def generation(self) -> int:
+    async def generation(self) -> int:
         query = sa.select(tables.meta.c.value).where(tables.meta.c.name == tables.GENERATION)
-        return int(self._db.read(lambda db: db.execute(query).scalar()) or 0)
+        return int(await self._db.read(lambda db: db.scalar(query)) or 0)
 
     # -- account changes ----------------------------------------------------------
 
-    def add(
+    async def add(
         self,
         *,
         auth_method: str,
@@ -127,48 +140,48 @@ class SharedAccountStore:
             "updated_at": now,
         }
 
-        def write(db: sa.Connection) -> None:
-            existing = db.execute(_accounts_where(account_id)).first()
+        async def write(db: AsyncConnection) -> None:
+            existing = await first_row(db, _accounts_where(account_id))
             if existing is None:
                 values = {"id": account_id, "created_at": now, "token_generation": 0, "enabled": True}
-                db.execute(sa.insert(tables.accounts).values(**values, **credentials))
+                await db.execute(sa.insert(tables.accounts).values(**values, **credentials))
             else:  # a new login for a known account: its enabled flag stays the operator's
                 generation = tables.accounts.c.token_generation + 1
-                db.execute(_update_account(account_id).values(**credentials, token_generation=generation))
+                await db.execute(_update_account(account_id).values(**credentials, token_generation=generation))
 
-        self._change(write)
-        return self._must_get(account_id)
+        await self._change(write)
+        return await self._must_get(account_id)
 
-    def import_account(self, account: Account) -> None:
+    async def import_account(self, account: Account) -> None:
         values = {column.name: getattr(account, column.name, None) for column in tables.accounts.columns}
         values.update({name: self._secrets.seal(values[name]) for name in _SECRET_COLUMNS})
         values["status"] = account.status.value
         values["seed_fingerprint"] = None  # it belongs to the environment of the store it came from
 
-        def write(db: sa.Connection) -> None:
-            db.execute(sa.delete(tables.accounts).where(tables.accounts.c.id == account.id))
-            db.execute(sa.insert(tables.accounts).values(**values))
+        async def write(db: AsyncConnection) -> None:
+            await db.execute(sa.delete(tables.accounts).where(tables.accounts.c.id == account.id))
+            await db.execute(sa.insert(tables.accounts).values(**values))
 
-        self._change(write)
+        await self._change(write)
 
-    def remove(self, account_id: str) -> bool:
-        def write(db: sa.Connection) -> bool:
+    async def remove(self, account_id: str) -> bool:
+        async def write(db: AsyncConnection) -> bool:
             for table in (tables.account_stats, tables.account_rests):
-                db.execute(sa.delete(table).where(table.c.account_id == account_id))
-            return db.execute(sa.delete(tables.accounts).where(tables.accounts.c.id == account_id)).rowcount > 0
+                await db.execute(sa.delete(table).where(table.c.account_id == account_id))
+            return await affected_rows(db, sa.delete(tables.accounts).where(tables.accounts.c.id == account_id)) > 0
 
-        return self._change(write)
+        return await self._change(write)
 
-    def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
+    async def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
         changes: dict[str, Any] = {"updated_at": time.time()}
         if enabled is not None:
             changes["enabled"] = enabled
         if label is not None:
             changes["label"] = label
-        self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
-        return self.get(account_id)
+        await self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
+        return await self.get(account_id)
 
-    def seed_from_env(self, env: EnvAccount) -> Account:
+    async def seed_from_env(self, env: EnvAccount) -> Account:
         """As SqliteAccountStore.seed_from_env: a rotated token survives a restart with the same env token."""
         fingerprint = env.fingerprint()
         now = time.time()
@@ -183,39 +196,39 @@ class SharedAccountStore:
             "seed_fingerprint": fingerprint,
         }
 
-        def write(db: sa.Connection) -> None:
-            row = db.execute(_accounts_where(ENV_ACCOUNT_ID)).first()
+        async def write(db: AsyncConnection) -> None:
+            row = await first_row(db, _accounts_where(ENV_ACCOUNT_ID))
             if row is None:
                 fresh: dict[str, Any] = {"id": ENV_ACCOUNT_ID, "label": env.label, "status": AccountStatus.ACTIVE.value}
                 fresh |= {"created_at": now, "token_generation": 0, "enabled": True, "profile_arn": env.profile_arn}
-                db.execute(sa.insert(tables.accounts).values(**fresh, **config, **tokens))
+                await db.execute(sa.insert(tables.accounts).values(**fresh, **config, **tokens))
             elif row.seed_fingerprint != fingerprint:  # the operator logged in again: new tokens win
                 generation = tables.accounts.c.token_generation + 1
                 reset = {"status": AccountStatus.ACTIVE.value, "status_detail": None, "token_generation": generation}
-                db.execute(_update_account(ENV_ACCOUNT_ID).values(**config, **tokens, **reset))
+                await db.execute(_update_account(ENV_ACCOUNT_ID).values(**config, **tokens, **reset))
             elif self._config_differs(row, env):
-                db.execute(_update_account(ENV_ACCOUNT_ID).values(**config))
+                await db.execute(_update_account(ENV_ACCOUNT_ID).values(**config))
 
-        self._change(write)
-        return self._must_get(ENV_ACCOUNT_ID)
+        await self._change(write)
+        return await self._must_get(ENV_ACCOUNT_ID)
 
     # -- tokens -------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def refresh_lock(self, account_id: str) -> AsyncIterator[None]:
         name = f"refresh:{account_id}"
-        connection = await asyncio.to_thread(self._db.connect_for_lock)
+        connection = await self._db.connect_for_lock()
         try:
-            # Polled, not waited for in the database: a blocking wait would hold a thread per waiter.
-            while not await asyncio.to_thread(self._try_lock, connection, name):  # noqa: ASYNC110
+            # Polled, not waited for in the database: a waiting statement could not be cancelled cleanly.
+            while not await self._try_lock(connection, name):  # noqa: ASYNC110
                 await asyncio.sleep(_LOCK_POLL_INTERVAL)
             yield
         finally:
-            # Closing the (unpooled) connection ends the database session and so the lock,
-            # even when the release itself fails.
-            await asyncio.to_thread(connection.close)
+            # Closing the (unpooled) connection ends the database session and so the lock; shielded,
+            # so that a cancelled holder still closes it (a lock left to the garbage collector stays taken).
+            await asyncio.shield(self._close_lock_connection(connection))
 
-    def save_tokens(
+    async def save_tokens(
         self,
         account_id: str,
         *,
@@ -242,83 +255,86 @@ class SharedAccountStore:
         statement = _update_account(account_id).values(**changes)
         if if_generation is not None:
             statement = statement.where(tables.accounts.c.token_generation == if_generation)
-        updated = self._change(lambda db: db.execute(statement).rowcount)
-        return self.get(account_id) if updated else None
+        updated = await self._change(lambda db: affected_rows(db, statement))
+        return await self.get(account_id) if updated else None
 
-    def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
+    async def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
         changes = {"status": status.value, "status_detail": detail, "updated_at": time.time()}
-        self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
+        await self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
 
     # -- shared counters and cool-downs ------------------------------------------
 
-    def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
+    async def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
         if not pending:
             return
         stats = tables.account_stats
 
-        def write(db: sa.Connection) -> None:
-            known = set(db.scalars(sa.select(tables.accounts.c.id).where(tables.accounts.c.id.in_(list(pending)))))
+        async def write(db: AsyncConnection) -> None:
+            wanted = sa.select(tables.accounts.c.id).where(tables.accounts.c.id.in_(list(pending)))
+            known = set(await db.scalars(wanted))
             for account_id in sorted(known):  # one order for every writer: no deadlock between them
                 delta = pending[account_id]
                 row: dict[str, Any] = {"account_id": account_id, "requests": delta.requests, "failures": delta.failures}
                 row |= {"last_error": delta.last_error, "last_used_at": delta.last_used_at}
-                db.execute(self._upsert(stats, row, self._stats_merge))
+                await db.execute(self._upsert(stats, row, self._stats_merge))
 
-        self._db.write(write)
+        await self._db.write(write)
 
-    def read_stats(self) -> dict[str, AccountStats]:
-        rows = self._db.read(lambda db: db.execute(sa.select(tables.account_stats)).all())
+    async def read_stats(self) -> dict[str, AccountStats]:
+        rows = await self._db.read(lambda db: all_rows(db, sa.select(tables.account_stats)))
         return {
             row.account_id: AccountStats(row.requests, row.failures, row.last_error, row.last_used_at) for row in rows
         }
 
-    def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
+    async def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
         table = tables.account_rests
 
-        def write(db: sa.Connection) -> None:
+        async def write(db: AsyncConnection) -> None:
             for account_id in sorted(rests):
                 rest = rests[account_id]
-                db.execute(sa.delete(table).where(table.c.account_id == account_id, table.c.until < rest.until))
-                present = db.execute(sa.select(table.c.until).where(table.c.account_id == account_id)).first()
+                await db.execute(sa.delete(table).where(table.c.account_id == account_id, table.c.until < rest.until))
+                present = await first_row(db, sa.select(table.c.until).where(table.c.account_id == account_id))
                 if present is None:
-                    db.execute(sa.insert(table).values(account_id=account_id, until=rest.until, reason=rest.reason))
+                    values = {"account_id": account_id, "until": rest.until, "reason": rest.reason}
+                    await db.execute(sa.insert(table).values(**values))
 
         if rests:
-            self._db.write(write)
+            await self._db.write(write)
 
-    def clear_rests(self, account_ids: Collection[str]) -> None:
+    async def clear_rests(self, account_ids: Collection[str]) -> None:
         table = tables.account_rests
+        statement = sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))
         if account_ids:
-            self._db.write(lambda db: db.execute(sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))))
+            await self._db.write(lambda db: db.execute(statement))
 
-    def read_rests(self) -> dict[str, AccountRest]:
+    async def read_rests(self) -> dict[str, AccountRest]:
         table = tables.account_rests
-        rows = self._db.read(lambda db: db.execute(sa.select(table).where(table.c.until > time.time())).all())
+        rows = await self._db.read(lambda db: all_rows(db, sa.select(table).where(table.c.until > time.time())))
         return {row.account_id: AccountRest(row.until, row.reason) for row in rows}
 
     # -- device-code logins ---------------------------------------------------------
 
-    def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
+    async def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
         now = time.time()
         record: dict[str, Any] = {"id": login_id, "label": label, "method": method, "status": LoginStatus.PENDING.value}
         record |= {"expires_at": now + expires_in, "created_at": now}
 
-        def write(db: sa.Connection) -> None:
-            db.execute(sa.insert(tables.logins).values(**record))
-            db.execute(sa.delete(tables.logins).where(tables.logins.c.created_at < now - LOGIN_RECORD_LIFETIME))
+        async def write(db: AsyncConnection) -> None:
+            await db.execute(sa.insert(tables.logins).values(**record))
+            await db.execute(sa.delete(tables.logins).where(tables.logins.c.created_at < now - LOGIN_RECORD_LIFETIME))
 
-        self._db.write(write)
+        await self._db.write(write)
 
-    def finish_login(
+    async def finish_login(
         self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
     ) -> None:
         statement = sa.update(tables.logins).where(tables.logins.c.id == login_id)
         changes = {"status": status.value, "account_id": account_id, "detail": detail}
-        self._db.write(lambda db: db.execute(statement.values(**changes)))
+        await self._db.write(lambda db: db.execute(statement.values(**changes)))
 
-    def read_login(self, login_id: str) -> LoginRecord | None:
+    async def read_login(self, login_id: str) -> LoginRecord | None:
         query = sa.select(tables.logins).where(tables.logins.c.id == login_id)
-        row = self._db.read(lambda db: db.execute(query).first())
+        row = await self._db.read(lambda db: first_row(db, query))
         if row is None:
             return None
         return login_record(row.id, row.label, row.method, row.status, row.account_id, row.detail, row.expires_at)
@@ -354,8 +370,8 @@ class SharedAccountStore:
             or (env.profile_arn is not None and row.profile_arn != env.profile_arn)
         )
 
-    def _must_get(self, account_id: str) -> Account:
-        account = self.get(account_id)
+    async def _must_get(self, account_id: str) -> Account:
+        account = await self.get(account_id)
         if account is None:
             raise StoreUnavailable(f"account {account_id!r} vanished right after it was written")
         return account
@@ -378,19 +394,26 @@ class SharedAccountStore:
             "last_used_at": greatest,
         }
 
-    def _change(self, work: Callable[[sa.Connection], T]) -> T:
+    async def _change(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """An account change: the generation bump comes first, so its row lock orders every writer."""
 
-        def bump_then_work(db: sa.Connection) -> T:
+        async def bump_then_work(db: AsyncConnection) -> T:
             generation = tables.meta.c.value + 1
-            db.execute(sa.update(tables.meta).where(tables.meta.c.name == tables.GENERATION).values(value=generation))
-            return work(db)
+            bump = sa.update(tables.meta).where(tables.meta.c.name == tables.GENERATION).values(value=generation)
+            await db.execute(bump)
+            return await work(db)
 
-        return self._db.write(bump_then_work)
+        return await self._db.write(bump_then_work)
 
-    def _try_lock(self, connection: sa.Connection, name: str) -> bool:
+    async def _try_lock(self, connection: AsyncConnection, name: str) -> bool:
         with self._db.failures():
-            return self._locks.try_acquire(connection, name)
+            return await self._locks.try_acquire(connection, name)
+
+    async def _close_lock_connection(self, connection: AsyncConnection) -> None:
+        # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
+        # the block's own outcome is what the holder must see.
+        with contextlib.suppress(Exception):
+            await connection.close()
 
 
 def _accounts_where(account_id: str) -> sa.Select[Any]:

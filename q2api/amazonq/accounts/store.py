@@ -7,19 +7,26 @@ refresh token instead of one the token service has already retired.
 Writes happen only when tokens are refreshed or accounts change, never per
 request, each in one short transaction. WAL mode plus a busy timeout lets
 several worker processes share the file without "database is locked" errors.
-Every method opens its own connection: the store is used rarely and from
-several threads, and a per-call connection can never be shared by mistake.
+
+The methods are written as plain blocking sqlite3 code; `@in_thread` makes each
+one the coroutine the `AccountStore` protocol asks for, run in a worker thread
+(a busy timeout may hold it for seconds, which the event loop must not feel).
+Every call opens its own connection: calls run on several threads, and a
+per-call connection can never be shared by mistake.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 from q2api.amazonq.accounts import schema
 from q2api.amazonq.accounts.file_lock import exclusive_lock, exclusive_lock_async
@@ -43,6 +50,19 @@ DB_FILENAME = "q2api.sqlite3"
 INIT_LOCK_FILENAME = "store-init.lock"
 _BUSY_TIMEOUT_MS = 10_000
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def in_thread(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """The blocking `method` as a coroutine that runs it in a worker thread, off the event loop."""
+
+    @functools.wraps(method)
+    async def run_in_thread(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(method, *args, **kwargs)
+
+    return run_in_thread
+
 
 class SqliteAccountStore:
     """The embedded store (implements `AccountStore`, store_protocol.py)."""
@@ -65,33 +85,34 @@ class SqliteAccountStore:
     def location(self) -> str:
         return str(self.path.resolve())
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Nothing to release: every call opens and closes its own connection."""
 
     # -- reading ------------------------------------------------------------
 
+    @in_thread
     def get(self, account_id: str) -> Account | None:
-        with self.connect() as db:
-            row = db.execute("SELECT * FROM accounts WHERE id = ?", (account_id,)).fetchone()
-        return _account(row) if row else None
+        return self._read(account_id)
 
+    @in_thread
     def accounts(self) -> list[Account]:
-        with self.connect() as db:
-            rows = db.execute("SELECT * FROM accounts ORDER BY created_at, id").fetchall()
-        return [_account(row) for row in rows]
+        return self._read_all()
 
+    @in_thread
     def generation(self) -> int:
         """A number that changes whenever an account is added, changed or removed (by any process)."""
         with self.connect() as db:
             row = db.execute("SELECT value FROM store_meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
 
+    @in_thread
     def list_views(self) -> list[AccountView]:
         """The listing for the CLI: never a secret."""
-        return [account.view() for account in self.accounts()]
+        return [account.view() for account in self._read_all()]
 
     # -- account changes ----------------------------------------------------
 
+    @in_thread
     def add(
         self,
         *,
@@ -149,10 +170,11 @@ class SqliteAccountStore:
                 ),
             )
             schema.bump_generation(db)
-        account = self.get(account_id)
+        account = self._read(account_id)
         assert account is not None
         return account
 
+    @in_thread
     def remove(self, account_id: str) -> bool:
         with self.transaction() as db:
             cursor = db.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
@@ -161,6 +183,7 @@ class SqliteAccountStore:
             schema.bump_generation(db)
         return cursor.rowcount > 0
 
+    @in_thread
     def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
         """Switch an account on or off, or rename it; None when there is no such account."""
         with self.transaction() as db:
@@ -172,8 +195,9 @@ class SqliteAccountStore:
                 (None if enabled is None else int(enabled), label, time.time(), account_id),
             )
             schema.bump_generation(db)
-        return self.get(account_id)
+        return self._read(account_id)
 
+    @in_thread
     def seed_from_env(self, env: EnvAccount) -> Account:
         """Create or update the environment account, keeping a token the upstream rotated since.
 
@@ -239,12 +263,13 @@ class SqliteAccountStore:
                     (env.auth_method, env.client_id, env.client_secret, env.profile_arn, now, ENV_ACCOUNT_ID),
                 )
             schema.bump_generation(db)
-        account = self.get(ENV_ACCOUNT_ID)
+        account = self._read(ENV_ACCOUNT_ID)
         assert account is not None
         return account
 
     # -- token changes ------------------------------------------------------
 
+    @in_thread
     def save_tokens(
         self,
         account_id: str,
@@ -278,8 +303,9 @@ class SqliteAccountStore:
                 ),
             )
             schema.bump_generation(db)  # other workers adopt the token (and a cleared "needs login")
-        return self.get(account_id) if cursor.rowcount else None
+        return self._read(account_id) if cursor.rowcount else None
 
+    @in_thread
     def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
         with self.transaction() as db:
             db.execute(
@@ -292,6 +318,7 @@ class SqliteAccountStore:
         # An fcntl lock: released by the kernel when its process dies, however it dies.
         return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
 
+    @in_thread
     def import_account(self, account: Account) -> None:
         columns = _IMPORTED_COLUMNS
         values = [_column_value(account, column) for column in columns]
@@ -306,6 +333,7 @@ class SqliteAccountStore:
 
     # -- shared counters and cool-downs ----------------------------------------
 
+    @in_thread
     def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
         if not pending:
             return
@@ -324,6 +352,7 @@ class SqliteAccountStore:
                     (delta.requests, delta.failures, delta.last_error, delta.last_used_at, account_id),
                 )
 
+    @in_thread
     def read_stats(self) -> dict[str, AccountStats]:
         with self.connect() as db:
             rows = db.execute("SELECT * FROM account_stats").fetchall()
@@ -332,6 +361,7 @@ class SqliteAccountStore:
             for row in rows
         }
 
+    @in_thread
     def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
         if not rests:
             return
@@ -346,11 +376,13 @@ class SqliteAccountStore:
                     (account_id, rest.until, rest.reason),
                 )
 
+    @in_thread
     def clear_rests(self, account_ids: Collection[str]) -> None:
         if account_ids:
             with self.transaction() as db:
                 db.executemany("DELETE FROM account_rests WHERE account_id = ?", [(i,) for i in account_ids])
 
+    @in_thread
     def read_rests(self) -> dict[str, AccountRest]:
         with self.connect() as db:
             rows = db.execute("SELECT * FROM account_rests WHERE until > ?", (time.time(),)).fetchall()
@@ -358,6 +390,7 @@ class SqliteAccountStore:
 
     # -- device-code logins ------------------------------------------------------
 
+    @in_thread
     def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
         now = time.time()
         with self.transaction() as db:
@@ -368,6 +401,7 @@ class SqliteAccountStore:
             # Keep the table small: logins older than a day are of no use to anyone.
             db.execute("DELETE FROM logins WHERE created_at < ?", (now - LOGIN_RECORD_LIFETIME,))
 
+    @in_thread
     def finish_login(
         self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
     ) -> None:
@@ -377,6 +411,7 @@ class SqliteAccountStore:
                 (status.value, account_id, detail, login_id),
             )
 
+    @in_thread
     def read_login(self, login_id: str) -> LoginRecord | None:
         with self.connect() as db:
             row = db.execute("SELECT * FROM logins WHERE id = ?", (login_id,)).fetchone()
@@ -387,6 +422,16 @@ class SqliteAccountStore:
         )
 
     # -- plumbing -----------------------------------------------------------
+
+    def _read(self, account_id: str) -> Account | None:
+        with self.connect() as db:
+            row = db.execute("SELECT * FROM accounts WHERE id = ?", (account_id,)).fetchone()
+        return _account(row) if row else None
+
+    def _read_all(self) -> list[Account]:
+        with self.connect() as db:
+            rows = db.execute("SELECT * FROM accounts ORDER BY created_at, id").fetchall()
+        return [_account(row) for row in rows]
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:

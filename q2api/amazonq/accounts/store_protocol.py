@@ -1,17 +1,20 @@
 """What every account store offers: the embedded SQLite file and the shared network database alike.
 
 The pool, the token managers, the admin API and the CLI are written against
-this protocol only. Its methods block (SQLite file or database round trips):
-async code calls them through `asyncio.to_thread`, as it always has, except
-`refresh_lock`, which is awaited.
+this protocol only. Its methods are coroutines, awaited on the event loop:
+a store never blocks the loop, whatever it is made of.
 
 Two stores implement it:
 
 * `SqliteAccountStore` (store.py): one file in the data directory, shared by
-  the `--workers` of one machine; the refresh lock is an fcntl file lock.
-* `SharedAccountStore` (shared_store.py): PostgreSQL or MySQL/MariaDB, shared
-  by replicas on many machines; secrets encrypted, the refresh lock a database
-  lock that dies with its connection.
+  the `--workers` of one machine; the refresh lock is an fcntl file lock. Its
+  SQLite calls run in a worker thread.
+* `SharedAccountStore` (shared_store.py): PostgreSQL or MySQL/MariaDB over
+  async drivers, shared by replicas on many machines; secrets encrypted, the
+  refresh lock a database lock that dies with its connection.
+
+Both are opened with `open_account_store` (opening.py) and closed with
+`close()`; a shared store's connections belong to the event loop that opened it.
 """
 
 from __future__ import annotations
@@ -42,23 +45,23 @@ class AccountStore(Protocol):
 
     # -- reading ----------------------------------------------------------------
 
-    def get(self, account_id: str) -> Account | None: ...
+    async def get(self, account_id: str) -> Account | None: ...
 
-    def accounts(self) -> list[Account]:
+    async def accounts(self) -> list[Account]:
         """Every account, oldest first."""
         ...
 
-    def list_views(self) -> list[AccountView]:
+    async def list_views(self) -> list[AccountView]:
         """The listing for the CLI: never a secret."""
         ...
 
-    def generation(self) -> int:
+    async def generation(self) -> int:
         """A number that changes whenever an account is added, changed or removed (by any process)."""
         ...
 
     # -- account changes (each bumps the generation) -----------------------------
 
-    def add(
+    async def add(
         self,
         *,
         auth_method: str,
@@ -75,17 +78,17 @@ class AccountStore(Protocol):
         """Add an account, or replace the credentials of `account_id` (keeping its enabled flag)."""
         ...
 
-    def import_account(self, account: Account) -> None:
+    async def import_account(self, account: Account) -> None:
         """Store `account` exactly as given (id, state and tokens), replacing one with its id."""
         ...
 
-    def remove(self, account_id: str) -> bool: ...
+    async def remove(self, account_id: str) -> bool: ...
 
-    def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
+    async def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
         """Switch an account on or off, or rename it; None when there is no such account."""
         ...
 
-    def seed_from_env(self, env: EnvAccount) -> Account:
+    async def seed_from_env(self, env: EnvAccount) -> Account:
         """Create or update the environment account, keeping a token the upstream rotated since."""
         ...
 
@@ -100,7 +103,7 @@ class AccountStore(Protocol):
         """
         ...
 
-    def save_tokens(
+    async def save_tokens(
         self,
         account_id: str,
         *,
@@ -117,42 +120,42 @@ class AccountStore(Protocol):
         """
         ...
 
-    def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None: ...
+    async def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None: ...
 
     # -- shared counters and cool-downs -----------------------------------------
 
-    def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
+    async def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
         """Add one worker's counts to the stored ones (accounts removed meanwhile are skipped)."""
         ...
 
-    def read_stats(self) -> dict[str, AccountStats]:
+    async def read_stats(self) -> dict[str, AccountStats]:
         """Every account's stored counts, by account id (accounts never used have none)."""
         ...
 
-    def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
+    async def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
         """Record account cool-downs, so every worker and replica rests the account too."""
         ...
 
-    def clear_rests(self, account_ids: Collection[str]) -> None:
+    async def clear_rests(self, account_ids: Collection[str]) -> None:
         """End these accounts' cool-downs (the upstream has served them again)."""
         ...
 
-    def read_rests(self) -> dict[str, AccountRest]:
+    async def read_rests(self) -> dict[str, AccountRest]:
         """The cool-downs that have not run out yet, by account id."""
         ...
 
     # -- device-code logins -----------------------------------------------------
 
-    def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None: ...
+    async def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None: ...
 
-    def finish_login(
+    async def finish_login(
         self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
     ) -> None: ...
 
-    def read_login(self, login_id: str) -> LoginRecord | None: ...
+    async def read_login(self, login_id: str) -> LoginRecord | None: ...
 
-    def close(self) -> None:
-        """Release connections (a no-op for the SQLite file)."""
+    async def close(self) -> None:
+        """Release connections once running writes have finished (a no-op for the SQLite file)."""
         ...
 
 

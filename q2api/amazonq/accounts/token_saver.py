@@ -84,7 +84,7 @@ class TokenSaver:
         """Store `tokens` over `stored`; the account as it now is, in the store or in memory."""
         async with self._write_lock:
             try:
-                updated = await asyncio.to_thread(self._write, tokens, None)
+                updated = await self._write(tokens, None)
             except STORE_ERRORS as exc:
                 generation = max(stored.token_generation, self._written_generation)
                 self._unsaved = _Unsaved(tokens, generation)
@@ -123,7 +123,7 @@ class TokenSaver:
             unsaved = self._unsaved
             if unsaved is None:
                 return  # a newer refresh was saved meanwhile
-            updated = await asyncio.to_thread(self._write, unsaved.tokens, unsaved.generation)
+            updated = await self._write(unsaved.tokens, unsaved.generation)
             self._unsaved = None
             if updated is not None:
                 self._written_generation = updated.token_generation
@@ -134,8 +134,8 @@ class TokenSaver:
         else:
             logger.bind(account=self._label).info("saved the refreshed tokens: the store works again")
 
-    def _write(self, tokens: RefreshedToken, if_generation: int | None) -> Account | None:
-        return self._store.save_tokens(
+    async def _write(self, tokens: RefreshedToken, if_generation: int | None) -> Account | None:
+        return await self._store.save_tokens(
             self._account_id,
             access_token=tokens.access_token,
             expires_at=tokens.expires_at,

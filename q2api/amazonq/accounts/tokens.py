@@ -139,7 +139,7 @@ class TokenManager:
     async def mark_needs_login(self, detail: str) -> None:
         """Stop serving until an operator signs in again or a manual refresh succeeds (e.g. suspended)."""
         logger.bind(account=self.label).error(f"account marked as needing login: {detail}")
-        await asyncio.to_thread(self._store.set_status, self._account.id, AccountStatus.NEEDS_LOGIN, detail)
+        await self._store.set_status(self._account.id, AccountStatus.NEEDS_LOGIN, detail)
         self._account = dataclasses.replace(self._account, status=AccountStatus.NEEDS_LOGIN, status_detail=detail)
         self._mark_rejected(RefreshRejected(self.label, detail))
 
@@ -149,7 +149,7 @@ class TokenManager:
         Raises RefreshRejected (and marks the account) or RefreshUnavailable.
         """
         async with self._store.refresh_lock(self._account.id):
-            stored = await asyncio.to_thread(self._store.get, self._account.id)
+            stored = await self._store.get(self._account.id)
             if stored is None:
                 raise RefreshRejected(self.label, "the account was removed from the store")
             # Naming the current token as rejected: a failure may not fall back to it.
@@ -201,7 +201,7 @@ class TokenManager:
             self._observer.token_refresh(REFRESH_REJECTED)
             logger.bind(account=self.label).error(str(exc))
             try:
-                await asyncio.to_thread(self._store.set_status, stored.id, AccountStatus.NEEDS_LOGIN, exc.detail)
+                await self._store.set_status(stored.id, AccountStatus.NEEDS_LOGIN, exc.detail)
             except STORE_ERRORS as store_error:  # the rejection stands in memory; the store catches up later
                 logger.bind(account=self.label).error(f"could not record the rejection in the store: {store_error}")
             self._account = dataclasses.replace(stored, status=AccountStatus.NEEDS_LOGIN, status_detail=exc.detail)
@@ -236,7 +236,7 @@ class TokenManager:
     async def _read_stored(self) -> Account | None:
         """The account as stored; if the store cannot be read, the copy in memory (and an ERROR line)."""
         try:
-            return await asyncio.to_thread(self._store.get, self._account.id)
+            return await self._store.get(self._account.id)
         except STORE_ERRORS as exc:
             logger.bind(account=self.label).error(
                 f"could not read the account store ({type(exc).__name__}: {exc}); using the tokens in memory"
@@ -253,7 +253,7 @@ class TokenManager:
         if self._clock() - self._rejected_checked_at < _REJECTED_RECHECK_INTERVAL:
             raise self._rejected
         self._rejected_checked_at = self._clock()
-        stored = await asyncio.to_thread(self._store.get, self._account.id)
+        stored = await self._store.get(self._account.id)
         if stored is None or stored.status is AccountStatus.NEEDS_LOGIN:
             raise self._rejected
         logger.info("account has new credentials; using it again", account=self.label)

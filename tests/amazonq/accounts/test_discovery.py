@@ -27,22 +27,22 @@ async def _no_refresh(account):  # pragma: no cover - the tokens below are valid
     raise AssertionError("no refresh expected")
 
 
-def managers(tmp_path: Path, sim: SimulatedUpstream, count: int) -> list[TokenManager]:
+async def managers(tmp_path: Path, sim: SimulatedUpstream, count: int) -> list[TokenManager]:
     """Accounts acc0.. holding valid access tokens that the simulator knows as accounts rt0.."""
     store = SqliteAccountStore(tmp_path)
     result = []
     for index in range(count):
-        account = store.add(auth_method="social", refresh_token=f"rt{index}", account_id=f"acc{index}")
-        store.save_tokens(account.id, access_token=f"tok{index}", expires_at=time.time() + 3600)
+        account = await store.add(auth_method="social", refresh_token=f"rt{index}", account_id=f"acc{index}")
+        await store.save_tokens(account.id, access_token=f"tok{index}", expires_at=time.time() + 3600)
         sim.token_accounts[f"tok{index}"] = f"rt{index}"
-        result.append(TokenManager(store.get(account.id), store, _no_refresh))
+        result.append(TokenManager(await store.get(account.id), store, _no_refresh))
     return result
 
 
 async def test_a_failed_read_keeps_the_last_good_catalogue_then_the_builtin_table(tmp_path):
     async with SimulatedUpstream() as sim, create_session() as session:
         sim.services.catalogue_by_account = {"rt0": [catalogue_entry("claude-opus-4.6")]}
-        pool = AccountPool(managers(tmp_path, sim, 2))
+        pool = AccountPool(await managers(tmp_path, sim, 2))
         discovery = AccountDiscovery(pool, ServiceApi(session, sim.url))
         sim.services.failure = scripts.server_error(500)
         with capture_logs() as logs:
@@ -73,7 +73,7 @@ async def test_exhausted_credits_rest_the_account_until_they_reset(tmp_path):
     resets_at = time.time() + 3 * 24 * 3600
     async with SimulatedUpstream() as sim, create_session() as session:
         sim.services.usage_by_account = {"rt0": usage_document(100, 100, resets_at=resets_at)}
-        pool = AccountPool(managers(tmp_path, sim, 2))
+        pool = AccountPool(await managers(tmp_path, sim, 2))
         reported = []
         observer = UpstreamObserver(account_credits=lambda *credits: reported.append(credits))
         discovery = AccountDiscovery(pool, ServiceApi(session, sim.url), observer=observer)
@@ -92,7 +92,7 @@ async def test_exhausted_credits_rest_the_account_until_they_reset(tmp_path):
 async def test_usage_is_cached_for_its_max_age_and_read_again_after_a_served_request(tmp_path):
     now = [1000.0]
     async with SimulatedUpstream() as sim, create_session() as session:
-        pool = AccountPool(managers(tmp_path, sim, 1))
+        pool = AccountPool(await managers(tmp_path, sim, 1))
         discovery = AccountDiscovery(pool, ServiceApi(session, sim.url), credits_max_age=60, clock=lambda: now[0])
 
         def usage_reads() -> int:
@@ -123,7 +123,7 @@ async def test_usage_is_cached_for_its_max_age_and_read_again_after_a_served_req
 async def test_on_demand_catalogue_reads_happen_at_most_once_per_interval_from_any_thread(tmp_path):
     now = [1000.0]
     async with SimulatedUpstream() as sim, create_session() as session:
-        pool = AccountPool(managers(tmp_path, sim, 1))
+        pool = AccountPool(await managers(tmp_path, sim, 1))
         discovery = AccountDiscovery(pool, ServiceApi(session, sim.url), clock=lambda: now[0])
 
         def catalogue_reads() -> int:
@@ -147,11 +147,13 @@ async def test_on_demand_catalogue_reads_happen_at_most_once_per_interval_from_a
         await discovery.stop()
 
 
-def test_the_pool_routes_by_catalogue(tmp_path):
+async def test_the_pool_routes_by_catalogue(tmp_path):
     store = SqliteAccountStore(tmp_path)
     pool = AccountPool(
         [
-            TokenManager(store.add(auth_method="social", refresh_token=f"r{i}", account_id=f"a{i}"), store, _no_refresh)
+            TokenManager(
+                await store.add(auth_method="social", refresh_token=f"r{i}", account_id=f"a{i}"), store, _no_refresh
+            )
             for i in range(2)
         ]
     )

@@ -10,6 +10,7 @@ from q2api.amazonq.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.server.wiring import env_account, refresh_endpoints
 from q2api.settings import load_settings
+from tests.support.stores import sqlite_store
 
 
 async def _never_refresh(account):  # pragma: no cover - the pool tests never refresh
@@ -17,11 +18,11 @@ async def _never_refresh(account):  # pragma: no cover - the pool tests never re
 
 
 def make_pool(tmp_path: Path, count: int, now: list[float]) -> AccountPool:
-    store = SqliteAccountStore(tmp_path)
+    store = sqlite_store(tmp_path)
     managers = []
     for index in range(count):
         account = store.add(auth_method="social", refresh_token=f"r{index}", account_id=f"acc{index}")
-        managers.append(TokenManager(account, store, _never_refresh))
+        managers.append(TokenManager(account, store.store, _never_refresh))
     return AccountPool(managers, clock=lambda: now[0])
 
 
@@ -78,12 +79,12 @@ def test_failures_that_are_not_the_accounts_do_not_rest_it(tmp_path: Path) -> No
     assert pool.health()[0].health == "ready"
 
 
-def test_build_pool_seeds_env_and_skips_disabled(tmp_path: Path) -> None:
+async def test_build_pool_seeds_env_and_skips_disabled(tmp_path: Path) -> None:
     settings = load_settings({"AMAZONQ_REFRESH_TOKEN": "env-r", "Q2API_DATA_DIR": str(tmp_path)}, env_file=None)
     store = SqliteAccountStore(tmp_path)
-    store.add(auth_method="social", refresh_token="x", account_id="off")
-    store.update("off", enabled=False)
-    pool = build_account_pool(store, None, endpoints=refresh_endpoints(settings), seed=env_account(settings))  # type: ignore[arg-type]  # no refresh happens
+    await store.add(auth_method="social", refresh_token="x", account_id="off")
+    await store.update("off", enabled=False)
+    pool = await build_account_pool(store, None, endpoints=refresh_endpoints(settings), seed=env_account(settings))  # type: ignore[arg-type]  # no refresh happens
     assert [manager.account_id for manager in pool.managers()] == ["env"]
     assert env_account(load_settings({}, env_file=None)) is None
 

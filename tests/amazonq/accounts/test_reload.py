@@ -31,53 +31,58 @@ async def test_every_change_reaches_the_pool_on_the_next_tick(tmp_path: Path) ->
     await reloader.tick()
     assert serving(pool) == []
 
-    first = store.add(auth_method="social", refresh_token="r1", label="one")
-    second = store.add(auth_method="social", refresh_token="r2", label="two")
+    first = await store.add(auth_method="social", refresh_token="r1", label="one")
+    second = await store.add(auth_method="social", refresh_token="r2", label="two")
     await reloader.tick()
     assert serving(pool) == ["one", "two"]
     kept = pool.manager(first.id)
 
-    store.update(first.id, label="renamed")
-    store.update(second.id, enabled=False)
+    await store.update(first.id, label="renamed")
+    await store.update(second.id, enabled=False)
     await reloader.tick()
     assert serving(pool) == ["renamed"]
     assert pool.manager(first.id) is kept  # the same manager (and its token state), following the row
 
-    store.update(second.id, enabled=True)
-    store.remove(first.id)
+    await store.update(second.id, enabled=True)
+    await store.remove(first.id)
     await reloader.tick()
     assert serving(pool) == ["two"]
 
 
 async def test_an_unchanged_store_is_not_reread(tmp_path: Path, monkeypatch) -> None:
     store = SqliteAccountStore(tmp_path)
-    store.add(auth_method="social", refresh_token="r1", label="one")
+    await store.add(auth_method="social", refresh_token="r1", label="one")
     pool, reloader = worker(store)
     await reloader.tick()
     reads = []
-    monkeypatch.setattr(store, "accounts", lambda: reads.append(1) or [])
+
+    async def counted_read() -> list[Account]:
+        reads.append(1)
+        return []
+
+    monkeypatch.setattr(store, "accounts", counted_read)
     await reloader.tick()
     assert reads == [] and serving(pool) == ["one"]
 
 
 async def test_a_login_marked_elsewhere_stops_the_account_here(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    account = store.add(auth_method="social", refresh_token="r1", label="one")
+    account = await store.add(auth_method="social", refresh_token="r1", label="one")
     pool, reloader = worker(store)
     await reloader.tick()
-    store.set_status(account.id, AccountStatus.NEEDS_LOGIN, "invalid_grant")
+    await store.set_status(account.id, AccountStatus.NEEDS_LOGIN, "invalid_grant")
     await reloader.tick()
     assert [view.health for view in pool.health()] == ["needs_login"]
     assert pool.unready_reason() == "no account can serve now: 1 needs_login"
 
-    store.add(auth_method="social", refresh_token="r-new", label="one", account_id=account.id)  # a new login
+    await store.add(auth_method="social", refresh_token="r-new", label="one", account_id=account.id)  # a new login
     await reloader.tick()
     assert [view.health for view in pool.health()] == ["ready"] and pool.unready_reason() is None
 
 
 async def test_two_workers_counts_add_up_in_the_store(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    account = store.add(auth_method="social", refresh_token="r1", label="one")
+    account = await store.add(auth_method="social", refresh_token="r1", label="one")
     (pool_a, reloader_a), (pool_b, reloader_b) = worker(store), worker(store)
     await reloader_a.tick()
     await reloader_b.tick()
@@ -86,9 +91,9 @@ async def test_two_workers_counts_add_up_in_the_store(tmp_path: Path) -> None:
     pool_b.report_success(account.id)
     await reloader_a.tick()
     await reloader_b.tick()
-    stats = store.read_stats()[account.id]
+    stats = (await store.read_stats())[account.id]
     assert (stats.requests, stats.failures, stats.last_error) == (3, 1, "the token service is unreachable")
     assert stats.last_used_at is not None
 
-    store.remove(account.id)
-    assert account.id not in store.read_stats()
+    await store.remove(account.id)
+    assert account.id not in await store.read_stats()

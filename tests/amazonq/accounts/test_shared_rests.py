@@ -27,8 +27,8 @@ def health(pool: AccountPool) -> dict[str, str]:
 
 async def test_a_throttle_and_its_end_reach_every_worker(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    store.add(auth_method="social", refresh_token="r1", label="busy")
-    spare = store.add(auth_method="social", refresh_token="r2", label="spare")
+    await store.add(auth_method="social", refresh_token="r1", label="busy")
+    spare = await store.add(auth_method="social", refresh_token="r2", label="spare")
     (first, first_reloader), (second, second_reloader) = worker(store), worker(store)
     await first_reloader.tick()
     await second_reloader.tick()

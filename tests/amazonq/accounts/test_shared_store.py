@@ -15,11 +15,11 @@ from cryptography.fernet import Fernet
 
 from q2api.amazonq.accounts import shared_schema
 from q2api.amazonq.accounts.database_url import mask_database_url, parse_database_url
-from q2api.amazonq.accounts.opening import open_account_store
+from q2api.amazonq.accounts.opening import open_account_store, opened_account_store
 from q2api.amazonq.accounts.secret_box import SecretKeyMismatch
 from q2api.amazonq.accounts.shared_schema import SchemaTooNew
 from q2api.amazonq.accounts.store_protocol import AccountStore
-from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
+from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
 
 
 @pytest.fixture(params=SHARED_KINDS)
@@ -28,16 +28,8 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield url
 
 
-def raw_rows(database_url: str, table: sa.Table) -> list[sa.Row]:
-    engine = sa.create_engine(parse_database_url(database_url).url, poolclass=sa.NullPool)
-    with engine.connect() as connection:
-        rows = list(connection.execute(sa.select(table)))
-    engine.dispose()
-    return rows
-
-
-def add_secret_account(store: AccountStore) -> None:
-    store.add(
+async def add_secret_account(store: AccountStore) -> None:
+    await store.add(
         auth_method="idc",
         refresh_token="refresh-SECRET-1",
         client_id="cid",
@@ -47,37 +39,44 @@ def add_secret_account(store: AccountStore) -> None:
     )
 
 
-def test_secrets_are_encrypted_at_rest(database_url: str, tmp_path) -> None:
-    store = open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
-    add_secret_account(store)
-    store.close()
+async def test_secrets_are_encrypted_at_rest(database_url: str, tmp_path) -> None:
+    store = await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+    await add_secret_account(store)
+    await store.close()
     (row,) = raw_rows(database_url, shared_schema.accounts)
     assert "SECRET" not in repr(tuple(row))
     assert row.client_id == "cid" and row.label == "work"  # not secrets: kept readable for operators
 
 
-def test_another_key_cannot_read_the_secrets_but_a_rotated_key_list_can(database_url: str, tmp_path) -> None:
-    add_secret_account(open_account_store(database_url, tmp_path, TEST_SECRET_KEY))
+async def test_another_key_cannot_read_the_secrets_but_a_rotated_key_list_can(database_url: str, tmp_path) -> None:
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        await add_secret_account(store)
     with pytest.raises(SecretKeyMismatch, match="Q2API_SECRET_KEY"):
-        open_account_store(database_url, tmp_path, Fernet.generate_key().decode()).accounts()
+        async with opened_account_store(database_url, tmp_path, Fernet.generate_key().decode()) as other_key:
+            await other_key.accounts()
     rotated = f"{Fernet.generate_key().decode()},{TEST_SECRET_KEY}"  # new key first, old one still listed
-    (account,) = open_account_store(database_url, tmp_path, rotated).accounts()
+    async with opened_account_store(database_url, tmp_path, rotated) as store:
+        (account,) = await store.accounts()
     assert account.refresh_token == "refresh-SECRET-1"
 
 
-def test_a_shared_store_without_a_key_is_refused(database_url: str, tmp_path) -> None:
+async def test_a_shared_store_without_a_key_is_refused(database_url: str, tmp_path) -> None:
     with pytest.raises(ValueError, match="Q2API_SECRET_KEY"):
-        open_account_store(database_url, tmp_path, None)
+        await open_account_store(database_url, tmp_path, None)
 
 
 def test_replicas_starting_together_migrate_once(database_url: str, tmp_path) -> None:
     failures: list[BaseException] = []
     start = threading.Barrier(4)
 
-    def start_replica() -> None:
+    async def open_and_close() -> None:
+        async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY):
+            pass
+
+    def start_replica() -> None:  # a thread and an event loop each, as separate processes would have
         start.wait()
         try:
-            open_account_store(database_url, tmp_path, TEST_SECRET_KEY).close()
+            asyncio.run(open_and_close())
         except BaseException as exc:
             failures.append(exc)
 
@@ -92,16 +91,12 @@ def test_replicas_starting_together_migrate_once(database_url: str, tmp_path) ->
     assert len(raw_rows(database_url, shared_schema.meta)) == 1  # the generation row, seeded once
 
 
-def test_a_store_migrated_by_a_newer_q2api_is_refused(database_url: str, tmp_path) -> None:
-    open_account_store(database_url, tmp_path, TEST_SECRET_KEY).close()
-    engine = sa.create_engine(parse_database_url(database_url).url, poolclass=sa.NullPool)
-    with engine.begin() as connection:
-        connection.execute(
-            sa.insert(shared_schema.schema_migrations).values(version=999, description="future", applied_at=0.0)
-        )
-    engine.dispose()
+async def test_a_store_migrated_by_a_newer_q2api_is_refused(database_url: str, tmp_path) -> None:
+    await (await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)).close()
+    future = sa.insert(shared_schema.schema_migrations).values(version=999, description="future", applied_at=0.0)
+    run_sql(database_url, lambda connection: connection.execute(future))
     with pytest.raises(SchemaTooNew, match="999"):
-        open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+        await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
 
 
 _HOLD_THE_LOCK = """
@@ -109,7 +104,7 @@ import asyncio, sys
 from q2api.amazonq.accounts.opening import open_account_store
 
 async def main():
-    store = open_account_store(sys.argv[1], sys.argv[2], sys.argv[3])
+    store = await open_account_store(sys.argv[1], sys.argv[2], sys.argv[3])
     async with store.refresh_lock("acc-1"):
         print("held", flush=True)
         await asyncio.sleep(600)
@@ -126,7 +121,7 @@ async def test_a_replica_killed_while_refreshing_blocks_nobody(database_url: str
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        store = open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+        store = await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
         with pytest.raises(TimeoutError):  # really held: we wait
             async with asyncio.timeout(0.5), store.refresh_lock("acc-1"):
                 pass
@@ -136,10 +131,26 @@ async def test_a_replica_killed_while_refreshing_blocks_nobody(database_url: str
         async with asyncio.timeout(10), store.refresh_lock("acc-1"):
             pass
         assert time.monotonic() - started < 10
-        store.close()
+        await store.close()
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_a_write_whose_caller_is_cancelled_still_commits(database_url: str, tmp_path) -> None:
+    # A client that hangs up, or a shutdown, must not lose a rotated refresh token half-written.
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        account = await store.add(auth_method="social", refresh_token="refresh-SECRET-1", label="work")
+        saving = asyncio.create_task(
+            store.save_tokens(account.id, access_token="a2", expires_at=2e9, refresh_token="rotated-SECRET")
+        )
+        await asyncio.sleep(0)  # the write has begun
+        saving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await saving
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        stored = await store.get(account.id)
+    assert stored is not None and stored.refresh_token == "rotated-SECRET"
 
 
 def test_the_location_and_every_message_hide_the_password() -> None:

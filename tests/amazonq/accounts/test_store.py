@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import stat
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 
 from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStatus, EnvAccount
 from q2api.amazonq.accounts.store import SqliteAccountStore
+from tests.support.stores import sqlite_store
 
 
 def mode(path: Path) -> int:
@@ -24,17 +26,17 @@ def env_account(refresh_token: str = "env-refresh-SECRET-1", **extra: str) -> En
     )
 
 
-def test_directory_and_files_are_private(tmp_path: Path) -> None:
+async def test_directory_and_files_are_private(tmp_path: Path) -> None:
     data_dir = tmp_path / "nested" / "data"
     store = SqliteAccountStore(data_dir)
-    store.seed_from_env(env_account())
+    await store.seed_from_env(env_account())
     assert mode(data_dir) == 0o700
     assert mode(store.path) == 0o600
     for sidecar in data_dir.glob("*-wal"):
         assert mode(sidecar) == 0o600
 
 
-def test_store_uses_wal_mode(tmp_path: Path) -> None:
+async def test_store_uses_wal_mode(tmp_path: Path) -> None:
     import sqlite3
 
     store = SqliteAccountStore(tmp_path)
@@ -42,50 +44,50 @@ def test_store_uses_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_seeding_creates_the_environment_account(tmp_path: Path) -> None:
-    account = SqliteAccountStore(tmp_path).seed_from_env(env_account())
+async def test_seeding_creates_the_environment_account(tmp_path: Path) -> None:
+    account = await SqliteAccountStore(tmp_path).seed_from_env(env_account())
     assert account.id == ENV_ACCOUNT_ID
     assert account.refresh_token == "env-refresh-SECRET-1"
     assert account.auth_method == "idc" and account.client_id == "client-id-1"
     assert account.status is AccountStatus.ACTIVE
 
 
-def test_rotated_token_survives_a_restart_with_the_same_env_token(tmp_path: Path) -> None:
+async def test_rotated_token_survives_a_restart_with_the_same_env_token(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    store.seed_from_env(env_account())
-    store.save_tokens(ENV_ACCOUNT_ID, access_token="access-2", expires_at=2e9, refresh_token="rotated-refresh-2")
+    await store.seed_from_env(env_account())
+    await store.save_tokens(ENV_ACCOUNT_ID, access_token="access-2", expires_at=2e9, refresh_token="rotated-refresh-2")
 
     restarted = SqliteAccountStore(tmp_path)  # a new process on the same data dir
-    account = restarted.seed_from_env(env_account())
+    account = await restarted.seed_from_env(env_account())
     assert account.refresh_token == "rotated-refresh-2"
     assert account.access_token == "access-2"
 
 
-def test_changed_env_token_replaces_the_stored_one(tmp_path: Path) -> None:
+async def test_changed_env_token_replaces_the_stored_one(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    store.seed_from_env(env_account())
-    store.save_tokens(ENV_ACCOUNT_ID, access_token="access-2", expires_at=2e9, refresh_token="rotated-refresh-2")
-    store.set_status(ENV_ACCOUNT_ID, AccountStatus.NEEDS_LOGIN, "invalid_grant")
+    await store.seed_from_env(env_account())
+    await store.save_tokens(ENV_ACCOUNT_ID, access_token="access-2", expires_at=2e9, refresh_token="rotated-refresh-2")
+    await store.set_status(ENV_ACCOUNT_ID, AccountStatus.NEEDS_LOGIN, "invalid_grant")
 
-    account = SqliteAccountStore(tmp_path).seed_from_env(env_account("env-refresh-NEW"))
+    account = await SqliteAccountStore(tmp_path).seed_from_env(env_account("env-refresh-NEW"))
     assert account.refresh_token == "env-refresh-NEW"
     assert account.access_token is None and account.expires_at is None
     assert account.status is AccountStatus.ACTIVE  # a new login clears "needs login"
 
 
-def test_client_registration_follows_the_environment(tmp_path: Path) -> None:
+async def test_client_registration_follows_the_environment(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    store.seed_from_env(env_account())
-    store.save_tokens(ENV_ACCOUNT_ID, access_token="a", expires_at=2e9, refresh_token="rotated")
-    account = store.seed_from_env(env_account(client_id="client-id-2", client_secret="s2", profile_arn="arn:x"))
+    await store.seed_from_env(env_account())
+    await store.save_tokens(ENV_ACCOUNT_ID, access_token="a", expires_at=2e9, refresh_token="rotated")
+    account = await store.seed_from_env(env_account(client_id="client-id-2", client_secret="s2", profile_arn="arn:x"))
     assert (account.client_id, account.client_secret, account.profile_arn) == ("client-id-2", "s2", "arn:x")
     assert account.refresh_token == "rotated"
 
 
-def test_save_tokens_keeps_old_refresh_token_when_not_rotated(tmp_path: Path) -> None:
+async def test_save_tokens_keeps_old_refresh_token_when_not_rotated(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    before = store.seed_from_env(env_account())
-    after = store.save_tokens(ENV_ACCOUNT_ID, access_token="fresh", expires_at=123.0)
+    before = await store.seed_from_env(env_account())
+    after = await store.save_tokens(ENV_ACCOUNT_ID, access_token="fresh", expires_at=123.0)
     assert after is not None
     assert after.refresh_token == before.refresh_token
     assert after.access_token == "fresh" and after.expires_at == 123.0
@@ -93,52 +95,60 @@ def test_save_tokens_keeps_old_refresh_token_when_not_rotated(tmp_path: Path) ->
     assert after.refreshed_at is not None
 
 
-def test_add_list_remove(tmp_path: Path) -> None:
+async def test_add_list_remove(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    added = store.add(auth_method="social", refresh_token="social-SECRET", label="kiro-main", profile_arn="arn:p")
-    store.add(auth_method="idc", refresh_token="idc-SECRET", client_id="cid-0123456789", client_secret="cs-SECRET")
-    assert next(account.label for account in store.accounts()) == "kiro-main"
+    added = await store.add(auth_method="social", refresh_token="social-SECRET", label="kiro-main", profile_arn="arn:p")
+    await store.add(
+        auth_method="idc", refresh_token="idc-SECRET", client_id="cid-0123456789", client_secret="cs-SECRET"
+    )
+    assert next(account.label for account in await store.accounts()) == "kiro-main"
 
-    views = store.list_views()
+    views = await store.list_views()
     assert len(views) == 2
-    rendered = repr(views) + repr(store.accounts())
+    rendered = repr(views) + repr(await store.accounts())
     assert "SECRET" not in rendered
     assert "cid-0123456789" not in rendered  # the client id is shortened too
     assert views[0].has_refresh_token is True
 
-    assert store.remove(added.id) is True
-    assert store.remove(added.id) is False
-    assert len(store.accounts()) == 1
+    assert await store.remove(added.id) is True
+    assert await store.remove(added.id) is False
+    assert len(await store.accounts()) == 1
 
 
-def test_add_rejects_idc_without_client(tmp_path: Path) -> None:
+async def test_add_rejects_idc_without_client(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="client"):
-        SqliteAccountStore(tmp_path).add(auth_method="idc", refresh_token="r")
+        await SqliteAccountStore(tmp_path).add(auth_method="idc", refresh_token="r")
 
 
-def test_add_with_existing_id_replaces_credentials_and_clears_needs_login(tmp_path: Path) -> None:
+async def test_add_with_existing_id_replaces_credentials_and_clears_needs_login(tmp_path: Path) -> None:
     store = SqliteAccountStore(tmp_path)
-    account = store.add(auth_method="social", refresh_token="old", account_id="kiro")
-    store.set_status("kiro", AccountStatus.NEEDS_LOGIN, "invalid_grant")
-    replaced = store.add(auth_method="social", refresh_token="new", account_id="kiro")
+    account = await store.add(auth_method="social", refresh_token="old", account_id="kiro")
+    await store.set_status("kiro", AccountStatus.NEEDS_LOGIN, "invalid_grant")
+    replaced = await store.add(auth_method="social", refresh_token="new", account_id="kiro")
     assert replaced.refresh_token == "new"
     assert replaced.status is AccountStatus.ACTIVE
     assert replaced.token_generation == account.token_generation + 1
 
 
 def _hammer(data_dir: str, worker: int, rounds: int) -> None:
+    asyncio.run(_hammer_store(data_dir, worker, rounds))
+
+
+async def _hammer_store(data_dir: str, worker: int, rounds: int) -> None:
     store = SqliteAccountStore(data_dir)
     for round_ in range(rounds):
-        store.seed_from_env(env_account())
-        store.save_tokens(
+        await store.seed_from_env(env_account())
+        await store.save_tokens(
             ENV_ACCOUNT_ID, access_token=f"a-{worker}-{round_}", expires_at=2e9, refresh_token=f"r-{worker}-{round_}"
         )
-        store.add(auth_method="social", refresh_token=f"x-{worker}-{round_}", account_id=f"w{worker}")
-        store.get(ENV_ACCOUNT_ID)
+        await store.add(auth_method="social", refresh_token=f"x-{worker}-{round_}", account_id=f"w{worker}")
+        await store.get(ENV_ACCOUNT_ID)
 
 
 def test_concurrent_writes_from_two_processes(tmp_path: Path) -> None:
-    SqliteAccountStore(tmp_path).seed_from_env(env_account())
+    # Synchronous: the workers are forked, which a running event loop does not survive.
+    store = sqlite_store(tmp_path)
+    store.seed_from_env(env_account())
     context = multiprocessing.get_context("fork")
     workers = [context.Process(target=_hammer, args=(str(tmp_path), index, 60)) for index in range(2)]
     for worker in workers:
@@ -146,14 +156,13 @@ def test_concurrent_writes_from_two_processes(tmp_path: Path) -> None:
     for worker in workers:
         worker.join(60)
     assert [worker.exitcode for worker in workers] == [0, 0]
-    store = SqliteAccountStore(tmp_path)
     final = store.get(ENV_ACCOUNT_ID)
     assert final is not None and final.refresh_token in {"r-0-59", "r-1-59"}
     assert final.token_generation == 120
     assert {account.id for account in store.accounts()} == {ENV_ACCOUNT_ID, "w0", "w1"}
 
 
-def test_a_store_of_the_first_release_is_upgraded_in_place(tmp_path: Path) -> None:
+async def test_a_store_of_the_first_release_is_upgraded_in_place(tmp_path: Path) -> None:
     import sqlite3
 
     with sqlite3.connect(tmp_path / "q2api.sqlite3") as db:  # the first release's table, one switched-off account
@@ -169,8 +178,8 @@ def test_a_store_of_the_first_release_is_upgraded_in_place(tmp_path: Path) -> No
             "VALUES ('old', 'old', 'social', 'r', 'disabled', 1, 1)"
         )
     store = SqliteAccountStore(tmp_path)
-    [account] = store.accounts()
+    [account] = await store.accounts()
     assert (account.enabled, account.status, account.region) == (False, AccountStatus.ACTIVE, None)
-    before = store.generation()
-    store.update("old", enabled=True)
-    assert store.get("old").enabled is True and store.generation() == before + 1
+    before = await store.generation()
+    await store.update("old", enabled=True)
+    assert (await store.get("old")).enabled is True and await store.generation() == before + 1

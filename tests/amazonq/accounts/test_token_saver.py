@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -48,9 +49,9 @@ def locked(data_dir: Path) -> Iterator[None]:
         db.close()
 
 
-def seeded_store(data_dir: Path) -> SqliteAccountStore:
+async def seeded_store(data_dir: Path) -> SqliteAccountStore:
     store = SqliteAccountStore(data_dir, busy_timeout=0.1)
-    store.seed_from_env(
+    await store.seed_from_env(
         EnvAccount(
             auth_method="idc", refresh_token=SIM_REFRESH_TOKEN, client_id=SIM_CLIENT_ID, client_secret=SIM_CLIENT_SECRET
         )
@@ -59,23 +60,32 @@ def seeded_store(data_dir: Path) -> SqliteAccountStore:
 
 
 async def wait_until(condition, timeout: float = 15.0) -> None:
+    """Until `condition()` holds (`condition` returns a bool, or is a coroutine function answering one)."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not await _holds(condition()):
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
 
 
+async def _holds(answer) -> bool:
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+async def stored_refresh_token(store: SqliteAccountStore) -> str | None:
+    return (await store.get(ENV_ACCOUNT_ID)).refresh_token
+
+
 async def test_a_rotated_token_survives_a_locked_store_and_is_written_later(tmp_path, sim) -> None:
-    store = seeded_store(tmp_path)
+    store = await seeded_store(tmp_path)
     async with aiohttp.ClientSession() as session:
         endpoints = RefreshEndpoints(oidc=sim.oidc_url, kiro=sim.kiro_refresh_url)
-        account = store.get(ENV_ACCOUNT_ID)
+        account = await store.get(ENV_ACCOUNT_ID)
         manager = TokenManager(account, store, functools.partial(refresh_access_token, session, endpoints=endpoints))
         with capture_logs() as logs, locked(tmp_path):
             first = await manager.access_token()  # served, not an OperationalError
             assert first in sim.valid_access_tokens
             (rotated,) = sim.valid_refresh_tokens
-            assert store.get(ENV_ACCOUNT_ID).refresh_token == SIM_REFRESH_TOKEN  # the store could not take it
+            assert await stored_refresh_token(store) == SIM_REFRESH_TOKEN  # the store could not take it
             # The access token is rejected: the next refresh must spend the rotated token, held in memory.
             second = await manager.refresh_after_rejection(first)
             assert second != first and second in sim.valid_access_tokens
@@ -86,21 +96,25 @@ async def test_a_rotated_token_survives_a_locked_store_and_is_written_later(tmp_
         assert not manager.needs_login
         # The lock is gone: the background retry writes the newest pair.
         (newest,) = sim.valid_refresh_tokens
-        await wait_until(lambda: store.get(ENV_ACCOUNT_ID).refresh_token == newest)
-        assert store.get(ENV_ACCOUNT_ID).access_token == second
+
+        async def newest_is_stored() -> bool:
+            return await stored_refresh_token(store) == newest
+
+        await wait_until(newest_is_stored)
+        assert (await store.get(ENV_ACCOUNT_ID)).access_token == second
 
 
 async def test_a_late_write_never_undoes_a_new_login(tmp_path) -> None:
-    store = seeded_store(tmp_path)
+    store = await seeded_store(tmp_path)
     saver = TokenSaver(store, ENV_ACCOUNT_ID, "environment", first_retry_delay=0.05)
-    stored = store.get(ENV_ACCOUNT_ID)
+    stored = await store.get(ENV_ACCOUNT_ID)
     tokens = RefreshedToken(access_token="a-1", expires_at=time.time() + 3600, refresh_token="r-1", profile_arn=None)
     with locked(tmp_path):
         in_memory = await saver.save(stored, tokens)
         assert in_memory.refresh_token == "r-1" and saver.has_unsaved
         assert saver.overlay(stored).refresh_token == "r-1"
     # The operator stores a new login before the retry gets through: the login wins.
-    store.seed_from_env(EnvAccount(auth_method="social", refresh_token="new-login"))
+    await store.seed_from_env(EnvAccount(auth_method="social", refresh_token="new-login"))
     await wait_until(lambda: not saver.has_unsaved)
-    assert store.get(ENV_ACCOUNT_ID).refresh_token == "new-login"
-    assert saver.overlay(store.get(ENV_ACCOUNT_ID)).refresh_token == "new-login"
+    assert await stored_refresh_token(store) == "new-login"
+    assert saver.overlay(await store.get(ENV_ACCOUNT_ID)).refresh_token == "new-login"
