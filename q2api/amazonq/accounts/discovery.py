@@ -57,6 +57,7 @@ class AccountDiscovery:
         self._observer = observer
         self._builtin = builtin_catalogue()
         self._catalogues: dict[str, Catalogue] = {}
+        self._merged: tuple[tuple[Catalogue, ...], Catalogue] = ((), self._builtin)  # (parts, their merge)
         self._credits: dict[str, Credits] = {}
         self._credit_reads: dict[str, asyncio.Task[Credits | None]] = {}
         self._catalogue_read: asyncio.Task[Catalogue] | None = None
@@ -73,7 +74,14 @@ class AccountDiscovery:
         managers = self._pool.managers()
         if not managers:
             return self._builtin
-        return merge_catalogues(self.account_catalogue(manager.account_id) for manager in managers)
+        parts = tuple(self.account_catalogue(manager.account_id) for manager in managers)
+        # Asked once per request, changed only by a catalogue read or an account change:
+        # merged again only when one of its parts is another object.
+        merged_from, merged = self._merged
+        if len(parts) != len(merged_from) or any(a is not b for a, b in zip(parts, merged_from, strict=True)):
+            merged = merge_catalogues(parts)
+            self._merged = (parts, merged)
+        return merged
 
     def account_catalogue(self, account_id: str) -> Catalogue:
         return self._catalogues.get(account_id, self._builtin)

@@ -69,6 +69,24 @@ async def test_a_failed_read_keeps_the_last_good_catalogue_then_the_builtin_tabl
         assert pool.pick(model="claude-sonnet-5.5").account_id == "acc1"
 
 
+async def test_the_merged_catalogue_follows_every_read_and_is_built_once_per_change(tmp_path):
+    async with SimulatedUpstream() as sim, create_session() as session:
+        sim.services.catalogue_by_account = {"rt0": [catalogue_entry("claude-opus-4.6")]}
+        pool = AccountPool(await managers(tmp_path, sim, 2))
+        discovery = AccountDiscovery(pool, ServiceApi(session, sim.url))
+        before = discovery.catalogue()
+        assert before.ids == builtin_catalogue().ids
+        await discovery.refresh_catalogues()
+        after = discovery.catalogue()
+        assert "claude-opus-4.6" in after.ids and set(builtin_catalogue().ids) <= set(after.ids)
+        assert discovery.catalogue() is after  # asked once per request: not merged again
+
+        sim.services.catalogue_by_account = {"rt0": [catalogue_entry("claude-haiku-4.5")]}
+        sim.services.catalogue = [catalogue_entry("claude-haiku-4.5")]
+        await discovery.refresh_catalogues()
+        assert discovery.catalogue().ids == ("claude-haiku-4.5",)
+
+
 async def test_exhausted_credits_rest_the_account_until_they_reset(tmp_path):
     resets_at = time.time() + 3 * 24 * 3600
     async with SimulatedUpstream() as sim, create_session() as session:
