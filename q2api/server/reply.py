@@ -120,6 +120,7 @@ class Reply:
             return
         self._closed = True
         self._opened.close()
+        self._pump.close()
         translator = self._translator
         for finding in translator.findings:
             logger.warning(f"reply finding: {finding}")
