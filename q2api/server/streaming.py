@@ -95,17 +95,19 @@ class ReplyStream(Response):
         chunk = encoder.encode(self._held)
         self._held = []
         while True:
-            if chunk:
+            last = reply.finished
+            if last:
+                # The end of the body rides on the last events' write: one socket write, not two.
+                chunk += encoder.trailer()
+            if chunk or last:
                 self._sending_since = loop.time()
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
                 self._sending_since = None
                 reply.sent(len(chunk))
-            if reply.finished or self._abandoned is not None:
-                break
+            if last or self._abandoned is not None:
+                return
             events = await reply.read(timeout=self._ping_interval)
             chunk = encoder.ping if events is None else encoder.encode(events) if events else b""
-        if self._abandoned is None:
-            await send({"type": "http.response.body", "body": encoder.trailer(), "more_body": False})
 
     async def _watch(self, receive: Receive, body: asyncio.Task[None]) -> None:
         """End the body when the client disconnects, or when a write makes no progress for too long."""
