@@ -132,13 +132,15 @@ class _ReplyReader(asyncio.Protocol):
         if self._status != 200:
             self._error_body = (self._error_body + payload)[:300]
             return
-        window = self._tail + payload if self._tail else payload
+        tail = self._tail
+        window = tail + payload if tail else payload
         self._tail = window[-self._keep :]
         if self._target.error_marker in window:
             self._result.error = f"an error inside the reply: {window[:300]!r}"
         if self._target.end_marker in window:
             self._ended = True
-        found = window.count(self._target.text_marker)
+        # The tail is longer than the text marker, so it may hold a whole one, counted with the last read.
+        found = window.count(self._target.text_marker) - tail.count(self._target.text_marker)
         if not found:
             return
         result = self._result
