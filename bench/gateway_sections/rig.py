@@ -172,7 +172,7 @@ class Rig:
         # The gateway may merge frames that arrive in one read into one delta: it owes at least one;
         # the simulator alone owes every frame.
         expected = 1 if target.name == "gateway" else chunks
-        with RssSampler(gateway.worker_pids, interval=0.05) as sampler:
+        with RssSampler(gateway.worker_pids, interval=0.05) as sampler, self.sim.collector_paused():
             outcome = await asyncio.to_thread(self.pool.wave, target, streams, ramp / streams, expected, timeout)
         others, _steal, _ours = load.cores()
         wall = max(outcome.wall, 1e-9)

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -72,6 +73,15 @@ class SimulatorProcess:
     def reply(self, chunks: int, delay: float = 0.0) -> None:
         """Every request from now on gets `chunks` text frames, `delay` seconds apart."""
         self.command("reply", chunks=chunks, delay=delay)
+
+    @contextlib.contextmanager
+    def collector_paused(self) -> Iterator[None]:
+        """The simulator's garbage collector off meanwhile: its pauses are not the gateway's."""
+        self.command("gc", enabled=False)
+        try:
+            yield
+        finally:
+            self.command("gc", enabled=True)
 
     def cpu(self) -> float:
         return proc_stats.cpu_seconds(self.pid)

@@ -10,6 +10,8 @@ command) with one stdout line:
       (built once, so the simulator only writes prebuilt bytes) -> "OK"
   {"cmd": "capture", "path": "/tmp/x.json"}
       write the last request's headers and body (base64) to `path` -> "OK"
+  {"cmd": "gc", "enabled": false}
+      pause the simulator's garbage collector (true: collect, then resume) -> "OK"
   {"cmd": "quit"}
 
 A process of its own keeps the simulator's CPU out of the gateway's and the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import os
 import socket
 import sys
@@ -118,6 +121,15 @@ async def serve() -> None:
             Path(command["path"]).write_bytes(
                 orjson.dumps({"headers": headers, "body": base64.b64encode(raw).decode()})
             )
+            return "OK"
+        if name == "gc":
+            # With thousands of streams open, a full collection pauses every one of them at once
+            # (up to 100 ms at 3,000): the rig's pause, which would be read as the gateway's gap.
+            if command["enabled"]:
+                gc.collect()
+                gc.enable()
+            else:
+                gc.disable()
             return "OK"
         if name == "quit":
             done.set()
