@@ -123,6 +123,12 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
             print(f"\n[{name}] …", flush=True)
             await SECTIONS[name](rig)
             report.flush()
+        cores, streams, processes = rig.busiest_client
+        if streams:
+            print(
+                f"\nThe load generator: at most {cores:.2f} cores over a wave ({streams} streams, {processes} client "
+                f"process{'es' if processes > 1 else ''}); every wave's figure is printed with it."
+            )
     finally:
         rig.stop()
         if args.keep_logs:

@@ -80,6 +80,8 @@ class Rig:
         self.started_rss: dict[int, list[float]] = {}  # workers -> each worker's RSS just after start-up
         self.idle_rss: dict[int, list[float]] = {}  # workers -> each worker's RSS after warm-up, idle
         self.waves: dict[tuple[str, int], WaveRecord] = {}  # (wave name, workers) -> the record
+        # The most CPU the client processes used over a wave: (cores, streams, processes).
+        self.busiest_client = (0.0, 0, 0)
         self.bodies = {
             "tiny": orjson.dumps(TINY_REQUEST),
             "agent": orjson.dumps(claude_code_request(size_kb=args.size_kb)),
@@ -188,6 +190,8 @@ class Rig:
             peak_worker_rss_mb=sampler.peak_mb,
         )
         await gateway.settle()  # the streams' ends (closing, logging) before the next measurement
+        if record.client_cores > self.busiest_client[0]:
+            self.busiest_client = (record.client_cores, streams, outcome.processes)
         return record
 
     def stop(self) -> None:

@@ -71,6 +71,7 @@ def post_target(
 @dataclasses.dataclass(slots=True)
 class StreamResult:
     started: float = 0.0  # seconds after its wave began
+    late: float = 0.0  # how long after its scheduled start the client opened it (the client's own delay)
     connect: float | None = None
     ttft: float | None = None
     max_gap: float = 0.0
@@ -192,11 +193,18 @@ class _ReplyReader(asyncio.Protocol):
 
 
 async def stream_once(
-    target: Target, expected_texts: int = 1, wave_start: float | None = None, timeout: float = 120.0
+    target: Target,
+    expected_texts: int = 1,
+    wave_start: float | None = None,
+    timeout: float = 120.0,
+    scheduled: float | None = None,
 ) -> StreamResult:
     """One request on a fresh connection, read to the end; errors are in the result, never raised."""
     opened = time.monotonic()
-    result = StreamResult(started=opened - (wave_start if wave_start is not None else opened))
+    result = StreamResult(
+        started=opened - (wave_start if wave_start is not None else opened),
+        late=opened - scheduled if scheduled is not None else 0.0,
+    )
     loop = asyncio.get_running_loop()
     reader = _ReplyReader(target, expected_texts, result, opened)
     try:
@@ -240,10 +248,11 @@ async def wave(
     begin = time.monotonic() if begin is None else begin
     tasks = []
     for index in range(first, first + streams * stride, stride):
-        delay = begin + index * interval - time.monotonic()
+        due = begin + index * interval
+        delay = due - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(stream_once(target, expected_texts, begin, timeout)))
+        tasks.append(asyncio.create_task(stream_once(target, expected_texts, begin, timeout, due)))
     return list(await asyncio.gather(*tasks))
 
 

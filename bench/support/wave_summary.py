@@ -30,6 +30,7 @@ class WaveSummary:
     gap_p99: float
     gap_max: float
     connect_p99: float
+    late_max: float  # the client's own delay in opening a stream after its scheduled start, at worst
     slow_connects: int
     texts_mean: float
     texts_min: int
@@ -52,6 +53,7 @@ class WaveSummary:
             gap_p99=percentile(gaps, 0.99),
             gap_max=max(gaps, default=float("nan")),
             connect_p99=percentile(connects, 0.99),
+            late_max=max((result.late for result in results), default=0.0),
             slow_connects=sum(connect >= SLOW_CONNECT for connect in connects),
             texts_mean=sum(result.texts for result in good) / len(good) if good else 0.0,
             texts_min=min((result.texts for result in good), default=0),
@@ -74,7 +76,7 @@ class WaveSummary:
             f"{self.streams - self.failed} streams ok, text events each: mean {self.texts_mean:.1f}, "
             f"min {self.texts_min}; {self.errors_text()}"
         )
-        text += f"; connect p99 {self.connect_p99 * 1000:.1f} ms"
+        text += f"; connect p99 {self.connect_p99 * 1000:.1f} ms; client launch delay max {self.late_max * 1000:.0f} ms"
         if self.slow_connects:
             text += f", {self.slow_connects} connects took >= 1 s (a listen queue overflowed: SYN retried)"
         return text
