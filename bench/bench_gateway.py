@@ -85,6 +85,7 @@ QUICK = {
     "cpu_requests_paced": 80,
     "flat_warmup": 500,
     "max_budget": 45.0,
+    "max_repeats": 1,
 }
 
 
@@ -126,8 +127,8 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
         cores, streams, processes = rig.busiest_client
         if streams:
             print(
-                f"\nThe load generator: at most {cores:.2f} cores over a wave ({streams} streams, {processes} client "
-                f"process{'es' if processes > 1 else ''}); every wave's figure is printed with it."
+                f"\nThe load generator: at most {cores:.2f} cores over a tenth of a second of a wave ({streams} streams, "
+                f"{processes} client process{'es' if processes > 1 else ''}); every wave's figures are printed with it."
             )
     finally:
         rig.stop()
@@ -176,6 +177,7 @@ def parse_args() -> argparse.Namespace:
         "--no-herd", dest="herd", action="store_false", help="thousand: skip the 1,000 started together"
     )
     parser.add_argument("--max-budget", type=float, default=300.0, help="max: seconds the search may take")
+    parser.add_argument("--max-repeats", type=int, default=2, help="max: waves that must meet the targets per level")
     parser.add_argument("--max-cap", type=int, default=8000, help="max: never more streams than this")
     parser.add_argument("--keep-logs", action="store_true", help="keep the scratch directory with the gateway logs")
     # --quick changes the defaults only: an option given explicitly still wins.

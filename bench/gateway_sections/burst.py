@@ -47,6 +47,7 @@ def _pool(records: list[WaveRecord]) -> WaveRecord:
         client_cores=sum(record.client_cores for record in records) / count,
         other_cores=sum(record.other_cores for record in records) / count,
         peak_worker_rss_mb=max(record.peak_worker_rss_mb for record in records),
+        peaks={name: max(record.peaks.get(name, 0.0) for record in records) for name in first.peaks},
     )
 
 

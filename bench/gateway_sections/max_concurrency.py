@@ -1,12 +1,16 @@
 """Section max: the largest number of concurrent streams that still meets the 1,000-stream targets.
 
-Streams of the thousand's shape (arriving over --ramp seconds, 50 chunks
-100 ms apart, `--workers 2`), at 1000, 1500, 2000, 3000… until a level misses a target
-(an error, TTFT p99, longest-gap p99), then bisected between the last level
-met and the first missed — within a cap (what the open-file limit allows, and
-`--max-cap`) and a time budget (`--max-budget`). The first level missed is
-also run against the simulator alone: if that misses too, the limit found is
-the rig's (the simulator or the machine), not the gateway's.
+Streams of the thousand's shape (arriving over --ramp seconds, 50 chunks 100 ms
+apart, `--workers 2`) at 1000, 1500, 2000, 3000… until a level misses a target
+(an error, TTFT p99, longest-gap p99), then bisected between the last level met
+and the first missed, to a tenth of the level met — within a cap (what the
+open-file limit allows, and --max-cap) and a time budget (--max-budget). A
+level is met when --max-repeats waves in a row meet the targets: near the
+limit, single waves disagree by the noise of a shared machine alone.
+
+The first level missed is also run against the simulator alone: if that misses
+too, the limit found is the rig's (the simulator or the machine), not only the
+gateway's.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ GRAIN = 50
 @dataclasses.dataclass(frozen=True)
 class Trial:
     streams: int
-    record: WaveRecord
+    record: WaveRecord  # the wave that missed, or the last one that met
     shortfalls: list[str]
     log_problems: list[str]
+    waves: int  # how many waves of this level ran
 
     @property
     def met(self) -> bool:
@@ -49,15 +54,32 @@ def stream_cap(asked: int) -> int:
     return max(GRAIN, min(asked, (soft - SPARE_FDS) // 2) // GRAIN * GRAIN)
 
 
-async def trial(rig: Rig, streams: int) -> Trial:
-    gateway = await rig.use_gateway(targets.THOUSAND_WORKERS)  # a fresh one if the last trial killed it
-    reused = rig.waves.get(("thousand", targets.THOUSAND_WORKERS)) if streams == targets.THOUSAND_STREAMS else None
+async def trial(rig: Rig, streams: int, repeats: int) -> Trial:
+    """Up to `repeats` waves of `streams`: the level is met if every one meets the targets.
+
+    Near the limit one wave may meet and the next miss, by the noise of a shared
+    machine alone; a level met twice is a figure one can quote.
+    """
+    result: Trial | None = None
+    for attempt in range(repeats):
+        result = await _wave(rig, streams, reuse=attempt == 0, waves=attempt + 1)
+        if not result.met:
+            break
+    assert result is not None
+    return result
+
+
+async def _wave(rig: Rig, streams: int, reuse: bool, waves: int) -> Trial:
+    gateway = await rig.use_gateway(targets.THOUSAND_WORKERS)  # a fresh one if the last wave killed it
+    reused = None
+    if reuse and streams == targets.THOUSAND_STREAMS:
+        reused = rig.waves.get(("thousand", targets.THOUSAND_WORKERS))
     log_at = gateway.log_size()
     record = reused or await thousand_wave(rig, targets.THOUSAND_WORKERS, streams)
     shortfalls = record.summary.shortfalls(targets.THOUSAND_TTFT_P99, targets.THOUSAND_GAP_P99)
     if not gateway.alive():
         shortfalls.append("the gateway (or a worker) died")
-    result = Trial(streams, record, shortfalls, [] if reused else gateway.log_problems(log_at))
+    result = Trial(streams, record, shortfalls, [] if reused else gateway.log_problems(log_at), waves)
     summary = record.summary
     print(
         f"  {streams:>6} streams: {'met' if result.met else 'MISSED':<6}   TTFT p99 {summary.ttft_p99 * 1000:6.0f} ms   "
@@ -65,7 +87,8 @@ async def trial(rig: Rig, streams: int) -> Trial:
         + ("   (the thousand section's wave)" if reused else ""),
         flush=True,
     )
-    await asyncio.sleep(1.0)
+    if not reused:
+        await asyncio.sleep(1.0)
     return result
 
 
@@ -76,14 +99,15 @@ async def run(rig: Rig) -> None:
     report.section(
         f"6. Largest concurrency meeting the {targets.THOUSAND_STREAMS}-stream targets (max): --workers "
         f"{targets.THOUSAND_WORKERS}, levels {', '.join(str(level) for level in LEVELS if level <= cap)}… "
-        f"then bisected; arriving over {args.ramp:g} s; cap {cap}, time budget {args.max_budget:g} s"
+        f"then bisected; arriving over {args.ramp:g} s; a level is met when {args.max_repeats} waves meet the "
+        f"targets; cap {cap}, time budget {args.max_budget:g} s"
     )
     deadline = time.monotonic() + args.max_budget
     wave_seconds = targets.THOUSAND_CHUNKS * targets.THOUSAND_DELAY
 
     def affordable(streams: int) -> bool:
         # A wave, starting and ending its streams, and the pause after it.
-        return time.monotonic() + wave_seconds + args.ramp + 2.5 + streams / 1000 <= deadline
+        return time.monotonic() + args.max_repeats * (wave_seconds + args.ramp + 2.5 + streams / 1000) <= deadline
 
     trials: list[Trial] = []
     met: Trial | None = None
@@ -93,7 +117,7 @@ async def run(rig: Rig) -> None:
         if not affordable(streams):
             stopped = "the time budget ran out"
             break
-        trials.append(await trial(rig, streams))
+        trials.append(await trial(rig, streams, args.max_repeats))
         if not trials[-1].met:
             missed = trials[-1]
             break
@@ -106,7 +130,7 @@ async def run(rig: Rig) -> None:
         if not affordable(streams):
             stopped = "the time budget ran out"
             break
-        trials.append(await trial(rig, streams))
+        trials.append(await trial(rig, streams, args.max_repeats))
         met, missed = (trials[-1], missed) if trials[-1].met else (None, trials[-1])
     # Bisect down to a tenth of the level met.
     while met is not None and missed is not None and missed.streams - met.streams > max(GRAIN, met.streams // 10):
@@ -114,7 +138,7 @@ async def run(rig: Rig) -> None:
         if not affordable(streams):
             stopped = "the time budget ran out"
             break
-        trials.append(await trial(rig, streams))
+        trials.append(await trial(rig, streams, args.max_repeats))
         met, missed = (trials[-1], missed) if trials[-1].met else (met, trials[-1])
 
     for each in sorted(trials, key=lambda trial: trial.streams):
@@ -123,7 +147,9 @@ async def run(rig: Rig) -> None:
             f"{each.streams} streams",
             f"TTFT p99 {summary.ttft_p99 * 1000:6.0f} ms   gap p99 {summary.gap_p99 * 1000:6.0f} ms   "
             f"{summary.errors_text()}",
-            "met" if each.met else "MISSED: " + "; ".join(each.shortfalls),
+            f"met by {each.waves} wave{'s' if each.waves > 1 else ''}"
+            if each.met
+            else f"MISSED by wave {each.waves}: " + "; ".join(each.shortfalls),
         )
         report.note(each.record.cores_text())
     largest = met.streams if met else 0

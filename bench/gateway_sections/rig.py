@@ -21,7 +21,7 @@ import orjson
 
 from bench.support.client_pool import ClientPool, WaveOutcome
 from bench.support.lean_client import GATEWAY_MARKERS, UPSTREAM_MARKERS, Target, batch, checked, post_target
-from bench.support.proc_stats import ForeignLoad, RssSampler
+from bench.support.proc_stats import ForeignLoad, PeakRate, RssSampler, cpu_seconds, machine_busy_seconds
 from bench.support.processes import API_KEY, GatewayProcess, SimulatorProcess
 from bench.support.report import Report, size
 from bench.support.wave_summary import WaveSummary
@@ -57,6 +57,9 @@ class WaveRecord:
     client_cores: float
     other_cores: float
     peak_worker_rss_mb: float
+    peaks: dict[
+        str, float
+    ]  # the most cores used over a tenth of a second (CPU ticks are 10 ms): "gateway", "client", "machine"
 
     def cores_text(self) -> str:
         gateway = f"gateway {self.gateway_cores:.2f}, " if self.through_gateway else ""
@@ -64,7 +67,10 @@ class WaveRecord:
             f"cores used: {gateway}simulator {self.simulator_cores:.2f}, "
             f"client {self.client_cores:.2f} ({self.outcome.processes} process"
             f"{'es' if self.outcome.processes > 1 else ''}), other processes {self.other_cores:.2f}; "
-            f"wave {self.outcome.wall:.1f} s"
+            f"wave {self.outcome.wall:.1f} s; busiest tenth of a second: "
+            + (f"gateway {self.peaks.get('gateway', 0.0):.2f} cores, " if self.through_gateway else "")
+            + f"client {self.peaks.get('client', 0.0):.2f}, whole machine {self.peaks.get('machine', 0.0):.2f} "
+            + f"of {os.cpu_count()}"
         )
 
 
@@ -80,7 +86,7 @@ class Rig:
         self.started_rss: dict[int, list[float]] = {}  # workers -> each worker's RSS just after start-up
         self.idle_rss: dict[int, list[float]] = {}  # workers -> each worker's RSS after warm-up, idle
         self.waves: dict[tuple[str, int], WaveRecord] = {}  # (wave name, workers) -> the record
-        # The most CPU the client processes used over a wave: (cores, streams, processes).
+        # The most CPU the client processes used over a tenth of a second of any wave: (cores, streams, processes).
         self.busiest_client = (0.0, 0, 0)
         self.bodies = {
             "tiny": orjson.dumps(TINY_REQUEST),
@@ -174,7 +180,17 @@ class Rig:
         # The gateway may merge frames that arrive in one read into one delta: it owes at least one;
         # the simulator alone owes every frame.
         expected = 1 if target.name == "gateway" else chunks
-        with RssSampler(gateway.worker_pids, interval=0.05) as sampler, self.sim.collector_paused():
+        counters = {
+            "machine": lambda: machine_busy_seconds()[0],
+            "client": lambda: sum(cpu_seconds(pid) for pid in self.pool.pids()),
+        }
+        if target.name == "gateway":
+            counters["gateway"] = gateway.cpu
+        with (
+            RssSampler(gateway.worker_pids, interval=0.05) as sampler,
+            PeakRate(counters) as peaks,
+            self.sim.collector_paused(),
+        ):
             outcome = await asyncio.to_thread(self.pool.wave, target, streams, ramp / streams, expected, timeout)
         others, _steal, _ours = load.cores()
         wall = max(outcome.wall, 1e-9)
@@ -188,10 +204,11 @@ class Rig:
             client_cores=outcome.client_cpu / wall,
             other_cores=others,
             peak_worker_rss_mb=sampler.peak_mb,
+            peaks=peaks.peaks,
         )
         await gateway.settle()  # the streams' ends (closing, logging) before the next measurement
-        if record.client_cores > self.busiest_client[0]:
-            self.busiest_client = (record.client_cores, streams, outcome.processes)
+        if record.peaks.get("client", 0.0) > self.busiest_client[0]:
+            self.busiest_client = (record.peaks["client"], streams, outcome.processes)
         return record
 
     def stop(self) -> None:

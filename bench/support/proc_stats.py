@@ -112,6 +112,46 @@ class RssSampler:
         self._thread.join()
 
 
+class PeakRate:
+    """The highest rate of a cumulative count (CPU-seconds: cores) over windows of `window` seconds, from a thread.
+
+    An average over a whole wave hides the second in which a thousand streams
+    arrive; the busiest window shows whether a process, or the machine, was
+    saturated then.
+    """
+
+    def __init__(self, counters: dict[str, Callable[[], float]], window: float = 0.1) -> None:
+        self._counters = counters
+        self._window = window
+        self._stop = threading.Event()
+        self.peaks = dict.fromkeys(counters, 0.0)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _read(self) -> dict[str, float]:
+        values = {}
+        for name, counter in self._counters.items():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                values[name] = counter()
+        return values
+
+    def _run(self) -> None:
+        before, then = self._read(), time.monotonic()
+        while not self._stop.wait(self._window):
+            now_values, now = self._read(), time.monotonic()
+            for name, value in now_values.items():
+                if name in before:
+                    self.peaks[name] = max(self.peaks[name], (value - before[name]) / (now - then))
+            before, then = now_values, now
+
+    def __enter__(self) -> PeakRate:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def machine_busy_seconds() -> tuple[float, float]:
     """(busy, steal) CPU-seconds of the whole machine so far, from /proc/stat."""
     values = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
