@@ -1,7 +1,7 @@
 """The running gateway against the simulated Amazon Q upstream on loopback: every target of issue 15.
 
-    .venv/bin/python bench/bench_gateway.py            # everything, about 10 minutes
-    .venv/bin/python bench/bench_gateway.py --quick    # everything, fewer runs: about 3 minutes
+    .venv/bin/python bench/bench_gateway.py            # everything, about 4 minutes
+    .venv/bin/python bench/bench_gateway.py --quick    # everything, fewer runs: about 2 minutes
     .venv/bin/python bench/bench_gateway.py --only burst,thousand [--pin] [--gateway-command "…"]
 
 Three kinds of process: the gateway (`python -m q2api serve [--workers N]`:
@@ -10,7 +10,8 @@ uvicorn with uvloop and httptools, as deployed), the simulator
 request at a time, plus client processes for waves of many streams
 (bench/support/client_pool.py), all speaking raw HTTP/1.1 over asyncio
 (bench/support/lean_client.py) so that the load generator is not what is
-measured; the CPU the client used is printed with every wave. Every stream
+measured; the CPU the client used is printed with every wave (on average, and
+in its busiest tenth of a second, beside the gateway's and the machine's). Every stream
 opens its own connection, through the gateway and to the simulator alike.
 
 On a shared 2-core machine absolute times mean little, so every latency is
@@ -35,8 +36,9 @@ Sections (`--only` takes their names), with the targets of issue 15:
             longest-gap p99 [<= 200 ms]; and, for information, the 1,000
             started together.
   max       The largest concurrency still meeting the thousand's targets:
-            1000, 1500, 2000, 3000… then bisected (cap, time budget); the
-            first level missed and why, and the simulator alone at it.
+            1000, 1500, 2000, 3000… then bisected (cap, time budget, 2
+            waves per level); the first level missed and why, and the
+            simulator alone at it.
   workers   The burst and the thousand with --workers 1 and 2 side by side:
             figures for choosing the default.
 Every verdict is printed in its section and again in a summary at the end.
@@ -76,7 +78,7 @@ SECTIONS: dict[str, Callable[[Rig], Awaitable[None]]] = {
     "max": max_concurrency.run,
     "workers": workers_default.run,
 }
-# What --quick changes: fewer runs and waves, a shorter search (about 2-3 minutes in all).
+# What --quick changes: fewer runs and waves, a shorter search (about 2 minutes in all).
 QUICK = {
     "runs": 60,
     "warmup": 10,
@@ -140,7 +142,7 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer runs everywhere (about 3 minutes in all)")
+    parser.add_argument("--quick", action="store_true", help="fewer runs everywhere (about 2 minutes in all)")
     parser.add_argument(
         "--only",
         default=",".join(SECTIONS),
