@@ -99,8 +99,8 @@ async def run(rig: Rig) -> None:
     report.section(
         f"6. Largest concurrency meeting the {targets.THOUSAND_STREAMS}-stream targets (max): --workers "
         f"{targets.THOUSAND_WORKERS}, levels {', '.join(str(level) for level in LEVELS if level <= cap)}… "
-        f"then bisected; arriving over {args.ramp:g} s; a level is met when {args.max_repeats} waves meet the "
-        f"targets; cap {cap}, time budget {args.max_budget:g} s"
+        f"then bisected; arriving over {args.ramp:g} s; waves per level that must meet the targets: "
+        f"{args.max_repeats}; cap {cap}, time budget {args.max_budget:g} s"
     )
     deadline = time.monotonic() + args.max_budget
     wave_seconds = targets.THOUSAND_CHUNKS * targets.THOUSAND_DELAY
