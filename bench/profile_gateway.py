@@ -24,52 +24,42 @@ import argparse
 import asyncio
 import collections
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
 import orjson
+import uvloop
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
-from bench.support.gateway_client import checked, gateway_target, wave
+from bench.gateway_sections.rig import TINY_REQUEST, gateway_request
+from bench.support.lean_client import batch, checked, wave
 from bench.support.processes import GatewayProcess, SimulatorProcess
 from q2api.testing.claude_code_request import claude_code_request
 
-TINY = {
-    "model": "claude-sonnet-4-5",
-    "max_tokens": 8192,
-    "stream": True,
-    "messages": [{"role": "user", "content": "Say hello in five words."}],
-}
 # Frames that mean the event loop is waiting for work, not doing it.
 IDLE_FRAMES = ("select (selectors.py", "epoll_wait", "epoll_pwait")
 
 
-async def drive(workload: str, session: aiohttp.ClientSession, sim: SimulatorProcess, base_url: str, until: float):
-    tiny = gateway_target(base_url, orjson.dumps(TINY))
+async def drive(workload: str, sim: SimulatorProcess, port: int, until: float) -> None:
+    tiny = gateway_request(port, orjson.dumps(TINY_REQUEST))
     if workload in ("paced", "back-to-back"):
         sim.reply(200, 0.005 if workload == "paced" else 0.0)
-        gate = asyncio.Semaphore(20)
-
-        async def one() -> None:
-            async with gate:
-                await checked(session, tiny)
-
         while time.monotonic() < until:
-            await asyncio.gather(*(one() for _ in range(40)))
+            await batch(tiny, 40, 20, 1)
     elif workload == "big":
         sim.reply(5)
-        big = gateway_target(base_url, orjson.dumps(claude_code_request(size_kb=200)))
+        big = gateway_request(port, orjson.dumps(claude_code_request(size_kb=200)))
         while time.monotonic() < until:
-            await checked(session, big)
+            await checked(big)
     elif workload == "burst":
         sim.reply(100, 0.02)
         while time.monotonic() < until:
-            await wave(session, tiny, 100, 0.0)
+            await wave(tiny, 100, 0.0, 100)
             await asyncio.sleep(0.2)
     else:
         raise SystemExit(f"unknown workload {workload!r}")
@@ -111,28 +101,24 @@ async def run(args: argparse.Namespace) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="q2api-profile-"))
     sim = SimulatorProcess(cpu=None)
     gateway = GatewayProcess(sim.env(), scratch, "WARNING", cpu=None)
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=120))
     raw = scratch / "profile.txt"
     try:
-        await gateway.wait_ready(session)
+        await gateway.wait_ready()
         sim.reply(5)
-        await checked(session, gateway_target(gateway.base_url, orjson.dumps(TINY)))  # fetches the token
+        await checked(gateway_request(gateway.port, orjson.dumps(TINY_REQUEST)))  # fetches the token
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         command = [spy, "record", "--pid", str(gateway.pid), "--rate", "1000", "--format", "raw"]
         command += ["--duration", str(round(args.seconds)), "--output", str(raw)]
         # Native frames need the process paused while sampled; Python frames alone do not.
         command.append("--native" if args.native else "--nonblocking")
-        profiler = await asyncio.create_subprocess_exec(
-            *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-        )
+        profiler = await asyncio.create_subprocess_exec(*command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         await asyncio.sleep(0.5)
-        await drive(args.workload, session, sim, gateway.base_url, time.monotonic() + args.seconds)
+        await drive(args.workload, sim, gateway.port, time.monotonic() + args.seconds)
         _, errors = await profiler.communicate()
         if not raw.exists():
-            raise SystemExit(f"py-spy wrote no profile: {errors.decode().strip()}")
+            raise SystemExit(f"py-spy wrote no profile: {errors.decode(errors='replace').strip()}")
         summarise(raw.read_text(), args.top)
     finally:
-        await session.close()
         gateway.stop()
         sim.stop()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -144,7 +130,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--native", action="store_true", help="include C frames (uvloop, orjson, httptools)")
-    asyncio.run(run(parser.parse_args()))
+    uvloop.run(run(parser.parse_args()))
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ async def run(args: argparse.Namespace) -> None:
         gateway = GatewayProcess(sim.env(), Path(scratch), "WARNING", cpu=None)
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
-            await gateway.wait_ready(session)
+            await gateway.wait_ready()
             url = gateway.base_url + "/v1/messages"
             outcomes: Counter[str] = Counter()
             print(f"soak: {args.requests} requests, {args.concurrency} at a time, seed {args.seed}")

@@ -1,8 +1,9 @@
-"""The processes bench_gateway.py measures: the gateway, the simulator, and what /proc says about them.
+"""The processes the gateway benchmarks measure: the gateway (with its workers) and the simulator.
 
 The gateway runs as `python -m q2api serve` (uvicorn, uvloop, httptools: the
 deployed configuration) in a process of its own so that its CPU time and RSS
-can be read from /proc without the client's or the simulator's mixed in.
+can be read from /proc (bench/support/proc_stats.py) without the client's or
+the simulator's mixed in.
 """
 
 from __future__ import annotations
@@ -13,40 +14,26 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-import aiohttp
 import orjson
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.support import proc_stats
 from q2api.testing.simulated_upstream import SimulatedUpstream
 
 API_KEY = "bench-client-key"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a whole process (all its threads), from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of proc(5)
-
-
-def status_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
 
 
 class SimulatorProcess:
@@ -87,8 +74,17 @@ class SimulatorProcess:
         """Every request from now on gets `chunks` text frames, `delay` seconds apart."""
         self.command("reply", chunks=chunks, delay=delay)
 
+    @contextlib.contextmanager
+    def collector_paused(self) -> Iterator[None]:
+        """The simulator's garbage collector off meanwhile: its pauses are not the gateway's."""
+        self.command("gc", enabled=False)
+        try:
+            yield
+        finally:
+            self.command("gc", enabled=True)
+
     def cpu(self) -> float:
-        return cpu_seconds(self.pid)
+        return proc_stats.cpu_seconds(self.pid)
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -100,7 +96,12 @@ class SimulatorProcess:
 
 
 class GatewayProcess:
-    """`python -m q2api serve` on a free port, pointed at the simulator with one account."""
+    """`python -m q2api serve [--workers N]` on a free port, pointed at the simulator with one account.
+
+    With one worker uvicorn serves in the process it was started as; with more,
+    that process only supervises and the workers are its children: CPU time is
+    counted over the whole tree, memory worker by worker.
+    """
 
     def __init__(
         self,
@@ -109,19 +110,26 @@ class GatewayProcess:
         log_level: str,
         cpu: int | None,
         launcher: list[str] | None = None,
+        workers: int = 1,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
+        self.workers = workers
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {key: value for key, value in os.environ.items() if not key.startswith(("Q2API_", "AMAZONQ_"))}
         env.update(sim_env)
         env.update(
             Q2API_DATA_DIR=str(data_dir), Q2API_API_KEYS=API_KEY, Q2API_LOG_LEVEL=log_level, PYTHONPATH=str(ROOT)
         )
+        env.update(extra_env or {})
+        data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = data_dir / "gateway.log"
         self._log = self.log_path.open("wb")
+        command = [*(launcher or [sys.executable, "-m", "q2api"]), "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port)] + (["--workers", str(workers)] if workers != 1 else [])
         self.process = subprocess.Popen(
             # `launcher` lets an experiment run a patched gateway (a script ending in q2api.cli.main.main).
-            [*(launcher or [sys.executable, "-m", "q2api"]), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            command,
             env=env,
             cwd=data_dir,  # so no stray .env file is read
             stdout=self._log,
@@ -129,34 +137,86 @@ class GatewayProcess:
         )
         self.pid = self.process.pid
         if cpu is not None:
+            # Set before the workers start, so they inherit it.
             os.sched_setaffinity(self.pid, {cpu})
 
-    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 30.0) -> None:
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until /healthz answers 200 and every worker has started and gone idle."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(self.base_url + "/healthz") as response:
-                    if response.status == 200:
-                        return
+            if await self._healthy() and len(self.worker_pids()) == self.workers:
+                await self.settle(deadline - time.monotonic())
+                return
             await asyncio.sleep(0.05)
         raise RuntimeError(f"the gateway did not start; its log:\n{self.log_path.read_text()[-3000:]}")
 
-    def cpu(self) -> float:
-        return cpu_seconds(self.pid)
-
-    def rss_mb(self) -> float:
-        return status_kb(self.pid, "VmRSS") / 1024
-
-    def hwm_mb(self) -> float:
-        return status_kb(self.pid, "VmHWM") / 1024
-
-    def reset_hwm(self) -> bool:
-        """Set VmHWM back to the current RSS (proc(5), clear_refs value 5)."""
+    async def _healthy(self) -> bool:
         try:
-            Path(f"/proc/{self.pid}/clear_refs").write_text("5")
-            return True
+            reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
         except OSError:
             return False
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            status_line = await asyncio.wait_for(reader.readline(), 5)
+            return status_line.split(b" ")[1:2] == [b"200"]
+        except (TimeoutError, OSError):
+            return False
+        finally:
+            writer.close()
+
+    async def settle(self, timeout: float = 10.0, quiet_cpu: float = 0.02, span: float = 0.3) -> None:
+        """Until the workers use under `quiet_cpu` s of CPU in `span` s: a worker that answers may still import."""
+        deadline = time.monotonic() + max(timeout, span)
+        while time.monotonic() < deadline:
+            before = self.cpu()
+            await asyncio.sleep(span)
+            if self.cpu() - before < quiet_cpu:
+                return
+
+    def worker_pids(self) -> list[int]:
+        """The processes that serve requests: this one alone, or its uvicorn worker children."""
+        if self.workers == 1:
+            return [self.pid]
+        found = []
+        for child in proc_stats.children(self.pid):
+            with contextlib.suppress(OSError):
+                # uvicorn's spawned workers; not multiprocessing's resource tracker, should one start.
+                if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(child)
+        return found
+
+    def alive(self) -> bool:
+        return self.process.poll() is None and len(self.worker_pids()) == self.workers
+
+    def cpu(self) -> float:
+        """CPU-seconds of the supervisor and its workers (those that exited included)."""
+        return proc_stats.tree_cpu_seconds(self.pid)
+
+    def worker_cpu(self) -> list[float]:
+        return [proc_stats.cpu_seconds(pid) for pid in self.worker_pids()]
+
+    def worker_rss_mb(self) -> list[float]:
+        return [proc_stats.rss_mb(pid) for pid in self.worker_pids()]
+
+    def rss_mb(self) -> float:
+        """The largest worker's VmRSS (with one worker: the gateway's)."""
+        return max(self.worker_rss_mb(), default=0.0)
+
+    def hwm_mb(self) -> float:
+        return max((proc_stats.hwm_mb(pid) for pid in self.worker_pids()), default=0.0)
+
+    def reset_hwm(self) -> bool:
+        return all([proc_stats.reset_hwm(pid) for pid in self.worker_pids()])  # noqa: C419 - every worker's, not up to the first refusal
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+    def log_problems(self, since: int = 0) -> list[str]:
+        """The WARNING, ERROR and CRITICAL lines its log gained after byte `since`."""
+        with self.log_path.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        return [line for line in text.splitlines() if any(level in line for level in ("WARNING", "ERROR", "CRITIC"))]
 
     def stop(self) -> None:
         self.process.terminate()
@@ -164,60 +224,5 @@ class GatewayProcess:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait()
         self._log.close()
-
-
-class RssSampler:
-    """The gateway's VmRSS every `interval` seconds, from a thread; keeps the maximum."""
-
-    def __init__(self, gateway: GatewayProcess, interval: float = 0.01) -> None:
-        self._gateway = gateway
-        self._interval = interval
-        self._stop = threading.Event()
-        self.peak_mb = 0.0
-        self.samples = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_mb = max(self.peak_mb, self._gateway.rss_mb())
-            self.samples += 1
-            self._stop.wait(self._interval)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def machine_busy_seconds() -> tuple[float, float]:
-    """(busy, steal) CPU-seconds of the whole machine so far, from /proc/stat."""
-    values = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = values[:8]
-    return (user + nice + system + irq + softirq) / CLOCK_TICKS, steal / CLOCK_TICKS
-
-
-class ForeignLoad:
-    """How many cores processes other than ours used over a span: the noise on a shared machine."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self._pids = pids
-        self._start = self._snapshot()
-
-    def _snapshot(self) -> tuple[float, float, float, float]:
-        busy, steal = machine_busy_seconds()
-        ours = sum(cpu_seconds(pid) for pid in self._pids)
-        return time.monotonic(), busy, steal, ours
-
-    def restart(self) -> None:
-        self._start = self._snapshot()
-
-    def cores(self) -> tuple[float, float]:
-        """(cores used by other processes, cores stolen by the hypervisor) since the start."""
-        now = self._snapshot()
-        wall = max(now[0] - self._start[0], 1e-9)
-        foreign = (now[1] - self._start[1]) - (now[3] - self._start[3])
-        return max(foreign, 0.0) / wall, (now[2] - self._start[2]) / wall

@@ -10,16 +10,27 @@ command) with one stdout line:
       (built once, so the simulator only writes prebuilt bytes) -> "OK"
   {"cmd": "capture", "path": "/tmp/x.json"}
       write the last request's headers and body (base64) to `path` -> "OK"
+  {"cmd": "gc", "enabled": false}
+      pause the simulator's garbage collector (true: collect, then resume) -> "OK"
   {"cmd": "quit"}
 
 A process of its own keeps the simulator's CPU out of the gateway's and the
 client's; the benchmark reads its CPU time from /proc.
+
+Its listen queue is made deeper than SimulatedUpstream's 1024 (see
+`deepen_listen_queue`): at a few thousand streams started together the
+gateway opens as many upstream connections at once, and an overflowing queue
+would delay some by a SYN retry (1 s) — the rig's limit, not the gateway's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import gc
+import os
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -32,6 +43,8 @@ from q2api.testing import scripts
 from q2api.testing.scripts import Pause, Send, StreamReply
 from q2api.testing.simulated_upstream import RecordedRequest, SimulatedUpstream
 
+# The listen backlog asked for (the kernel caps it at net.core.somaxconn).
+LISTEN_BACKLOG = 65535
 WORDS = "the quick brown fox jumps over a lazy dog; code: x = f(y) + 1, done. "
 
 
@@ -53,9 +66,32 @@ def paced_text_reply(chunks: int, delay: float, chunk_chars: int = 16) -> Stream
     return StreamReply(tuple(steps))
 
 
+def deepen_listen_queue(port: int, backlog: int = LISTEN_BACKLOG) -> int:
+    """listen() again, with a longer queue, on this process's socket listening on `port`; how many were.
+
+    SimulatedUpstream opens its site with a backlog of 1024 and q2api/testing is
+    not the benchmark's to change; Linux lets a listening socket be given a new
+    backlog by calling listen() again, found here among the open descriptors.
+    """
+    deepened = 0
+    for name in os.listdir("/proc/self/fd"):
+        # fromfd works on a duplicate, which shares the listening socket.
+        with (
+            contextlib.suppress(OSError, ValueError),
+            socket.fromfd(int(name), socket.AF_INET, socket.SOCK_STREAM) as probe,
+        ):
+            listening = probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            if listening and probe.getsockname()[1] == port:
+                probe.listen(backlog)
+                deepened += 1
+    return deepened
+
+
 async def serve() -> None:
     sim = SimulatedUpstream()
     await sim.start()
+    if not deepen_listen_queue(sim.port):
+        print(f"simulator: could not deepen the listen queue of port {sim.port}", file=sys.stderr)
     loop = asyncio.get_running_loop()
     current: dict[str, object] = {"reply": paced_text_reply(5, 0.0), "last": None}
 
@@ -85,6 +121,15 @@ async def serve() -> None:
             Path(command["path"]).write_bytes(
                 orjson.dumps({"headers": headers, "body": base64.b64encode(raw).decode()})
             )
+            return "OK"
+        if name == "gc":
+            # With thousands of streams open, a full collection pauses every one of them at once
+            # (up to 100 ms at 3,000): the rig's pause, which would be read as the gateway's gap.
+            if command["enabled"]:
+                gc.collect()
+                gc.enable()
+            else:
+                gc.disable()
             return "OK"
         if name == "quit":
             done.set()
