@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.report import FindingKind, Severity
@@ -155,3 +157,35 @@ def test_missing_state_and_current_message():
     assert FindingKind.INVALID_ORDER in found(
         {"conversationState": {"chatTriggerType": "MANUAL", "currentMessage": {}}}
     )
+
+
+# Values a converted payload may hold, strings that look like JSON nulls included (the fast
+# token check then defers to the walk), and None somewhere or nowhere.
+_scalars = st.none() | st.booleans() | st.integers() | st.sampled_from(["x", ":null", "[null]", ",null,", ""])
+_documents = st.recursive(
+    _scalars,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=3), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+def _holds_none(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(_holds_none(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_none(item) for item in value)
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=_documents)
+def test_a_null_is_found_wherever_it_is_and_only_then(document) -> None:
+    payload = good_payload()
+    current(payload)["userInputMessageContext"]["toolResults"][0]["content"] = [{"json": document}]
+    assert (FindingKind.NULL_VALUE in found(payload)) == _holds_none(document)
