@@ -12,6 +12,7 @@ processes, uvloop, httptools); py-spy samples the gateway from outside at
   back-to-back  the same replies with no pause (reads batch several frames)
   big           ~200 KB Claude Code requests, one at a time (per-request cost)
   burst         waves of 100 streams of 100 chunks 20 ms apart (set-up under load)
+  setup         waves of 100 streams of 2-chunk replies (start-up work alone: what the burst TTFT waits for)
 
 Printed: the share of samples in which a function is on the stack (inclusive)
 and at the top of it (self), the idle event loop counted apart, so that the
@@ -61,6 +62,10 @@ async def drive(workload: str, sim: SimulatorProcess, port: int, until: float) -
         while time.monotonic() < until:
             await wave(tiny, 100, 0.0, 100)
             await asyncio.sleep(0.2)
+    elif workload == "setup":
+        sim.reply(2)
+        while time.monotonic() < until:
+            await wave(tiny, 100, 0.0, 2)
     else:
         raise SystemExit(f"unknown workload {workload!r}")
 
@@ -126,7 +131,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=("paced", "back-to-back", "big", "burst"))
+    parser.add_argument("workload", choices=("paced", "back-to-back", "big", "burst", "setup"))
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--native", action="store_true", help="include C frames (uvloop, orjson, httptools)")
