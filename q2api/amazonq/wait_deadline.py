@@ -2,9 +2,9 @@
 
 A streamed reply waits for upstream bytes once per chunk, and each wait has a
 limit (a ping is due; Amazon Q has been silent too long). `asyncio.timeout()`
-arms a loop timer before every wait and cancels it after — about 4.5 µs on
-uvloop, and aiohttp's own `sock_read` limit costs another 2.4 µs per chunk
-(bench/profile_gateway.py `paced`; BENCHMARKS.md). Waits that end long before
+arms a loop timer before every wait and cancels it after — 4.4 µs per wait on
+uvloop, and aiohttp's own `sock_read` limit re-arms one per read for another
+2.5 µs; this costs 0.5 µs (bench/bench_wait_timers.py). Waits that end long before
 their limit do not need a timer of their own: here a wait only notes its
 deadline, and the single armed timer, when it fires, either ends the wait that
 has run out or re-arms itself for the deadline of the wait in progress.

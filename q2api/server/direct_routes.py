@@ -4,9 +4,9 @@ A streamed reply writes once per upstream read, and its task wakes up at
 least once per write. Through Starlette each write passes three send wrappers
 (the error middleware's, the request-id middleware's, the exception handler's)
 and each wake-up resumes the ten coroutine frames between uvicorn and the
-stream; served directly, neither happens. bench/profile_gateway.py `paced`
-showed those frames and wrappers as the largest share of the gateway's own
-Python time per chunk (see BENCHMARKS.md).
+stream; served directly, neither happens. In bench/profile_gateway.py `paced`
+the three wrappers were on the stack in 25 %, 18 % and 13 % of the gateway's busy
+samples; served directly, a relayed chunk costs 122 Python calls instead of 149.
 
 Served directly means the same contract as every other route: a request id in
 the log context and the `request-id` header, a gateway bug answered with the

@@ -95,7 +95,7 @@ class ReplyPump:
             deadline.end()
 
     def close(self) -> None:
-        """Let go of the read timer (reads after this still work, untimed)."""
+        """Let go of the read timer now rather than when it next fires (a later timed read arms another)."""
         self._deadline.close()
 
     async def _next_batch(self) -> Events:
