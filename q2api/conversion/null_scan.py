@@ -1,51 +1,39 @@
-"""Whether a JSON value holds a null anywhere: the exact answer, at C speed.
+"""Whether a JSON value holds a null anywhere: the exact answer, without reading any text.
 
 Amazon Q rejects `null` wherever it sits (PROTOCOL.md A2.1), so the order guard looks for one in
-every converted body. Nulls can only sit in the structure (a dict's values, a list's items), never
-inside a string, so the scan visits containers and never reads text: a 200 KB Claude Code body is
-~850 containers and ~3,000 values.
-
-The one trick, measured by `bench/bench_conversion.py` ("guards: validate_conversation"): the
-containers are walked level by level with `gc.get_referents`, which lists the values of many dicts
-and the items of many lists in one C call (it is the garbage collector's own traversal). On the
-200 KB body that is ~30 µs, against ~100 µs for the same walk in Python and ~300 µs for encoding
-the body and searching the bytes for null tokens. The traversal also reaches into anything else
-that has references (a class instance reaches its class, then its module), so a level that holds
-anything but plain JSON values is walked the plain way instead.
+every converted body. A null can only be a dict's value or a list's item, never part of a string,
+so the scan visits the containers level by level (`q2api.json_levels`, at C speed) and never the
+text: the cost follows the shape of the body, not its size.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping
 from typing import Any
 
+from q2api.json_levels import NotPlainJSON, json_levels
+
 _NONE = type(None)
-# Values the traversal handles: the two containers, and scalars, which it does not enter (they
-# are not tracked by the collector). Subclasses (a StrEnum member, an OrderedDict) are not here.
-_PLAIN_TYPES = frozenset({dict, list, str, int, float, bool, _NONE})
-# Deeper than any body the converter builds (its documents stop at 128 levels); what is left past
-# it goes to the plain walk, which stops at Python's recursion limit rather than loop for ever
-# on a structure that contains itself.
-_MAX_LEVELS = 512
+# Deeper than any body the converter builds (its documents stop at 128 levels). A structure that
+# contains itself would otherwise never run out of levels; past this, it meets the plain walk,
+# which stops at Python's recursion limit.
+_MAX_LEVELS = 10_000
 
 
 def holds_null(value: Any) -> bool:
     """True when `value`, or any value inside its dicts, lists and tuples, is None (a None
     dict key counts too: no JSON encoder takes one)."""
-    level = [value]
-    for _ in range(_MAX_LEVELS):
-        if not level:
-            return False
-        kinds = set(map(type, level))
-        if _NONE in kinds:
-            return True
-        if not kinds <= _PLAIN_TYPES:
-            if any(_walk_for_null(item) for item in level if type(item) not in _PLAIN_TYPES):
+    try:
+        for depth, kinds in enumerate(json_levels([value])):
+            if _NONE in kinds:
                 return True
-            level = [item for item in level if type(item) is dict or type(item) is list]
-        level = gc.get_referents(*level)
-    return any(_walk_for_null(item) for item in level)
+            if depth == _MAX_LEVELS:
+                break
+        else:
+            return False
+    except NotPlainJSON:
+        pass
+    return _walk_for_null(value)
 
 
 def _walk_for_null(value: Any) -> bool:
