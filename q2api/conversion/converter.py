@@ -137,7 +137,7 @@ def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Findi
     results = answered_results(turn.expected, turn.results, selection, report)
     texts = [orphan_result_text(part, selection) if isinstance(part, ToolResultDraft) else part for part in turn.texts]
     content = "\n\n".join(texts)
-    if not content.strip():
+    if not content or content.isspace():  # `not content.strip()`, without copying a long content
         content = TOOL_RESULTS_ONLY if results else IMAGES_ONLY if images else EMPTY_USER_MESSAGE
         report.append(
             Finding(
