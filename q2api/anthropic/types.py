@@ -25,9 +25,12 @@ JSONObject = dict[str, Any]
 
 
 class _Block(Struct, tag_field="type", kw_only=True):
-    """Base of every content block; `type` is the tag."""
+    """Base of every content block; `type` is the tag.
 
-    cache_control: JSONObject | None = None
+    `cache_control` is not kept, like every field the gateway does not use: Claude Code moves its
+    cache breakpoint to the newest message on every turn, and a block that differs only by it is
+    the same block to the converter, which resumes a conversation where its messages are equal
+    (q2api.conversion.checkpoints)."""
 
 
 # ---------------------------------------------------------------- sources
