@@ -19,14 +19,18 @@ import msgspec
 from msgspec import Meta, Struct
 
 from q2api.anthropic.errors import InvalidRequest
+from q2api.json_levels import NotPlainJSON, json_levels
 
 JSONObject = dict[str, Any]
 
 
 class _Block(Struct, tag_field="type", kw_only=True):
-    """Base of every content block; `type` is the tag."""
+    """Base of every content block; `type` is the tag.
 
-    cache_control: JSONObject | None = None
+    `cache_control` is not kept, like every field the gateway does not use: Claude Code moves its
+    cache breakpoint to the newest message on every turn, and a block that differs only by it is
+    the same block to the converter, which resumes a conversation where its messages are equal
+    (q2api.conversion.checkpoints)."""
 
 
 # ---------------------------------------------------------------- sources
@@ -334,6 +338,23 @@ def _check_depth(path: str, document: Any) -> None:
 
 def _check_forwarded_documents(request: _RequestCommon) -> None:
     """The free-form JSON that travels upstream (tool inputs, tool schemas) must be encodable there."""
+    schemas = [tool.input_schema for tool in request.tools or () if tool.input_schema is not None]
+    # Exact types: the request comes from the decoder, which makes no subclasses.
+    inputs = [
+        block.input
+        for message in request.messages
+        if type(message.content) is list
+        for block in message.content
+        if type(block) is ToolUseBlock
+    ]
+    # All of them at once, level by level: a Claude Code turn resends ~100 of them. The levels
+    # past the last container hold only scalars, so this may count one level too many, never
+    # too few; the exact walk below says which document, if any, goes too deep.
+    try:
+        if all(depth <= MAX_JSON_DEPTH for depth, _ in enumerate(json_levels([*schemas, *inputs]), start=1)):
+            return
+    except NotPlainJSON:
+        pass
     for index, tool in enumerate(request.tools or ()):
         if tool.input_schema is not None:
             _check_depth(f"tools.{index}.input_schema", tool.input_schema)

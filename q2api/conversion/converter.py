@@ -34,11 +34,13 @@ from q2api.amazonq.models import resolve_model
 from q2api.amazonq.types import (
     CHAT_TRIGGER_MANUAL,
     AssistantResponseMessage,
+    ChatMessage,
     ConversationState,
     UserInputMessage,
 )
-from q2api.anthropic.types import MessagesRequest
+from q2api.anthropic.types import Message, MessagesRequest
 from q2api.conversion.capabilities import check_input_types
+from q2api.conversion.checkpoints import Checkpoint, HistoryEntry, Settings
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.images import select_images
 from q2api.conversion.options import Conversion, ConversionOptions
@@ -56,7 +58,11 @@ _SESSION_IN_USER_ID = re.compile(r"session_(?P<id>[0-9a-fA-F-]{36})")
 _CONVERSATION_NAMESPACE = uuid.UUID("6f0c1f36-3c39-4a49-9a64-0c0a8f2d6a51")
 
 
-def convert_request(request: MessagesRequest, options: ConversionOptions) -> Conversion:
+def convert_request(
+    request: MessagesRequest, options: ConversionOptions, resume: Checkpoint | None = None
+) -> Conversion:
+    """`resume`: a checkpoint of an earlier request of this conversation whose messages this one
+    starts with (`CheckpointStore.find`); the result is the same as without it, only cheaper."""
     report: list[Finding] = []
     model = options.model or resolve_model(request.model, aliases=options.model_aliases, default=options.default_model)
     if not model.known:
@@ -67,25 +73,53 @@ def convert_request(request: MessagesRequest, options: ConversionOptions) -> Con
             )
         )
 
-    ids = Identifiers(report)
-    builder = TurnBuilder(ids, options.max_message_chars, report)
-    for index, message in enumerate(request.messages):
-        builder.add(index, message)
+    messages = request.messages
+    settings: Settings = (options.max_message_chars, options.origin, options.max_images_per_message)
+    if resume is not None and resume.settings != settings:
+        resume = None
+    builder_start = len(report)
+    if resume is None:
+        builder = TurnBuilder(Identifiers(report), options.max_message_chars, report)
+        converted: tuple[Message, ...] = ()
+        saved_entries: tuple[HistoryEntry, ...] = ()
+    else:
+        builder = resume.resumed_builder(report)
+        converted, saved_entries = resume.messages, resume.entries
+    for index in range(len(converted), len(messages)):
+        builder.add(index, messages[index])
+    builder_turns = tuple(builder.turns)
+    checkpoint_parts = (tuple(report[builder_start:]), builder.ids.copy([]), builder.history_tool_names)
     turns = frame_turns(builder.turns, report)
     check_input_types(model, request.model, turns)
 
     context_sections: list[str] = []
-    tools = tool_specs(request.tools, request.tool_choice, builder.history_tool_names, ids, report, context_sections)
+    tools = tool_specs(
+        request.tools, request.tool_choice, builder.history_tool_names, builder.ids, report, context_sections
+    )
     system_text = system_prompt_text(request.system, options.max_message_chars)
     history = context_pair(system_text, context_sections, options.origin)
     if system_text:
         report.append(Finding(FindingKind.SYSTEM_PROMPT_AS_CONTEXT, detail="sent as the first history pair"))
 
-    for turn in turns[:-1]:
-        if isinstance(turn, UserTurn):
-            history.append({"userInputMessage": _user_message(turn, options, report)})
+    # Each builder turn but the last is closed: its entry is saved, or reused from the checkpoint.
+    lead = 0 if builder_turns and turns[0] is builder_turns[0] else 1  # a user turn put before an assistant one
+    entries: list[HistoryEntry] = []
+    for position, turn in enumerate(turns[:-1]):
+        closed = position - lead
+        if 0 <= closed < len(saved_entries):
+            entry = saved_entries[closed]
+            report.extend(entry[1])
         else:
-            history.append({"assistantResponseMessage": _assistant_message(turn, report)})
+            mark = len(report)
+            message: ChatMessage = (
+                {"userInputMessage": _user_message(turn, options, report)}
+                if isinstance(turn, UserTurn)
+                else {"assistantResponseMessage": _assistant_message(turn, report)}
+            )
+            entry = (message, tuple(report[mark:]))
+        if 0 <= closed < len(builder_turns) - 1:
+            entries.append(entry)
+        history.append(entry[0])
 
     current = _user_message(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
     hint = thinking_hint(request.thinking, options.default_thinking_budget)
@@ -104,7 +138,19 @@ def convert_request(request: MessagesRequest, options: ConversionOptions) -> Con
     if history:
         state["history"] = history
     state["currentMessage"] = {"userInputMessage": current}
-    return Conversion({"conversationState": state}, model, dict(ids.tool_names), tuple(report))
+    findings, identifiers, history_tool_names = checkpoint_parts
+    checkpoint = Checkpoint(
+        # The converted messages are kept, not this request's copies of them: a conversation's
+        # checkpoints share one set however many turns it has had.
+        (*converted, *messages[len(converted) :]),
+        settings,
+        builder_turns,
+        findings,
+        identifiers,
+        history_tool_names,
+        tuple(entries),
+    )
+    return Conversion({"conversationState": state}, model, dict(builder.ids.tool_names), tuple(report), checkpoint)
 
 
 def session_conversation_id(request: MessagesRequest) -> str | None:
@@ -137,7 +183,7 @@ def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Findi
     results = answered_results(turn.expected, turn.results, selection, report)
     texts = [orphan_result_text(part, selection) if isinstance(part, ToolResultDraft) else part for part in turn.texts]
     content = "\n\n".join(texts)
-    if not content.strip():
+    if not content or content.isspace():  # `not content.strip()`, without copying a long content
         content = TOOL_RESULTS_ONLY if results else IMAGES_ONLY if images else EMPTY_USER_MESSAGE
         report.append(
             Finding(

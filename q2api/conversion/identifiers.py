@@ -40,6 +40,14 @@ class Identifiers:
         self._ids: dict[str, str] = {}
         self._report = report
 
+    def copy(self, report: list[Finding]) -> Identifiers:
+        """The same maps, reporting into `report` from now on; changes to either leave the other as it is."""
+        copy = Identifiers(report)
+        copy.tool_names.update(self.tool_names)
+        copy._names.update(self._names)
+        copy._ids.update(self._ids)
+        return copy
+
     def tool_name(self, original: str) -> str:
         known = self._names.get(original)
         if known is not None:

@@ -6,6 +6,7 @@ arbitrary URLs from a gateway is a server-side request forgery risk.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,6 +84,8 @@ class ImageSelection:
 
 def select_images(images: list[TurnImage], limit: int, report: list[Finding]) -> ImageSelection:
     """The most recent `limit` images of one message; each older one is reported, by path."""
+    if not images:
+        return _no_images(limit)  # most messages: one shared selection, not one per message
     dropped = images[: max(len(images) - limit, 0)]
     for image in dropped:
         report.append(
@@ -94,6 +97,11 @@ def select_images(images: list[TurnImage], limit: int, report: list[Finding]) ->
             )
         )
     return ImageSelection(tuple(images[len(dropped) :]), tuple(dropped), limit)
+
+
+@functools.cache
+def _no_images(limit: int) -> ImageSelection:
+    return ImageSelection((), (), limit)
 
 
 def tool_result_image_note(paths: list[str], selection: ImageSelection) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from q2api.amazonq.models import DEFAULT_Q_MODEL, ModelChoice
 from q2api.amazonq.types import (
@@ -14,6 +15,9 @@ from q2api.amazonq.types import (
     GenerateAssistantResponseRequest,
 )
 from q2api.conversion.report import Finding
+
+if TYPE_CHECKING:
+    from q2api.conversion.checkpoints import Checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,8 @@ class Conversion:
     # Amazon Q tool name -> original Claude tool name, for every name that was changed.
     tool_names: Mapping[str, str]
     report: tuple[Finding, ...]
+    # Where the next request of the conversation can resume (q2api.conversion.checkpoints).
+    checkpoint: Checkpoint | None = None
 
     @property
     def history(self) -> list[ChatMessage]:

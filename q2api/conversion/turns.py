@@ -13,7 +13,7 @@ The framing rules (first turn user, last turn user) are applied afterwards by `f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from q2api.amazonq.types import ToolUse
@@ -63,6 +63,15 @@ class UserTurn:
     results: dict[str, ToolResultDraft] = field(default_factory=dict)
     images: list[TurnImage] = field(default_factory=list)
 
+    def reopened(self) -> UserTurn:
+        """A copy the builder may go on filling, leaving this one as it is. An orphan result
+        in `texts` is never changed once written; a matched one can still take a duplicate."""
+        results = {
+            q_id: replace(draft, content=list(draft.content), image_paths=list(draft.image_paths))
+            for q_id, draft in self.results.items()
+        }
+        return UserTurn(list(self.message_indices), self.expected, list(self.texts), results, list(self.images))
+
 
 @dataclass(slots=True)
 class AssistantTurn:
@@ -70,6 +79,12 @@ class AssistantTurn:
     texts: list[str] = field(default_factory=list)
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_use_origins: ExpectedResults = field(default_factory=dict)
+
+    def reopened(self) -> AssistantTurn:
+        """A copy the builder may go on filling, leaving this one as it is."""
+        return AssistantTurn(
+            list(self.message_indices), list(self.texts), list(self.tool_uses), dict(self.tool_use_origins)
+        )
 
 
 Turn = UserTurn | AssistantTurn

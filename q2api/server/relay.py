@@ -39,6 +39,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
+from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
 from q2api.conversion.order_guard import validate_conversation
@@ -57,6 +58,10 @@ from q2api.settings import Settings
 # 30 MiB case: ~0.5 s on the loop otherwise). A 200 KB Claude Code turn stays on the loop, where a
 # thread hop would cost more than it saves.
 OFF_LOOP_BODY_BYTES = 1 << 20
+# Where each recent conversation's conversion stood, so that the history a client resends on
+# every turn is converted once (q2api.conversion.checkpoints). A checkpoint holds ~1.8x its
+# request in memory; 4 MiB of requests is ~20 Claude Code sessions of 200 KB in ~7 MB.
+CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=4 << 20)
 _T = TypeVar("_T")
 
 
@@ -99,16 +104,21 @@ class MessagesRelay:
         refusal = loop_refusal(loop_findings, self._loop_policy)
         if refusal is not None:
             raise refusal
+        # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
+        session = session_conversation_id(request)
+        resume = CONVERSION_CHECKPOINTS.find(session, request.messages) if session else None
         conversion = convert_request(
             request,
             ConversionOptions(
-                # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
-                conversation_id=session_conversation_id(request) or exchange.request_id,
+                conversation_id=session or exchange.request_id,
                 model_aliases=self._model_aliases,
                 default_model=self._settings.default_model or DEFAULT_Q_MODEL,
                 model=model,
             ),
+            resume,
         )
+        if session and conversion.checkpoint is not None:
+            CONVERSION_CHECKPOINTS.keep(session, conversion.checkpoint, exchange.request_bytes, replacing=resume)
         invalid = validate_conversation(conversion.payload)
         for finding in invalid:
             # The converter promises valid output; a finding here is our bug, not the client's.
