@@ -5,6 +5,7 @@
     conversion.model       # ModelChoice(q_model_id, context_window, known)
     conversion.tool_names  # Amazon Q tool name -> client tool name, for every renamed tool
     conversion.report      # every merge, repair, drop and placeholder, as Finding records
+    conversion.checkpoint  # where the conversation's next request can resume (`checkpoints`)
 
 The steps, each in its own module under `q2api.conversion`:
 
@@ -18,8 +19,12 @@ The steps, each in its own module under `q2api.conversion`:
 4. `system_context`: the system prompt as a stable synthetic first history pair.
 
 Before any of it is assembled, `capabilities` refuses a part the model cannot take (an image
-to a text-only model). The output always passes `q2api.conversion.order_guard.validate_conversation`;
-a finding there is a bug here.
+to a text-only model). Given a `checkpoints.Checkpoint` of an earlier request of the same
+conversation, step 1 goes on from where that request's messages ended, and the history entries
+of the turns it closed are reused: a resent history is converted once.
+
+The output always passes `q2api.conversion.order_guard.validate_conversation`; a finding there
+is a bug here.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from q2api.amazonq.types import (
     ConversationState,
     UserInputMessage,
 )
-from q2api.anthropic.types import Message, MessagesRequest
+from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.capabilities import check_input_types
 from q2api.conversion.checkpoints import Checkpoint, HistoryEntry, Settings
 from q2api.conversion.identifiers import Identifiers
@@ -50,7 +55,7 @@ from q2api.conversion.text import EMPTY_ASSISTANT_MESSAGE, EMPTY_USER_MESSAGE, I
 from q2api.conversion.thinking_prompt import thinking_hint, with_hint
 from q2api.conversion.tool_results import ToolResultDraft, answered_results, orphan_result_text
 from q2api.conversion.tool_specs import tool_specs
-from q2api.conversion.turns import AssistantTurn, TurnBuilder, UserTurn, frame_turns
+from q2api.conversion.turns import AssistantTurn, Turn, TurnBuilder, UserTurn, frame_turns
 
 __all__ = ["Conversion", "ConversionOptions", "convert_request", "session_conversation_id"]
 
@@ -73,22 +78,21 @@ def convert_request(
             )
         )
 
-    messages = request.messages
     settings: Settings = (options.max_message_chars, options.origin, options.max_images_per_message)
     if resume is not None and resume.settings != settings:
         resume = None
     builder_start = len(report)
     if resume is None:
         builder = TurnBuilder(Identifiers(report), options.max_message_chars, report)
-        converted: tuple[Message, ...] = ()
-        saved_entries: tuple[HistoryEntry, ...] = ()
     else:
         builder = resume.resumed_builder(report)
-        converted, saved_entries = resume.messages, resume.entries
-    for index in range(len(converted), len(messages)):
-        builder.add(index, messages[index])
+    first_new = len(resume.messages) if resume else 0
+    for index in range(first_new, len(request.messages)):
+        builder.add(index, request.messages[index])
+    # What a checkpoint keeps of the builder, taken before framing and the tool list change it.
     builder_turns = tuple(builder.turns)
-    checkpoint_parts = (tuple(report[builder_start:]), builder.ids.copy([]), builder.history_tool_names)
+    builder_findings = tuple(report[builder_start:])
+    builder_identifiers = builder.ids.copy([])
     turns = frame_turns(builder.turns, report)
     check_input_types(model, request.model, turns)
 
@@ -100,26 +104,9 @@ def convert_request(
     history = context_pair(system_text, context_sections, options.origin)
     if system_text:
         report.append(Finding(FindingKind.SYSTEM_PROMPT_AS_CONTEXT, detail="sent as the first history pair"))
-
-    # Each builder turn but the last is closed: its entry is saved, or reused from the checkpoint.
-    lead = 0 if builder_turns and turns[0] is builder_turns[0] else 1  # a user turn put before an assistant one
-    entries: list[HistoryEntry] = []
-    for position, turn in enumerate(turns[:-1]):
-        closed = position - lead
-        if 0 <= closed < len(saved_entries):
-            entry = saved_entries[closed]
-            report.extend(entry[1])
-        else:
-            mark = len(report)
-            message: ChatMessage = (
-                {"userInputMessage": _user_message(turn, options, report)}
-                if isinstance(turn, UserTurn)
-                else {"assistantResponseMessage": _assistant_message(turn, report)}
-            )
-            entry = (message, tuple(report[mark:]))
-        if 0 <= closed < len(builder_turns) - 1:
-            entries.append(entry)
-        history.append(entry[0])
+    lead = 0 if turns[0] is builder_turns[0] else 1  # frame_turns put a user turn before an assistant one
+    entries = _history_entries(turns[:-1], lead, resume.entries if resume else (), options, report)
+    history.extend(entry[0] for entry in entries)
 
     current = _user_message(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
     hint = thinking_hint(request.thinking, options.default_thinking_budget)
@@ -138,19 +125,41 @@ def convert_request(
     if history:
         state["history"] = history
     state["currentMessage"] = {"userInputMessage": current}
-    findings, identifiers, history_tool_names = checkpoint_parts
     checkpoint = Checkpoint(
-        # The converted messages are kept, not this request's copies of them: a conversation's
-        # checkpoints share one set however many turns it has had.
-        (*converted, *messages[len(converted) :]),
+        # The converted messages stay those of the checkpoint resumed from, not this request's
+        # copies of them: a conversation's checkpoints share one set however many turns it has.
+        (*resume.messages, *request.messages[first_new:]) if resume else tuple(request.messages),
         settings,
         builder_turns,
-        findings,
-        identifiers,
-        history_tool_names,
-        tuple(entries),
+        builder_findings,
+        builder_identifiers,
+        builder.history_tool_names,
+        # Every builder turn but the last is closed: no later message can change its entry.
+        tuple(entries[lead : lead + len(builder_turns) - 1]),
     )
     return Conversion({"conversationState": state}, model, dict(builder.ids.tool_names), tuple(report), checkpoint)
+
+
+def _history_entries(
+    turns: list[Turn], lead: int, saved: tuple[HistoryEntry, ...], options: ConversionOptions, report: list[Finding]
+) -> list[HistoryEntry]:
+    """The history entry of each turn, in order. `saved` holds the entries of the first builder
+    turns (the turns from `lead` on): each is reused, and what building it reported is reported again."""
+    entries: list[HistoryEntry] = []
+    for position, turn in enumerate(turns):
+        if 0 <= position - lead < len(saved):
+            entry = saved[position - lead]
+            report.extend(entry[1])
+        else:
+            mark = len(report)
+            message: ChatMessage = (
+                {"userInputMessage": _user_message(turn, options, report)}
+                if isinstance(turn, UserTurn)
+                else {"assistantResponseMessage": _assistant_message(turn, report)}
+            )
+            entry = (message, tuple(report[mark:]))
+        entries.append(entry)
+    return entries
 
 
 def session_conversation_id(request: MessagesRequest) -> str | None:
