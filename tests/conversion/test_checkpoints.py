@@ -82,14 +82,20 @@ def test_a_checkpoint_made_with_other_options_is_not_used(case, changed) -> None
 def next_turn(body: dict[str, Any], number: int) -> dict[str, Any]:
     """Claude Code's next request: the same conversation, one more tool round, the cache breakpoint moved."""
     messages = [
-        {**message, "content": [{k: v for k, v in block.items() if k != "cache_control"} for block in message["content"]]}
+        {
+            **message,
+            "content": [{k: v for k, v in block.items() if k != "cache_control"} for block in message["content"]],
+        }
         if isinstance(message["content"], list)
         else message
         for message in body["messages"]
     ]
     tool_id = f"toolu_next{number}"
     messages += [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": "ls"}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": "ls"}}],
+        },
         {
             "role": "user",
             "content": [
