@@ -9,7 +9,8 @@ then the whole of it:
   convert                convert_request() on an already-parsed request: from scratch (the first
                          request of a session), and the session's next turn (the same history and
                          one more tool round), resumed where the turn before stopped
-  output validation      validate_conversation() on the converted body
+  output validation      validate_conversation() on the converted body: from scratch, and for the
+                         next turn, given where the previous turn's entries were found valid
   token estimate         estimate_request_tokens()
   orjson.dumps           the upstream body (the upstream client adds profileArn and encodes it)
   whole prepare()        door.read + MessagesRelay.prepare + orjson.dumps of the payload, for the
@@ -123,18 +124,30 @@ def main() -> None:
     args = parser.parse_args()
     logger.remove()  # prepare() logs what the conversion changed, at INFO, on every request
 
+    gateway = relay()
+
+    def whole_prepare(body: bytes) -> bytes:
+        exchange = Exchange(request_id="bench", request_bytes=len(body))
+        prepared = gateway.prepare(CLAUDE_DOOR.read(body), exchange)
+        return orjson.dumps(prepared.conversion.payload)
+
     body = claude_code_request(size_kb=args.size_kb)
     raw, next_raw = orjson.dumps(body), orjson.dumps(next_turn(body))
     options = ConversionOptions(conversation_id="5f1c6c1e-0000-4000-8000-000000000000")
     request, next_request = parse_messages_request(raw), parse_messages_request(next_raw)
-    conversion = convert_request(request, options)
-    payload, checkpoint = conversion.payload, conversion.checkpoint
-    gateway = relay()
+    payload = convert_request(request, options).payload
     session = session_conversation_id(request)
-    assert session is not None and checkpoint is not None
+    assert session is not None
 
     def no_checkpoints() -> None:
         relay_module.CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=1 << 30)
+
+    # The previous turn's checkpoint, as prepare() keeps it (its history entries checked by the guard).
+    no_checkpoints()
+    whole_prepare(raw)
+    checkpoint = relay_module.CONVERSION_CHECKPOINTS.find(session, request.messages)
+    assert checkpoint is not None and checkpoint.checked is not None
+    next_payload = convert_request(next_request, options, checkpoint).payload
 
     def previous_turn_only() -> None:
         no_checkpoints()
@@ -145,11 +158,6 @@ def main() -> None:
         [("Read", {"file_path": f"/src/{n}.py"}, f"# {n}") for n in range(200)]
         + [("Bash", {"command": "git status"}, "nothing to commit")] * 100
     )
-
-    def whole_prepare(body: bytes) -> bytes:
-        exchange = Exchange(request_id="bench", request_bytes=len(body))
-        prepared = gateway.prepare(CLAUDE_DOOR.read(body), exchange)
-        return orjson.dumps(prepared.conversion.payload)
 
     print(
         f"request: {len(raw) / 1024:.0f} KB, {len(request.messages)} messages, {len(request.tools or [])} tools; "
@@ -167,7 +175,13 @@ def main() -> None:
             no_checkpoints,
             None,
         ),
-        ("output validation (validate_conversation)", lambda: validate_conversation(payload), no_checkpoints, None),
+        ("output validation, from scratch", lambda: validate_conversation(payload), no_checkpoints, None),
+        (
+            "output validation, next turn (checked run)",
+            lambda: validate_conversation(next_payload, checkpoint.checked),
+            no_checkpoints,
+            None,
+        ),
         ("token estimate (estimate_request_tokens)", lambda: estimate_request_tokens(request), no_checkpoints, None),
         ("orjson.dumps of the Amazon Q body", lambda: orjson.dumps(payload), no_checkpoints, None),
         ("whole prepare(), first request of a session", lambda: whole_prepare(raw), no_checkpoints, None),

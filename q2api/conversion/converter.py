@@ -106,6 +106,7 @@ def convert_request(
         report.append(Finding(FindingKind.SYSTEM_PROMPT_AS_CONTEXT, detail="sent as the first history pair"))
     lead = 0 if turns[0] is builder_turns[0] else 1  # frame_turns put a user turn before an assistant one
     entries = _history_entries(turns[:-1], lead, resume.entries if resume else (), options, report)
+    entries_at = len(history) + lead
     history.extend(entry[0] for entry in entries)
 
     current = _user_message(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
@@ -136,6 +137,7 @@ def convert_request(
         builder.history_tool_names,
         # Every builder turn but the last is closed: no later message can change its entry.
         tuple(entries[lead : lead + len(builder_turns) - 1]),
+        entries_at,
     )
     return Conversion({"conversationState": state}, model, dict(builder.ids.tool_names), tuple(report), checkpoint)
 

@@ -117,12 +117,16 @@ class MessagesRelay:
             ),
             resume,
         )
-        if session and conversion.checkpoint is not None:
-            CONVERSION_CHECKPOINTS.keep(session, conversion.checkpoint, exchange.request_bytes, replacing=resume)
-        invalid = validate_conversation(conversion.payload)
+        checked = resume.checked if resume else None  # the history entries the guard has already read
+        invalid = validate_conversation(conversion.payload, checked)
         for finding in invalid:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
+        if session and conversion.checkpoint is not None:
+            checkpoint = (
+                conversion.checkpoint if invalid else conversion.checkpoint.checked_in(conversion.payload, checked)
+            )
+            CONVERSION_CHECKPOINTS.keep(session, checkpoint, exchange.request_bytes, replacing=resume)
         log_conversion(
             call.claude_document,
             len(request.messages),
