@@ -144,6 +144,14 @@ class LoginRecord:
     expires_at: float  # epoch seconds: the device code's end
 
 
+def check_new_credentials(auth_method: str, client_id: str | None, client_secret: str | None) -> None:
+    """What every store refuses before adding an account (raises ValueError)."""
+    if auth_method not in ("idc", "social"):
+        raise ValueError(f"auth method must be 'idc' or 'social', not {auth_method!r}")
+    if auth_method == "idc" and not (client_id and client_secret):
+        raise ValueError("an IdC account needs its OIDC client id and client secret")
+
+
 def login_record(
     login_id: str, label: str, method: str, status: str, account_id: str | None, detail: str | None, expires_at: float
 ) -> LoginRecord:

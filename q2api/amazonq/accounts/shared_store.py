@@ -45,6 +45,7 @@ from q2api.amazonq.accounts.records import (
     LoginRecord,
     LoginStatus,
     StatsDelta,
+    check_new_credentials,
     login_record,
 )
 from q2api.amazonq.accounts.secret_box import SecretBox
@@ -118,10 +119,7 @@ class SharedAccountStore:
         account_id: str | None = None,
         region: str | None = None,
     ) -> Account:
-        if auth_method not in ("idc", "social"):
-            raise ValueError(f"auth method must be 'idc' or 'social', not {auth_method!r}")
-        if auth_method == "idc" and not (client_id and client_secret):
-            raise ValueError("an IdC account needs its OIDC client id and client secret")
+        check_new_credentials(auth_method, client_id, client_secret)
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
         credentials = {

@@ -43,6 +43,7 @@ from q2api.amazonq.accounts.records import (
     LoginRecord,
     LoginStatus,
     StatsDelta,
+    check_new_credentials,
     login_record,
 )
 
@@ -131,10 +132,7 @@ class SqliteAccountStore:
 
         Replacing keeps the operator's enabled flag and clears "needs login".
         """
-        if auth_method not in ("idc", "social"):
-            raise ValueError(f"auth method must be 'idc' or 'social', not {auth_method!r}")
-        if auth_method == "idc" and not (client_id and client_secret):
-            raise ValueError("an IdC account needs its OIDC client id and client secret")
+        check_new_credentials(auth_method, client_id, client_secret)
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
         with self.transaction() as db:
