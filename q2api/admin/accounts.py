@@ -16,6 +16,7 @@ from q2api.amazonq.accounts.device_login import is_aws_region
 from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
 from q2api.amazonq.accounts.records import Account, AccountStats, AccountStatus
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+from q2api.json_body import UnreadableBody, decode_json
 
 _MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")
@@ -186,11 +187,13 @@ async def decode_body(request: Request, kind: type[T]) -> T:
     if len(body) > _MAX_BODY_BYTES:
         raise AdminError(413, "request_too_large", f"the body exceeds {_MAX_BODY_BYTES} bytes")
     try:
-        return msgspec.json.decode(body, type=kind)
+        return decode_json(msgspec.json.Decoder(kind).decode, body)
     except msgspec.ValidationError as exc:
         raise AdminError(400, "invalid_request", f"invalid body: {exc}") from None
     except msgspec.DecodeError:
         raise AdminError(400, "invalid_request", "the body must be a JSON object") from None
+    except UnreadableBody as exc:
+        raise AdminError(400, "invalid_request", str(exc)) from None
 
 
 def check_region(region: str) -> None:

@@ -44,6 +44,7 @@ from q2api.anthropic.types import (
     ToolUseBlock,
 )
 from q2api.frontdoors.response_format import ResponseCheck, response_check
+from q2api.json_body import TOO_DEEP, first_too_deep
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import (
     AssistantMessage,
@@ -269,6 +270,8 @@ def _arguments(text: str, param: str) -> dict[str, object]:
         raise InvalidChatRequest(param, "the arguments are not valid JSON") from None
     if not isinstance(value, dict):
         raise InvalidChatRequest(param, "the arguments must be a JSON object")
+    if first_too_deep([value]) is not None:  # they travel upstream as the tool call's input
+        raise InvalidChatRequest(param, TOO_DEEP)
     return value
 
 
