@@ -41,6 +41,12 @@ class DoorCall(Protocol):
         """The JSON body of a non-streaming reply, from the aggregated Claude message."""
         ...
 
+    @property
+    def checks_reply(self) -> bool:
+        """True when answering, or ending the stream, checks the whole reply (against a client's schema):
+        work whose cost the client chooses, done off the event loop."""
+        ...
+
     def client_error(self, error: AnthropicError) -> AnthropicError:
         """`error` as this request's client sees it (a door may rename fields or statuses)."""
         ...
@@ -70,6 +76,10 @@ class ClaudeCall:
 
     def answer(self, message: dict[str, Any]) -> object:
         return message
+
+    @property
+    def checks_reply(self) -> bool:
+        return False
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
         return error

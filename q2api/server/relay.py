@@ -23,12 +23,10 @@ cancelling is what closes the upstream request.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from loguru import logger
 from starlette.requests import Request
@@ -49,6 +47,7 @@ from q2api.server.edge import json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.front_door import CLAUDE_DOOR, DoorCall, FrontDoor
 from q2api.server.model_routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
+from q2api.server.off_loop import run_off_loop
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy
@@ -145,8 +144,9 @@ class MessagesRelay:
         call: DoorCall | None = None
         try:
             if len(body) > OFF_LOOP_BODY_BYTES:
-                call = await _off_loop(door.read, body)
-                prepared = await _off_loop(self.prepare, call, exchange)
+                # Pure work on a large body, off the loop: its size does not show up as every other stream's latency.
+                call = await run_off_loop(door.read, body)
+                prepared = await run_off_loop(self.prepare, call, exchange)
             else:
                 call = door.read(body)
                 prepared = self.prepare(call, exchange)
@@ -200,7 +200,8 @@ class MessagesRelay:
                 # keeps only the type, and loses the status (502, 504) and headers (retry-after).
                 raise reply.failure
             # Raises a 500 for an unfinished reply, or the door's refusal of the message.
-            answer = call.answer(aggregator.message())
+            message = aggregator.message()
+            answer = await run_off_loop(call.answer, message) if call.checks_reply else call.answer(message)
         except AnthropicError as error:
             error = call.client_error(error)
             reply.close(error=error)
@@ -232,6 +233,7 @@ class MessagesRelay:
             call.encoder(),
             ping_interval=self._settings.ping_interval,
             send_timeout=self._settings.send_timeout,
+            end_off_loop=call.checks_reply,
         )
 
     # ------------------------------------------------------------ helpers
@@ -249,10 +251,3 @@ class MessagesRelay:
     def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
         exchange.end(error.status, error.error_type)
         return door.error_response(error, exchange.request_id)
-
-
-async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
-    """Pure work on a large body runs in a worker thread, so its size does not show up as every
-    other stream's latency (the GIL is handed back every few milliseconds)."""
-    context = contextvars.copy_context()  # the request id of the log lines written meanwhile
-    return await asyncio.to_thread(context.run, work, *args)
