@@ -50,7 +50,8 @@ def fuzz_against(
     logger.add(watch, level="DEBUG", diagnose=False)
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # the simulator's own noise when a reply is cut
     statuses: collections.Counter[tuple[str, int]] = collections.Counter()
-    with httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}, timeout=60) as http:
+    headers = {"x-api-key": CLIENT_KEY, "content-type": "application/json"}
+    with httpx2.Client(base_url=base_url, headers=headers, timeout=60) as http:
 
         @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(case=door_cases)

@@ -9,7 +9,9 @@ names the variable, and secrets never appear in the object's repr.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -98,6 +100,8 @@ class Settings:
     body_timeout: float = 60.0
     keep_alive_timeout: int = 5
     max_connections: int = 400
+    # Host names a gateway without client keys answers besides loopback ones (`*`: any).
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def auth_method(self) -> AuthMethod:
@@ -197,6 +201,30 @@ def _csv(name: str, raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
+# A DNS name or an IPv4 address (underscores too: container and compose service names may have them).
+_HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
+
+
+def _host_names(name: str, raw: str) -> tuple[str, ...]:
+    names = []
+    for item in _csv(name, raw):
+        value = item.lower().rstrip(".").removeprefix("[").removesuffix("]")
+        if value == "*" or _HOST_NAME.match(value) or _is_ipv6(value):
+            names.append(value)
+            continue
+        hint = ": list names without a port" if ":" in value else ""
+        raise SettingsError(f"{name} must list host names (or *), got {item!r}{hint}")
+    return tuple(names)
+
+
+def _is_ipv6(value: str) -> bool:
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _model_map(name: str, raw: str) -> Mapping[str, str]:
     pairs: dict[str, str] = {}
     for item in _csv(name, raw):
@@ -276,6 +304,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "body_timeout": ("Q2API_BODY_TIMEOUT", _number(float, 0, above=True)),
     "keep_alive_timeout": ("Q2API_KEEP_ALIVE_TIMEOUT", _number(int, 1)),
     "max_connections": ("Q2API_MAX_CONNECTIONS", _number(int, 1)),
+    "allowed_hosts": ("Q2API_ALLOWED_HOSTS", _host_names),
 }
 
 ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())

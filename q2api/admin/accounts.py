@@ -17,6 +17,7 @@ from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, ver
 from q2api.amazonq.accounts.records import Account, AccountStats, AccountStatus
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.json_body import UnreadableBody, decode_json
+from q2api.server.cross_site import is_json_content_type
 
 _MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")
@@ -183,6 +184,10 @@ async def existing_account(request: Request, ctx: AdminContext) -> Account:
 
 
 async def decode_body(request: Request, kind: type[T]) -> T:
+    declared = request.headers.get("content-type")
+    if not is_json_content_type(declared):
+        shown = repr(declared[:100]) if declared else "none"
+        raise AdminError(415, "unsupported_media_type", f"Content-Type must be application/json (got {shown})")
     body = await request.body()
     if len(body) > _MAX_BODY_BYTES:
         raise AdminError(413, "request_too_large", f"the body exceeds {_MAX_BODY_BYTES} bytes")

@@ -62,6 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     from q2api.cli.accounts import SECRET_INPUT_VARIABLES
     from q2api.cli.env_check import unknown_variables
     from q2api.cli.metrics_dir import metrics_directory
+    from q2api.server.cross_site import open_gateway_warning
     from q2api.server.logging_setup import configure_logging
     from q2api.server.transport import transport_limits, uvicorn_options
     from q2api.settings import SettingsError, load_settings
@@ -83,6 +84,11 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, settings.log_format)
     for unknown in unknown_variables(os.environ, known=SECRET_INPUT_VARIABLES):
         logger.warning(unknown.warning())
+    exposed = open_gateway_warning(
+        args.host, has_client_keys=bool(settings.api_keys), allowed_hosts=settings.allowed_hosts
+    )
+    if exposed is not None:
+        logger.warning(exposed)
     # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
     with metrics_directory():
         uvicorn.run(

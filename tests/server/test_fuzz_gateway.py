@@ -19,7 +19,7 @@ from q2api.testing.fuzz_bodies import cases
 from q2api.testing.fuzz_chat_bodies import chat_cases, door_problem
 from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream
-from tests.support.gateway_harness import CLIENT_KEY, capture_logs, gateway_settings
+from tests.support.gateway_harness import JSON_CLIENT_HEADERS, capture_logs, gateway_settings
 
 EXAMPLES = 1000  # a thousand bodies a door per CI run: about 20 s of CPU each; bench.fuzz_gateway runs more
 FUZZ_SETTINGS = settings(
@@ -35,7 +35,7 @@ def client(tmp_path_factory) -> Iterator[httpx2.Client]:
     with SimulatedUpstream.run_in_thread() as upstream:
         data_dir = tmp_path_factory.mktemp("fuzz-data")
         with GatewayThread(gateway_settings(upstream, data_dir, Q2API_STREAM_HOLD_SECONDS="0")) as gateway:
-            with httpx2.Client(base_url=gateway.base_url, headers={"x-api-key": CLIENT_KEY}, timeout=30) as http:
+            with httpx2.Client(base_url=gateway.base_url, headers=JSON_CLIENT_HEADERS, timeout=30) as http:
                 yield http
 
 
