@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=_positive_int, default=1, help="worker processes sharing one data dir (default: 1)"
     )
     limits = serve.add_argument_group(
-        "transport limits", "each flag overrides its environment variable (defaults in the README)"
+        "transport limits", "each flag overrides its environment variable (defaults in docs/configuration.md)"
     )
     from q2api import settings as settings_module
 
