@@ -10,6 +10,7 @@ cites notes kept elsewhere sends the reader nowhere. So, over every source and d
   file — with the same anchor on a repository host (GitHub's slugs) and on the MkDocs site
   (Python-Markdown's), since the pages are read in both places;
 * the site's navigation lists every page, and the site's quick start is the README's;
+* every repository path a document names in code (`q2api/…`, `tests/…`, `bench/…`) exists;
 * no table cell puts an escaped pipe inside code (the two renderers disagree on it).
 
 `mkdocs build --strict` (in .ci/run) checks the site's own links and anchors once more.
@@ -191,6 +192,24 @@ def test_the_checks_above_catch_what_they_promise(tmp_path: Path) -> None:
     assert len(problems) == 3
     assert github_slug("`--workers`: the default stays 1") != site_slug("`--workers`: the default stays 1")
     assert _MD_FILE.search("see " + "NOTES" + ".md, part 2")[1] == "NOTES.md"  # type: ignore[index]
+
+
+# Folders the tests and benchmarks write (gitignored): named in the docs, absent from a clone.
+_GENERATED_FOLDERS = ("tests/artifacts/", "bench/results/")
+_REPOSITORY_PATH = re.compile(r"`((?:q2api|tests|bench|deploy|docs|\.ci)/[\w./-]*)`")
+
+
+def test_every_repository_path_the_documents_name_exists() -> None:
+    # Pages name source files in code (`q2api/server/relay.py`), not as links the site cannot follow:
+    # a file moved or renamed must take its mentions along.
+    documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
+    missing = [
+        f"{document.relative_to(ROOT)}: {match[1]}"
+        for document in documents
+        for match in _REPOSITORY_PATH.finditer(document.read_text(encoding="utf-8"))
+        if not (ROOT / match[1]).exists() and not match[1].startswith(_GENERATED_FOLDERS)
+    ]
+    assert missing == []
 
 
 def test_no_table_cell_escapes_a_pipe_inside_code() -> None:
