@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from q2api.amazonq.models import SERVED_MODELS
+from q2api.models.table import SERVED_MODELS
 from q2api.testing import scripts
 from q2api.testing.scripts import ErrorReply
 
