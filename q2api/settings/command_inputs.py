@@ -22,7 +22,8 @@ NEW_REFRESH_TOKEN = CommandInput(
     "Q2API_NEW_REFRESH_TOKEN",
     "q2api accounts add",
     "The refresh token of the account to add. Preferred over `--refresh-token`, which other users of the "
-    "machine can read (`ps`, shell history); on a terminal a missing token is asked for.",
+    "machine can read (`ps`, shell history); on a terminal a missing token is asked for. See "
+    "[Accounts](accounts.md#more-accounts).",
     secret=True,
 )
 NEW_CLIENT_SECRET = CommandInput(

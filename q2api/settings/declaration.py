@@ -22,30 +22,46 @@ METADATA_KEY = "q2api.setting"
 
 
 class Group(Enum):
-    """The concerns the settings are grouped by, in the order the reference shows them."""
+    """The concerns the settings are grouped by, in the order the reference shows them.
+
+    Summaries and descriptions are Markdown; their links are relative to `docs/` (the reference's folder).
+    """
 
     CLIENT_ACCESS = ("Client access", "Who may call the gateway.")
     ACCOUNT = (
         "The account from the environment",
         "One Amazon Q account can be given in the environment; `q2api login`, `q2api accounts add` and "
         "`q2api accounts import` keep more in the store. A token given here seeds the store, and once Amazon Q "
-        "rotates it the store's newer token wins over the environment on restart.",
+        "rotates it the store's newer token wins over the environment on restart. See "
+        "[Accounts](accounts.md#one-account-in-the-environment).",
     )
     UPSTREAM = ("Amazon Q endpoints and retries", "Where the gateway sends requests and token refreshes.")
-    STORE = ("Account store", "Where accounts and rotated tokens are kept.")
+    STORE = (
+        "Account store",
+        "Where accounts and rotated tokens are kept. See [Deployment](deployment.md#several-replicas) for a "
+        "store shared by several replicas.",
+    )
     CONVERSION = (
         "Conversion and guards",
-        "What the gateway checks in a conversation before sending it to Amazon Q.",
+        "What the gateway checks in a conversation before sending it to Amazon Q. See "
+        "[Tool loops](troubleshooting-infinite-loop.md) for the loop guard.",
     )
     STREAMING = ("Streaming and timeouts", "How long the gateway waits, for Amazon Q and for its clients.")
     TRANSPORT = (
         "Transport limits",
         "What one client connection may cost a worker. Each is also a `q2api serve` flag, which wins over "
-        "the variable.",
+        "the variable. See [Deployment](deployment.md#workers) for when to raise them, and "
+        "[Troubleshooting](troubleshooting.md#408-431-or-503-from-the-gateway-itself) for their refusals.",
     )
-    MODELS = ("Models and credits", "Which Amazon Q model serves a Claude model id, and how often they are read.")
-    LOGGING = ("Logging and debugging", "What the gateway writes to stderr.")
-    ADMIN = ("Admin API and console", "The operator's side of the gateway.")
+    MODELS = (
+        "Models and credits",
+        "Which Amazon Q model serves a Claude model id, and how often they are read. See [Clients](clients.md#models).",
+    )
+    LOGGING = ("Logging and debugging", "What the gateway writes to stderr. See [Operating](operating.md#logs).")
+    ADMIN = (
+        "Admin API and console",
+        "The operator's side of the gateway. See [Operating](operating.md#the-admin-api).",
+    )
 
     def __init__(self, title: str, summary: str) -> None:
         self.title = title

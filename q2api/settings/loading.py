@@ -9,8 +9,8 @@ from typing import Any
 
 from dotenv import dotenv_values
 
-from q2api.amazonq.accounts.database_url import mask_database_url
-from q2api.amazonq.accounts.secret_box import GENERATE_KEY_HINT
+from q2api.accounts.database_url import mask_database_url
+from q2api.accounts.secret_box import GENERATE_KEY_HINT
 from q2api.settings.parsers import SettingsError
 from q2api.settings.table import VARIABLES, Settings
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
-from q2api.amazonq.accounts.database_url import mask_database_url, parse_database_url
-from q2api.amazonq.accounts.secret_box import SecretBox
+from q2api.accounts.database_url import mask_database_url, parse_database_url
+from q2api.accounts.secret_box import SecretBox
 
 T = TypeVar("T")
 Number_ = TypeVar("Number_", int, float)
@@ -110,9 +110,7 @@ class Number(Generic[Number_]):
         return value
 
     def write(self, value: Number_) -> str:
-        if isinstance(value, float) and value.is_integer():
-            return str(int(value))  # 10.0 is written 10, as an operator would
-        return str(value)
+        return str(value).removesuffix(".0")  # 10.0 is written 10, as an operator would
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from q2api.amazonq.accounts.database_url import mask_database_url
+from q2api.accounts.database_url import mask_database_url
 from q2api.conversion.loop_guard import LoopMode
 from q2api.settings.declaration import Group, Variable, declared_variables, setting
 from q2api.settings.parsers import (
@@ -444,7 +444,8 @@ class Settings:
         group=Group.LOGGING,
         description="""
             `true` logs a summary of every Claude → Amazon Q conversion (the
-            `=== Message Conversion Debug ===` block) with the repairs and guard findings under it.""",
+            `=== Message Conversion Debug ===` block) with the repairs and guard findings under it. See
+            [Troubleshooting](troubleshooting.md#the-debug-summary).""",
     )
     # -- admin API and console -----------------------------------------------------------------
     admin_key: str | None = setting(
