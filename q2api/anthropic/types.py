@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from q2api.anthropic.errors import InvalidRequest
-from q2api.json_body import TOO_DEEP, UnreadableBody, decode_json, first_too_deep
+from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 
 JSONObject = dict[str, Any]
 
@@ -302,11 +302,13 @@ def _invalid_from(exc: msgspec.MsgspecError) -> InvalidRequest:
 
 def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
     try:
-        return decode_json(decoder.decode, body)
+        return decoder.decode(body)
     except msgspec.MsgspecError as exc:
         raise _invalid_from(exc) from None
-    except UnreadableBody as exc:
-        raise InvalidRequest("", str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest("", f"request body is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        raise InvalidRequest("", "request body is nested too deeply to parse") from None
 
 
 def _check_forwarded_documents(request: _RequestCommon) -> None:

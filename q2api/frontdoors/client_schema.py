@@ -4,7 +4,7 @@
     compiled.mismatch(value)                   # on the reply: None, or what is wrong (bounded in time)
 
 The schema is the client's, so nothing in it may make the gateway fetch, read a file, backtrack
-or loop (DESIGN.md, "Rules that keep it real"). `jsonschema` evaluates it, with these limits:
+or loop (docs/architecture.md, "Rules the code keeps"). `jsonschema` evaluates it, with these limits:
 
 * no retrieval: the validator's registry retrieves nothing, so a `$ref` resolves only inside
   the schema. A reference that is not a fragment (`#/$defs/x`, `#name`) — `http://…`,

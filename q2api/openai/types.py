@@ -16,7 +16,6 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from q2api.json_body import TOO_DEEP, UnreadableBody, decode_json, first_too_deep
 from q2api.openai.errors import InvalidChatRequest
 
 JSONObject = dict[str, Any]
@@ -202,7 +201,7 @@ _MISSING_FIELD = re.compile(r"^Object missing required field `(?P<field>[^`]+)`"
 
 def parse_chat_request(body: bytes) -> ChatCompletionRequest:
     try:
-        request = decode_json(_decoder.decode, body)
+        return _decoder.decode(body)
     except msgspec.ValidationError as exc:
         text = str(exc)
         match = _PATH_IN_MESSAGE.search(text)
@@ -214,28 +213,7 @@ def parse_chat_request(body: bytes) -> ChatCompletionRequest:
         raise InvalidChatRequest(path or None, problem) from None
     except msgspec.DecodeError as exc:
         raise InvalidChatRequest(None, f"request body is not valid JSON: {exc}") from None
-    except UnreadableBody as exc:
-        raise InvalidChatRequest(None, str(exc)) from None
-    _check_free_form_documents(request)
-    return request
-
-
-def _check_free_form_documents(request: ChatCompletionRequest) -> None:
-    """The schemas the gateway forwards upstream (tool parameters) or evaluates (the response schema)
-    must nest no deeper than the encoders and the validator can follow."""
-    located = [
-        *(
-            (f"tools[{index}].function.parameters", tool.function.parameters)
-            for index, tool in enumerate(request.tools or ())
-        ),
-        *(
-            (f"functions[{index}].parameters", function.parameters)
-            for index, function in enumerate(request.functions or ())
-        ),
-    ]
-    if isinstance(request.response_format, JsonSchemaFormat):
-        located.append(("response_format.json_schema.schema", request.response_format.json_schema.schema))
-    present = [(param, document) for param, document in located if document is not None]
-    too_deep = first_too_deep([document for _, document in present])
-    if too_deep is not None:
-        raise InvalidChatRequest(present[too_deep][0], TOO_DEEP)
+    except UnicodeDecodeError as exc:
+        raise InvalidChatRequest(None, f"request body is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:  # nesting msgspec cannot follow, even in a field the door ignores (`metadata`)
+        raise InvalidChatRequest(None, "request body is nested too deeply to parse") from None

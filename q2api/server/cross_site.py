@@ -79,12 +79,18 @@ def host_name(header: str) -> str | None:
 
 
 class HostAllowList:
-    """The `Host` names a gateway without client keys answers: loopback ones and `allowed` (`*`: any)."""
+    """The `Host` names a gateway without client keys answers: loopback ones and `allowed` (names as
+    Q2API_ALLOWED_HOSTS gives them: `*.example.com` for every name below it, `*` for any)."""
 
     def __init__(self, allowed: Iterable[str], *, enforced: bool) -> None:
         names = frozenset(allowed)
         self._names = names
+        # `*.example.com` → ".example.com": every name below it (not example.com itself).
+        self._suffixes = tuple(name[1:] for name in names if name.startswith("*."))
         self.enforced = enforced and ANY_HOST not in names
+
+    def allows(self, name: str) -> bool:
+        return is_loopback(name) or name in self._names or name.endswith(self._suffixes)
 
     def check(self, request: Request) -> None:
         """Raise a 403 unless the request's `Host` may be answered."""
@@ -92,7 +98,7 @@ class HostAllowList:
             return
         header = request.headers.get("host", "")
         name = host_name(header)
-        if name is not None and (is_loopback(name) or name in self._names):
+        if name is not None and self.allows(name):
             return
         shown = repr(header[:100]) if header else "none"
         raise AnthropicError(

@@ -47,7 +47,9 @@ _image_urls = (
     )
     | text
 )
-_arguments = json_documents.map(json.dumps) | text | st.integers(200, 400).map(lambda depth: json.dumps(nested(depth)))
+_arguments = (
+    json_documents.map(json.dumps) | text | st.integers(129, 160).map(lambda depth: json.dumps(nested(depth)))
+)  # just past the limit
 _parts = st.one_of(
     st.fixed_dictionaries({"type": st.just("text"), "text": text}),
     st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": _image_urls})}),

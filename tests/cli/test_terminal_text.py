@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from q2api.amazonq.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
 from q2api.server.readiness import log_store_contents
 from tests.support import credential_files as files
 from tests.support.cli import run

@@ -1,7 +1,7 @@
 """What a client sends wrong to the OpenAI door is a 400 naming the field — never a 500 (issue 26, item 9).
 
 Each body below was a 500 with a traceback before the door used the shared body checks
-(q2api/json_body.py) and the bounded schema compiler (q2api/frontdoors/client_schema.py).
+(`first_too_deep` in q2api/anthropic/json_levels.py) and the bounded schema compiler (q2api/frontdoors/client_schema.py).
 The fuzzing of both doors is tests/server/test_fuzz_gateway.py.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from q2api.json_body import MAX_JSON_DEPTH
+from q2api.anthropic.json_levels import MAX_JSON_DEPTH
 from tests.support.gateway_harness import MODEL, Gateway, capture_logs
 from tests.support.openai_harness import assert_openai_envelope
 

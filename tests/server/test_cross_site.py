@@ -160,14 +160,24 @@ async def test_without_client_keys_loopback_hosts_are_answered(tmp_path, host: s
 
 
 async def test_listed_hosts_are_answered_and_others_still_refused(tmp_path) -> None:
-    async with keyless_gateway(tmp_path, Q2API_ALLOWED_HOSTS="gateway.lan, [fd00::5]") as (sim, base_url):
-        sim.enqueue(scripts.text_reply("one"), scripts.text_reply("two"))
+    allowed = "gateway.lan, [fd00::5], *.corp.example"
+    async with keyless_gateway(tmp_path, Q2API_ALLOWED_HOSTS=allowed) as (sim, base_url):
+        sim.enqueue(*[scripts.text_reply("ok") for _ in range(3)])
         async with httpx2.AsyncClient(base_url=base_url) as http:
+            hosts = [
+                "gateway.lan:8000",
+                "[fd00::5]:8000",
+                "q2api.corp.example",
+                HOSTILE_HOST,
+                "gateway.lan.attacker.example",
+                "corp.example",
+                "corp.example.attacker.example",
+            ]
             statuses = [
                 (await http.post("/v1/messages", json=MESSAGES_BODY, headers={"host": host})).status_code
-                for host in ("gateway.lan:8000", "[fd00::5]:8000", HOSTILE_HOST, "gateway.lan.attacker.example")
+                for host in hosts
             ]
-    assert statuses == [200, 200, 403, 403]
+    assert statuses == [200, 200, 200, 403, 403, 403, 403]
 
 
 async def test_a_star_answers_any_host(tmp_path) -> None:
