@@ -14,8 +14,8 @@ from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.checkpoints import Checkpoint, CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
-from q2api.testing.claude_code_request import claude_code_request
 from tests.conversion.test_converter_properties import conversations
+from tests.support.claude_code_request import claude_code_request
 
 
 def parsed(body: dict[str, Any], messages: list[dict[str, Any]] | None = None) -> MessagesRequest:
