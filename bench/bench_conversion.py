@@ -41,17 +41,17 @@ from loguru import logger
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from q2api.amazonq.catalogue import builtin_catalogue
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops
 from q2api.conversion.order_guard import validate_conversation
+from q2api.frontdoors.claude import CLAUDE_DOOR
+from q2api.models.routing import ModelRouter
+from q2api.models.table import builtin_catalogue, resolve_model
 from q2api.server import relay as relay_module
 from q2api.server.exchange_log import Exchange
-from q2api.server.front_door import CLAUDE_DOOR
-from q2api.server.model_routing import ModelRouter
 from q2api.server.relay import MessagesRelay
 from q2api.settings import Settings
 from tests.support.claude_code_request import claude_code_request
@@ -112,7 +112,6 @@ def relay() -> MessagesRelay:
     return MessagesRelay(
         upstream=None,  # type: ignore[arg-type]
         settings=Settings(),
-        model_aliases={},
         models=ModelRouter(lambda: catalogue),
     )
 
@@ -133,7 +132,9 @@ def main() -> None:
 
     body = claude_code_request(size_kb=args.size_kb)
     raw, next_raw = orjson.dumps(body), orjson.dumps(next_turn(body))
-    options = ConversionOptions(conversation_id="5f1c6c1e-0000-4000-8000-000000000000")
+    options = ConversionOptions(
+        conversation_id="5f1c6c1e-0000-4000-8000-000000000000", model=resolve_model(body["model"])
+    )
     request, next_request = parse_messages_request(raw), parse_messages_request(next_raw)
     payload = convert_request(request, options).payload
     session = session_conversation_id(request)

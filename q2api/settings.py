@@ -18,8 +18,8 @@ from typing import Any, Literal, TypeVar
 
 from dotenv import dotenv_values
 
-from q2api.amazonq.accounts.database_url import mask_database_url, parse_database_url
-from q2api.amazonq.accounts.secret_box import GENERATE_KEY_HINT, SecretBox
+from q2api.accounts.database_url import mask_database_url, parse_database_url
+from q2api.accounts.secret_box import GENERATE_KEY_HINT, SecretBox
 from q2api.conversion.loop_guard import LoopMode
 
 AuthMethod = Literal["idc", "social"]

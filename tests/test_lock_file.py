@@ -31,7 +31,7 @@ def locked_releases() -> dict[str, str]:
 def project_requirements() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    return [Requirement(text) for text in [*project["dependencies"], *extras["demo"], *extras["test"]]]
+    return [Requirement(text) for text in [*project["dependencies"], *extras["demo"], *extras["test"], *extras["docs"]]]
 
 
 def test_the_lock_pins_every_requirement_at_a_release_its_range_allows() -> None:
@@ -58,9 +58,11 @@ def test_the_demo_sdks_are_an_extra_not_a_runtime_dependency() -> None:
 def test_ci_the_readme_and_the_image_install_from_the_lock() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
-    setup = '-c requirements.lock -e ".[demo,test]"'  # `pip install` with the same arguments
-    assert setup in ci and setup in readme
-    assert "scripts/lock --check" in ci
+    assert 'pip install -c requirements.lock -e ".[demo,test]"' in readme
+    # .ci/run's default run: `install` is `pip install --quiet -c requirements.lock`.
+    assert 'install() { pip install --quiet -c requirements.lock "$@"; }' in ci
+    assert '\ninstall -e ".[demo,test]"\n' in ci and 'install -e ".[docs]"' in ci
+    assert "bash scripts/lock --check" in ci
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^COPY .*requirements\.lock", dockerfile, re.MULTILINE)
     assert "pip wheel --no-cache-dir --wheel-dir /wheels -c requirements.lock ." in dockerfile

@@ -13,7 +13,7 @@ FILES = [
     "tests/cli/test_cli_basics.py",
     "tests/server/test_gateway_messages.py",
     "tests/cli/test_serve_operations.py",
-    "tests/amazonq/accounts/test_store_contract.py",
+    "tests/accounts/test_store_contract.py",
 ]
 
 
@@ -52,7 +52,7 @@ def test_the_quick_tier_keeps_example_tests_and_leaves_out_what_starts_something
         "tests/cli/test_cli_basics.py::test_the_console_entry_point_alone_prints_the_help_too",  # subprocess
         "tests/server/test_gateway_messages.py::test_create_returns_the_upstream_text_and_sends_a_conversation_state",
         "tests/cli/test_serve_operations.py::test_metrics_with_two_workers_sum_the_requests_of_both",  # serve
-        "tests/amazonq/accounts/test_store_contract.py::test_an_added_account_reads_back_whole",  # databases
+        "tests/accounts/test_store_contract.py::test_an_added_account_reads_back_whole",  # databases
     ]
     for test in expected_quick:
         assert test in quick and test not in slow, test

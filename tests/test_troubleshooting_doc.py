@@ -13,6 +13,7 @@ from q2api.conversion.debug_summary import SUMMARY_HEADER, conversion_summary
 from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops, loop_refusal
 from q2api.conversion.normalization import normalization_record
 from q2api.conversion.report import FindingKind
+from q2api.models.table import resolve_model
 from q2api.server.conversion_log import LOOP_LINE_PREFIX
 from q2api.settings import ENV_VARIABLES
 from tests.support.gateway_harness import capture_logs, open_gateway
@@ -41,7 +42,7 @@ def log_messages(block: str) -> list[tuple[str, str]]:
 
 REQUEST = parse_messages_request(example("request").encode())
 LOOPS = detect_tool_loops(REQUEST, LoopPolicy())
-CONVERSION = convert_request(REQUEST, ConversionOptions(conversation_id="doc"))
+CONVERSION = convert_request(REQUEST, ConversionOptions(conversation_id="doc", model=resolve_model(REQUEST.model)))
 
 
 def test_the_example_summary_is_what_the_code_prints_for_the_example_request():

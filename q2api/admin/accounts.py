@@ -9,13 +9,13 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from q2api.accounts.device_login import is_aws_region
+from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.accounts.records import Account, AccountStats, AccountStatus
 from q2api.admin.audit import audit
-from q2api.admin.context import AdminContext
 from q2api.admin.responses import AdminError, iso_time, json_answer
-from q2api.amazonq.accounts.device_login import is_aws_region
-from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
-from q2api.amazonq.accounts.records import Account, AccountStats, AccountStatus
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+from q2api.server.gateway import Gateway
 
 _MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")
@@ -35,16 +35,16 @@ class PatchAccountBody(msgspec.Struct, forbid_unknown_fields=True):
     label: str | None = None
 
 
-async def list_accounts(request: Request, ctx: AdminContext) -> Response:
-    await ctx.reloader.tick()  # this worker's latest counts, and its pool in step with the store
-    accounts = await ctx.store.accounts()
-    stats = await ctx.store.read_stats()
-    answers = [await account_answer(ctx, account, stats.get(account.id)) for account in accounts]
+async def list_accounts(request: Request, gateway: Gateway) -> Response:
+    await gateway.reloader.tick()  # this worker's latest counts, and its pool in step with the store
+    accounts = await gateway.store.accounts()
+    stats = await gateway.store.read_stats()
+    answers = [await account_answer(gateway, account, stats.get(account.id)) for account in accounts]
     audit("list accounts")
     return json_answer({"accounts": answers})
 
 
-async def add_account(request: Request, ctx: AdminContext) -> Response:
+async def add_account(request: Request, gateway: Gateway) -> Response:
     body = await decode_body(request, AddAccountBody)
     if body.region is not None:
         check_region(body.region)
@@ -60,7 +60,7 @@ async def add_account(request: Request, ctx: AdminContext) -> Response:
     except ValueError as exc:
         raise AdminError(400, "invalid_request", str(exc)) from None
     try:
-        verified = await verify_new_account(ctx.session, ctx.endpoints, new)
+        verified = await verify_new_account(gateway.session, gateway.endpoints, new)
     except RefreshRejected as exc:
         audit("add account", label=new.label, outcome="refresh_refused")
         raise AdminError(
@@ -69,47 +69,49 @@ async def add_account(request: Request, ctx: AdminContext) -> Response:
     except RefreshUnavailable as exc:
         audit("add account", label=new.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", f"{exc}; nothing was stored, try again") from None
-    account, replaced = await store_new_account(ctx.store, new, verified)
-    await ctx.reloader.tick(force=True)  # served by this worker at once; the others follow within seconds
+    account, replaced = await store_new_account(gateway.store, new, verified)
+    await gateway.reloader.tick(force=True)  # served by this worker at once; the others follow within seconds
     audit("replace account credentials" if replaced else "add account", account_id=account.id, label=account.label)
-    return json_answer(await account_answer(ctx, account, None), 200 if replaced else 201)
+    return json_answer(await account_answer(gateway, account, None), 200 if replaced else 201)
 
 
-async def patch_account(request: Request, ctx: AdminContext) -> Response:
-    account = await existing_account(request, ctx)
+async def patch_account(request: Request, gateway: Gateway) -> Response:
+    account = await existing_account(request, gateway)
     body = await decode_body(request, PatchAccountBody)
     if body.enabled is None and body.label is None:
         raise AdminError(400, "invalid_request", "give `enabled` (true or false) and/or `label`")
     label = None if body.label is None else body.label.strip()
     if label == "":
         raise AdminError(400, "invalid_request", "label must not be empty")
-    updated = await ctx.store.update(account.id, enabled=body.enabled, label=label)
+    updated = await gateway.store.update(account.id, enabled=body.enabled, label=label)
     if updated is None:
         raise _not_found(account.id)
-    await ctx.reloader.tick(force=True)
+    await gateway.reloader.tick(force=True)
     if body.enabled is not None:
         audit("enable account" if body.enabled else "disable account", account_id=updated.id, label=updated.label)
     if label is not None:
         audit(f"rename account (was {account.label!r})", account_id=updated.id, label=updated.label)
-    return json_answer(await account_answer(ctx, updated, None))
+    return json_answer(await account_answer(gateway, updated, None))
 
 
-async def delete_account(request: Request, ctx: AdminContext) -> Response:
-    account = await existing_account(request, ctx)
-    if not await ctx.store.remove(account.id):
+async def delete_account(request: Request, gateway: Gateway) -> Response:
+    account = await existing_account(request, gateway)
+    if not await gateway.store.remove(account.id):
         raise _not_found(account.id)
-    await ctx.reloader.tick(force=True)
+    await gateway.reloader.tick(force=True)
     audit("remove account", account_id=account.id, label=account.label)
     return Response(status_code=204)
 
 
-async def refresh_account(request: Request, ctx: AdminContext) -> Response:
-    account = await existing_account(request, ctx)
-    manager = ctx.pool.manager(account.id) or ctx.pool.make_manager(account)  # a disabled one can be checked too
+async def refresh_account(request: Request, gateway: Gateway) -> Response:
+    account = await existing_account(request, gateway)
+    manager = gateway.pool.manager(account.id) or gateway.pool.make_manager(
+        account
+    )  # a disabled one can be checked too
     try:
         refreshed = await manager.refresh_now()
     except RefreshRejected as exc:
-        await ctx.reloader.tick(force=True)
+        await gateway.reloader.tick(force=True)
         audit("refresh account", account_id=account.id, label=account.label, outcome="refresh_refused")
         raise AdminError(
             400,
@@ -119,16 +121,14 @@ async def refresh_account(request: Request, ctx: AdminContext) -> Response:
     except RefreshUnavailable as exc:
         audit("refresh account", account_id=account.id, label=account.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", str(exc)) from None
-    await ctx.reloader.tick(force=True)
+    await gateway.reloader.tick(force=True)
     audit("refresh account", account_id=account.id, label=account.label)
     return json_answer({"id": refreshed.id, "token_expires_at": iso_time(refreshed.expires_at)})
 
 
-async def account_usage(request: Request, ctx: AdminContext) -> Response:
-    account = await existing_account(request, ctx)
-    if ctx.usage is None:
-        raise AdminError(501, "not_available", "credit usage (getUsageLimits) is not available in this build yet")
-    usage = await ctx.usage(account)
+async def account_usage(request: Request, gateway: Gateway) -> Response:
+    account = await existing_account(request, gateway)
+    usage = await gateway.account_usage(account)
     audit("read usage", account_id=account.id, label=account.label)
     if usage is None:
         raise AdminError(503, "usage_unknown", f"Amazon Q did not report the credits of account {account.id!r}")
@@ -138,7 +138,7 @@ async def account_usage(request: Request, ctx: AdminContext) -> Response:
 # -- shared pieces ----------------------------------------------------------------
 
 
-async def account_answer(ctx: AdminContext, account: Account, stats: AccountStats | None) -> dict[str, Any]:
+async def account_answer(gateway: Gateway, account: Account, stats: AccountStats | None) -> dict[str, Any]:
     """An account as the admin API shows it: never a token, a client secret or the client id."""
     stats = stats or AccountStats()
     return {
@@ -146,7 +146,7 @@ async def account_answer(ctx: AdminContext, account: Account, stats: AccountStat
         "label": account.label,
         "auth_method": account.auth_method,
         "enabled": account.enabled,
-        **_health(ctx, account),
+        **_health(gateway, account),
         "status_detail": account.status_detail,
         "region": account.region,
         "token_expires_at": iso_time(account.expires_at),
@@ -156,26 +156,26 @@ async def account_answer(ctx: AdminContext, account: Account, stats: AccountStat
             "last_error": stats.last_error,
             "last_used_at": iso_time(stats.last_used_at),
         },
-        "usage": await ctx.usage(account) if ctx.usage is not None else None,
+        "usage": await gateway.account_usage(account),
     }
 
 
-def _health(ctx: AdminContext, account: Account) -> dict[str, str | None]:
+def _health(gateway: Gateway, account: Account) -> dict[str, str | None]:
     """`health`, and `health_until`: when a rest (throttle, quota, failures) ends, if the account rests."""
     if not account.enabled:
         return {"health": "disabled", "health_until": None}
     if account.status is AccountStatus.NEEDS_LOGIN:
         return {"health": "needs_login", "health_until": None}
-    for view in ctx.pool.health():
+    for view in gateway.pool.health():
         if view.account_id == account.id:
             until = iso_time(time.time() + view.resting_for) if view.resting_for > 0 else None
             return {"health": view.health, "health_until": until}
     return {"health": "ready", "health_until": None}
 
 
-async def existing_account(request: Request, ctx: AdminContext) -> Account:
+async def existing_account(request: Request, gateway: Gateway) -> Account:
     account_id = request.path_params["account_id"]
-    account = await ctx.store.get(account_id)
+    account = await gateway.store.get(account_id)
     if account is None:
         raise _not_found(account_id)
     return account

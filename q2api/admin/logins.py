@@ -16,19 +16,19 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.admin.accounts import decode_body
-from q2api.admin.audit import audit
-from q2api.admin.context import AdminContext
-from q2api.admin.responses import AdminError, json_answer
-from q2api.amazonq.accounts.device_login import (
+from q2api.accounts.device_login import (
     DeviceLogin,
     DeviceLoginError,
     LoginFailed,
     login_target,
     start_device_login,
 )
-from q2api.amazonq.accounts.logins import complete_device_login, new_login_id, status_of_failure
-from q2api.amazonq.accounts.records import LoginStatus
+from q2api.accounts.logins import complete_device_login, new_login_id, status_of_failure
+from q2api.accounts.records import LoginStatus
+from q2api.admin.accounts import decode_body
+from q2api.admin.audit import audit
+from q2api.admin.responses import AdminError, json_answer
+from q2api.server.gateway import Gateway
 
 
 class StartLoginBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -44,8 +44,8 @@ class LoginRunner:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def run(self, ctx: AdminContext, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._finish(ctx, login_id, login, label, region))
+    def run(self, gateway: Gateway, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._finish(gateway, login_id, login, label, region))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -55,24 +55,24 @@ class LoginRunner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @staticmethod
-    async def _finish(ctx: AdminContext, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
+    async def _finish(gateway: Gateway, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
         try:
-            account = await complete_device_login(ctx.session, ctx.store, login, label=label, region=region)
+            account = await complete_device_login(gateway.session, gateway.store, login, label=label, region=region)
         except DeviceLoginError as exc:
             status = status_of_failure(exc)
-            await ctx.store.finish_login(login_id, status, detail=str(exc))
+            await gateway.store.finish_login(login_id, status, detail=str(exc))
             audit(f"login {login_id}", label=label, outcome=status.value)
             return
         except Exception as exc:  # the login must end visibly, whatever broke
             logger.opt(exception=exc).error(f"device login {login_id} failed unexpectedly")
-            await ctx.store.finish_login(login_id, LoginStatus.FAILED, detail="internal error")
+            await gateway.store.finish_login(login_id, LoginStatus.FAILED, detail="internal error")
             return
-        await ctx.store.finish_login(login_id, LoginStatus.DONE, account.id)
-        await ctx.reloader.tick(force=True)
+        await gateway.store.finish_login(login_id, LoginStatus.DONE, account.id)
+        await gateway.reloader.tick(force=True)
         audit(f"login {login_id}", account_id=account.id, label=account.label, outcome="done")
 
 
-async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) -> Response:
+async def start_login(request: Request, gateway: Gateway, runner: LoginRunner) -> Response:
     body = await decode_body(request, StartLoginBody)
     label = body.label.strip()
     if not label:
@@ -82,14 +82,14 @@ async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) 
     except ValueError as exc:
         raise AdminError(400, "invalid_request", str(exc)) from None
     try:
-        login = await start_device_login(ctx.session, ctx.endpoints.oidc_for(region), start_url)
+        login = await start_device_login(gateway.session, gateway.endpoints.oidc_for(region), start_url)
     except LoginFailed as exc:
         audit("start login", label=label, outcome="failed")
         raise AdminError(502, "login_failed", str(exc)) from None
     login_id = new_login_id()
     authorization = login.authorization
-    await ctx.store.record_login(login_id, label, body.method, authorization.expires_in)
-    runner.run(ctx, login_id, login, label, region)
+    await gateway.store.record_login(login_id, label, body.method, authorization.expires_in)
+    runner.run(gateway, login_id, login, label, region)
     audit(f"start login {login_id} ({body.method})", label=label)
     return json_answer(
         {
@@ -103,9 +103,9 @@ async def start_login(request: Request, ctx: AdminContext, runner: LoginRunner) 
     )
 
 
-async def login_status(request: Request, ctx: AdminContext) -> Response:
+async def login_status(request: Request, gateway: Gateway) -> Response:
     login_id = request.path_params["login_id"]
-    record = await ctx.store.read_login(login_id)
+    record = await gateway.store.read_login(login_id)
     if record is None:
         raise AdminError(404, "not_found", f"no login with id {login_id!r}")
     answer: dict[str, str] = {"status": record.status.value, "label": record.label}

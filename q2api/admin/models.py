@@ -9,9 +9,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.admin.context import AdminContext
 from q2api.admin.responses import json_answer
+from q2api.server.gateway import Gateway
 
 
-async def list_models(request: Request, ctx: AdminContext) -> Response:
-    return json_answer({"data": list(ctx.models()) if ctx.models is not None else []})
+async def list_models(request: Request, gateway: Gateway) -> Response:
+    return json_answer({"data": list(gateway.models.entries())})

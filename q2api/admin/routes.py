@@ -1,4 +1,4 @@
-"""The admin API's routes, mounted by the app only when `Q2API_ADMIN_KEY` is set."""
+"""The admin API's routes, mounted beside the gateway's only when `Q2API_ADMIN_KEY` is set (q2api.admin.app)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,22 @@ from starlette.routing import Route
 
 from q2api.admin import accounts, activity, logins, models
 from q2api.admin.auth import AdminKey
-from q2api.admin.context import AdminContext
 from q2api.admin.responses import AdminError
+from q2api.server.gateway import Gateway, gateway_of
 
-Handler = Callable[[Request, AdminContext], Awaitable[Response]]
+Handler = Callable[[Request, Gateway], Awaitable[Response]]
 PREFIX = "/admin/api"
 
 
-def admin_routes(admin_key: str, context: Callable[[], AdminContext], runner: logins.LoginRunner) -> list[Route]:
-    """`context` gives the gateway's admin context (built in the app's lifespan, so looked up per request)."""
+def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
+    """Each handler works on the gateway serving its request (built by the app's lifespan)."""
     key = AdminKey(admin_key)
 
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def serve(request: Request) -> Response:
             try:
                 key.check(request)
-                return await handler(request, context())
+                return await handler(request, gateway_of(request))
             except AdminError as error:
                 return error.response()
             except Exception as exc:  # the traceback to the log; the operator gets the same envelope as always
@@ -36,8 +36,8 @@ def admin_routes(admin_key: str, context: Callable[[], AdminContext], runner: lo
 
         return serve
 
-    async def start_login(request: Request, ctx: AdminContext) -> Response:
-        return await logins.start_login(request, ctx, runner)
+    async def start_login(request: Request, gateway: Gateway) -> Response:
+        return await logins.start_login(request, gateway, runner)
 
     return [
         Route(f"{PREFIX}/accounts", endpoint(accounts.list_accounts), methods=["GET"]),

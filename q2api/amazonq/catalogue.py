@@ -1,8 +1,8 @@
-"""The models an account may use, as `ListAvailableModels` lists them (PROTOCOL.md A6).
+"""The models an account may use, as `ListAvailableModels` lists them (docs/protocol.md#model-catalogue).
 
 Catalogues differ by plan and region, so each account has its own. The built-in table
-(`q2api.amazonq.models.SERVED_MODELS`) is the catalogue of last resort, when Amazon Q cannot be
-asked and no earlier answer is at hand.
+(`q2api.models.table`) is the catalogue of last resort, when Amazon Q cannot be asked and no
+earlier answer is at hand.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from q2api.amazonq.models import (
-    DEFAULT_CONTEXT_WINDOW,
-    SERVED_MODELS,
-    TEXT_AND_IMAGE,
-    model_family,
-)
 from q2api.amazonq.service_api import LIST_AVAILABLE_MODELS, ORIGIN, ServiceApi
+
+# Input types as `ListAvailableModels.supportedInputTypes` names them (lower-cased).
+TEXT = "text"
+IMAGE = "image"
+TEXT_AND_IMAGE: frozenset[str] = frozenset({TEXT, IMAGE})
+TEXT_ONLY: frozenset[str] = frozenset({TEXT})
+# The context window of a model whose catalogue entry gives none.
+DEFAULT_CONTEXT_WINDOW = 200_000
 
 PAGE_SIZE = 50
 MAX_PAGES = 20  # a service that hands out next tokens forever must not keep us paging forever
@@ -66,29 +68,8 @@ class Catalogue:
     def ids(self) -> tuple[str, ...]:
         return tuple(model.model_id for model in self.models)
 
-    def newest_of_family(self, family: str) -> CatalogueModel | None:
-        """The highest-versioned model of `family` ("opus", "sonnet", "haiku"), if any."""
-        newest: CatalogueModel | None = None
-        newest_version = (-1, -1)
-        for model in self.models:
-            found = model_family(model.model_id)
-            if found is not None and found[0] == family and found[1] > newest_version:
-                newest, newest_version = model, found[1]
-        return newest
-
     def with_source(self, source: CatalogueSource) -> Catalogue:
         return Catalogue(self.models, self.default_model, source, self.fetched_at)
-
-
-def builtin_catalogue() -> Catalogue:
-    """The built-in table as a catalogue (the offline default)."""
-    models = tuple(
-        CatalogueModel(
-            model.q_model_id, model.display_name, max_input_tokens=model.context_window, input_types=model.input_types
-        )
-        for model in SERVED_MODELS
-    )
-    return Catalogue(models, source=CatalogueSource.BUILT_IN)
 
 
 def merge_catalogues(catalogues: Iterable[Catalogue]) -> Catalogue:

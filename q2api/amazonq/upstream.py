@@ -22,9 +22,7 @@ import orjson
 from loguru import logger
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from q2api import __version__
-from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.tokens import TokenManager
+from q2api.amazonq.account_access import Credential, CredentialPool
 from q2api.amazonq.errors import (
     FailureKind,
     ModelNotServed,
@@ -48,7 +46,6 @@ _FIXED_HEADERS = {
     "Content-Type": "application/x-amz-json-1.0",
     "X-Amz-Target": TARGET,
     "x-amzn-codewhisperer-optout": "true",
-    "User-Agent": f"q2api/{__version__}",
 }
 
 
@@ -63,8 +60,9 @@ class UpstreamConfig:
     backoff_max: float = 8.0  # also the longest Retry-After honoured by waiting instead of failing
 
 
-def create_session() -> aiohttp.ClientSession:
-    """The one shared client session (call inside the running loop, e.g. in the app's lifespan).
+def create_session(*, user_agent: str = "q2api") -> aiohttp.ClientSession:
+    """The one shared client session (call inside the running loop, e.g. in the app's lifespan);
+    every call it makes says `user_agent`.
 
     `limit=0`: no connection-pool ceiling, so the 101st concurrent stream opens
     a connection instead of queueing into a timeout. HTTP(S)_PROXY / NO_PROXY
@@ -77,7 +75,7 @@ def create_session() -> aiohttp.ClientSession:
         connector=connector,
         trust_env=False,
         timeout=aiohttp.ClientTimeout(total=None),
-        headers={"User-Agent": f"q2api/{__version__}"},
+        headers={"User-Agent": user_agent},
     )
 
 
@@ -184,7 +182,7 @@ class UpstreamClient:
     def __init__(
         self,
         session: aiohttp.ClientSession,
-        pool: AccountPool,
+        pool: CredentialPool,
         config: UpstreamConfig,
         observer: UpstreamObserver = NO_OBSERVER,
     ) -> None:
@@ -245,7 +243,7 @@ class UpstreamClient:
             attempt.release()
         raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
 
-    async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, TokenManager]:
+    async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, Credential]:
         # Only an account whose catalogue has the model: another one would answer INVALID_MODEL_ID.
         manager = self._pool.pick(exclude=attempt.resting, model=attempt.model) or self._pool.pick(model=attempt.model)
         if manager is None:

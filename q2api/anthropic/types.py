@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from q2api.anthropic.errors import InvalidRequest
-from q2api.json_levels import NotPlainJSON, json_levels
+from q2api.anthropic.json_levels import NotPlainJSON, json_levels
 
 JSONObject = dict[str, Any]
 

@@ -24,19 +24,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
-from q2api.amazonq.accounts.logins import account_id_for_label
-from q2api.amazonq.accounts.onboarding import NewAccount, store_new_account, verify_new_account
-from q2api.amazonq.accounts.opening import opened_account_store
-from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
-from q2api.amazonq.accounts.refresh import RefreshedToken
-from q2api.amazonq.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.accounts.logins import account_id_for_label
+from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.accounts.opening import opened_account_store
+from q2api.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
+from q2api.accounts.refresh import RefreshedToken
+from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
 from q2api.amazonq.credits import Credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
-from q2api.amazonq.upstream import create_session
 from q2api.cli.accounts_import import run_import
 from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.cli.store_copy import copy_accounts
-from q2api.server.wiring import refresh_endpoints
+from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
@@ -256,7 +255,7 @@ async def _add(args: argparse.Namespace, settings: Settings) -> int:
 async def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
     """One real refresh with the new credentials; None (after saying why) when it does not work."""
     try:
-        async with create_session() as session:
+        async with upstream_session() as session:
             return await verify_new_account(session, refresh_endpoints(settings), new)
     except RefreshRejected as exc:
         print(

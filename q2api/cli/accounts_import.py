@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from q2api.amazonq.accounts.device_login import is_aws_region
-from q2api.amazonq.accounts.kiro_import import (
+from q2api.accounts.device_login import is_aws_region
+from q2api.accounts.kiro_import import (
     KIRO_IDE_TOKEN_FILE,
     UNSUPPORTED_AUTH_KV_TOKENS,
     CredentialImportError,
@@ -30,7 +30,7 @@ from q2api.amazonq.accounts.kiro_import import (
     read_auth_kv,
     read_kiro_ide,
 )
-from q2api.amazonq.accounts.opening import opened_account_store
+from q2api.accounts.opening import opened_account_store
 from q2api.settings import Settings
 
 EXIT_OK = 0

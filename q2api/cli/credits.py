@@ -12,14 +12,14 @@ import contextlib
 import time
 from collections.abc import Sequence
 
-from q2api.amazonq.accounts.discovery import AccountDiscovery
-from q2api.amazonq.accounts.pool import build_account_pool
-from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.accounts.discovery import AccountDiscovery
+from q2api.accounts.pool import build_account_pool
+from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.service_api import ServiceApi
-from q2api.amazonq.upstream import create_session
-from q2api.server.wiring import refresh_endpoints
+from q2api.models.table import builtin_catalogue
+from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings
 
 USAGE_COLUMNS = ("ID", "LABEL", "PLAN", "USED", "LIMIT", "LEFT", "RESETS AT")
@@ -37,7 +37,7 @@ async def credits_with_current_tokens(store: AccountStore, settings: Settings) -
     }
     if not usable:
         return {}
-    async with create_session() as session:
+    async with upstream_session() as session:
         api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT)
         found: dict[str, Credits] = {}
 
@@ -51,9 +51,11 @@ async def credits_with_current_tokens(store: AccountStore, settings: Settings) -
 
 async def read_usage(store: AccountStore, settings: Settings, account_ids: Sequence[str]) -> dict[str, Credits | None]:
     """Credits of the given accounts, refreshing their tokens when needed (None: could not be read)."""
-    async with create_session() as session:
+    async with upstream_session() as session:
         pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings))
-        discovery = AccountDiscovery(pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT))
+        discovery = AccountDiscovery(
+            pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT), fallback=builtin_catalogue()
+        )
         wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
         results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
         return {manager.account_id: result for manager, result in zip(wanted, results, strict=True)}

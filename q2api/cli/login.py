@@ -6,13 +6,12 @@ import argparse
 import asyncio
 import sys
 
-from q2api.amazonq.accounts.device_login import DeviceLoginError, LoginFailed, login_target, start_device_login
-from q2api.amazonq.accounts.logins import complete_device_login
-from q2api.amazonq.accounts.records import Account
-from q2api.amazonq.accounts.store_protocol import AccountStore
-from q2api.amazonq.upstream import create_session
+from q2api.accounts.device_login import DeviceLoginError, LoginFailed, login_target, start_device_login
+from q2api.accounts.logins import complete_device_login
+from q2api.accounts.records import Account
+from q2api.accounts.store_protocol import AccountStore
 from q2api.cli.accounts import opened_store
-from q2api.server.wiring import refresh_endpoints
+from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 
 EXIT_OK = 0
@@ -46,7 +45,7 @@ def run_login(args: argparse.Namespace) -> int:
 
 
 async def _login(settings: Settings, label: str | None, *, method: str, start_url: str, region: str) -> Account:
-    async with opened_store(settings) as store, create_session() as session:
+    async with opened_store(settings) as store, upstream_session() as session:
         label = label or await _free_label(store, method)
         oidc_url = refresh_endpoints(settings).oidc_for(region)
         try:

@@ -40,13 +40,13 @@ def logged_app_from_environment() -> Starlette:
     parent's logging set-up; each of them calls this factory, so each one logs
     in the configured format too.
     """
-    from q2api.server.app import create_app
+    from q2api.admin.app import create_gateway_app
     from q2api.server.logging_setup import configure_logging
     from q2api.settings import load_settings
 
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format)
-    app = create_app(settings)
+    app = create_gateway_app(settings)
     # Everything alive now (modules, classes, functions: tens of thousands of objects) lives
     # for the whole process. Frozen, it is no longer rescanned by every full collection,
     # whose pauses otherwise stretch the gaps between deltas of every open stream.
@@ -103,8 +103,8 @@ def _store_problem(settings: Settings) -> str | None:
     """Why the account store cannot be used, if it cannot (checked once, before any worker starts)."""
     import asyncio
 
-    from q2api.amazonq.accounts.opening import opened_account_store
-    from q2api.amazonq.accounts.store_protocol import STORE_ERRORS
+    from q2api.accounts.opening import opened_account_store
+    from q2api.accounts.store_protocol import STORE_ERRORS
 
     async def read_the_store() -> None:
         async with opened_account_store(settings.database_url, settings.data_dir, settings.secret_key) as store:
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=_positive_int, default=1, help="worker processes sharing one data dir (default: 1)"
     )
     limits = serve.add_argument_group(
-        "transport limits", "each flag overrides its environment variable (defaults in the README)"
+        "transport limits", "each flag overrides its environment variable (defaults in docs/configuration.md)"
     )
     from q2api import settings as settings_module
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-# The same name as q2api.admin.metrics.MULTIPROC_DIR_VARIABLE; not imported from there (see above).
+# The same name as q2api.server.metrics.MULTIPROC_DIR_VARIABLE; not imported from there (see above).
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 

@@ -15,8 +15,8 @@ import argparse
 import contextlib
 import sys
 
-from q2api.amazonq.accounts.opening import opened_account_store
-from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.accounts.opening import opened_account_store
+from q2api.accounts.store_protocol import AccountStore
 from q2api.settings import Settings
 
 

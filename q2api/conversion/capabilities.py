@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from q2api.amazonq.models import IMAGE, ModelChoice
+from q2api.amazonq.catalogue import IMAGE
 from q2api.anthropic.errors import InvalidRequest
 from q2api.conversion.turns import Turn, UserTurn
+from q2api.models.table import ModelChoice
 
 
 def check_input_types(model: ModelChoice, requested_model: str, turns: Sequence[Turn]) -> None:

@@ -1,6 +1,6 @@
 """Claude Messages API request → Amazon Q `GenerateAssistantResponse` body. Pure, no I/O.
 
-    conversion = convert_request(request, ConversionOptions(conversation_id=...))
+    conversion = convert_request(request, ConversionOptions(conversation_id=..., model=...))
     conversion.payload     # {"conversationState": {...}}, no nulls; the upstream client adds profileArn
     conversion.model       # ModelChoice(q_model_id, context_window, known)
     conversion.tool_names  # Amazon Q tool name -> client tool name, for every renamed tool
@@ -35,7 +35,6 @@ from typing import Any, cast
 
 import orjson
 
-from q2api.amazonq.models import resolve_model
 from q2api.amazonq.types import (
     CHAT_TRIGGER_MANUAL,
     AssistantResponseMessage,
@@ -69,7 +68,7 @@ def convert_request(
     """`resume`: a checkpoint of an earlier request of this conversation whose messages this one
     starts with (`CheckpointStore.find`); the result is the same as without it, only cheaper."""
     report: list[Finding] = []
-    model = options.model or resolve_model(request.model, aliases=options.model_aliases, default=options.default_model)
+    model = options.model
     if not model.known:
         report.append(
             Finding(
@@ -118,7 +117,7 @@ def convert_request(
         current.setdefault("userInputMessageContext", {})["tools"] = tools
     current["modelId"] = model.q_model_id
 
-    # Filled key by key so the body keeps Amazon Q's documented key order (PROTOCOL.md A2.2).
+    # Filled key by key so the body keeps Amazon Q's documented key order (docs/protocol.md#an-example-body).
     state = cast(ConversationState, {})
     if options.conversation_id:
         state["conversationId"] = options.conversation_id

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from q2api.amazonq.models import DEFAULT_Q_MODEL, ModelChoice
 from q2api.amazonq.types import (
     MAX_IMAGES_PER_MESSAGE,
     MAX_USER_MESSAGE_CHARS,
@@ -15,6 +14,7 @@ from q2api.amazonq.types import (
     GenerateAssistantResponseRequest,
 )
 from q2api.conversion.report import Finding
+from q2api.models.table import ModelChoice
 
 if TYPE_CHECKING:
     from q2api.conversion.checkpoints import Checkpoint
@@ -23,18 +23,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class ConversionOptions:
     conversation_id: str
-    # Extra Claude id -> Amazon Q id entries from settings; they win over the built-in table.
-    model_aliases: Mapping[str, str] = field(default_factory=dict)
-    # The Q model used when the requested id is unknown (a Q id or a Claude id).
-    default_model: str = DEFAULT_Q_MODEL
+    # The model the request goes to, resolved once, by the caller (q2api.models.routing against the
+    # live catalogue; tests against the built-in table).
+    model: ModelChoice
     origin: str = ORIGIN_AI_EDITOR
     # `max_thinking_length` sent when thinking is on but the client gave no budget (adaptive).
     default_thinking_budget: int = 20_000
     # A single text block longer than this can never fit one Amazon Q message.
     max_message_chars: int = MAX_USER_MESSAGE_CHARS
     max_images_per_message: int = MAX_IMAGES_PER_MESSAGE
-    # The model already resolved against the live catalogue; None: resolve with the built-in table.
-    model: ModelChoice | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,16 @@
 """The Starlette application: routes, edge checks, and the lifespan that owns the I/O resources.
 
-One `aiohttp.ClientSession` and one account pool live for the life of the
-process; everything else is built per request from plain data.
+The lifespan builds the gateway's long-lived parts (q2api.server.gateway: one HTTP session, the
+account store and pool, the relay…) and closes them at shutdown; everything else is built per
+request from plain data. The operator's surfaces (admin API, console) are mounted from outside
+(`surfaces`, see q2api.admin.app): the server never imports the admin room.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
 
 from loguru import logger
 from starlette.applications import Starlette
@@ -16,111 +18,56 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
-from q2api.admin import metrics
-from q2api.admin.activity import ActivityLog
-from q2api.admin.console_routes import console_routes
-from q2api.admin.context import AdminContext
-from q2api.admin.logins import LoginRunner
-from q2api.admin.routes import admin_routes
-from q2api.amazonq.accounts.opening import open_account_store
-from q2api.amazonq.accounts.pool import build_account_pool
-from q2api.amazonq.accounts.records import Account
-from q2api.amazonq.accounts.reload import AccountReloader
-from q2api.amazonq.accounts.store_protocol import AccountStore
-from q2api.amazonq.catalogue import builtin_catalogue
-from q2api.amazonq.upstream import UpstreamClient, create_session
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import parse_count_tokens_request
+from q2api.frontdoors.chat.door import CHAT_DOOR, CHAT_ROUTE
+from q2api.frontdoors.claude import CLAUDE_DOOR
+from q2api.frontdoors.door import FrontDoor
 from q2api.openai.shapes import model_list
-from q2api.server.chat_completions import CHAT_DOOR, CHAT_ROUTE
+from q2api.server import metrics
 from q2api.server.direct_routes import DirectRoutesApp
-from q2api.server.edge import ClientKeys, RequestIdMiddleware, json_response, read_body
-from q2api.server.front_door import CLAUDE_DOOR, FrontDoor
-from q2api.server.model_routing import ModelRouter
-from q2api.server.readiness import log_store_contents, readiness
-from q2api.server.relay import MessagesRelay
+from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
+from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
+from q2api.server.readiness import readiness
 from q2api.server.transport import transport_limits
-from q2api.server.wiring import account_discovery, env_account, model_router, refresh_endpoints, upstream_config
 from q2api.settings import Settings
 
 CHAT_PATHS = ("/v1/chat/",)  # where OpenAI clients are: their errors use the OpenAI envelope
 MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it here
 
 
-def create_app(settings: Settings) -> Starlette:
+class Surface(Protocol):
+    """Routes served beside the gateway's own (the operator's admin API and console, mounted by
+    `q2api.admin`), and what they hold open until shutdown."""
+
+    def routes(self) -> Sequence[BaseRoute]: ...
+
+    async def close(self) -> None:
+        """Called at shutdown, before the gateway's own parts close."""
+        ...
+
+
+def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starlette:
     client_keys = ClientKeys(list(settings.api_keys))
-    state: dict[str, Any] = {"models": model_router(settings, builtin_catalogue)}
-    login_runner = LoginRunner()
-    activity = ActivityLog()
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
         if not client_keys.required:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
-        session = create_session()
-        reloader: AccountReloader | None = None
-        store: AccountStore | None = None
-        try:
-            store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
-            endpoints = refresh_endpoints(settings)
-            pool = await build_account_pool(
-                store,
-                session,
-                endpoints=endpoints,
-                seed=env_account(settings),
-                failure_limit=settings.account_max_failures,
-                observer=metrics.UPSTREAM_OBSERVER,
-            )
-            await log_store_contents(store)
-            reloader = AccountReloader(store, pool)
-            reloader.start()
-            upstream = UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER)
-            # Each account's catalogue and credits; the admin API reads them through app.state.discovery.
-            discovery = app.state.discovery = account_discovery(
-                settings, pool, session, observer=metrics.UPSTREAM_OBSERVER
-            )
-            models = state["models"] = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
-
-            async def usage(account: Account) -> dict[str, Any] | None:
-                try:
-                    return await discovery.account_usage(account.id)
-                except KeyError:  # not in the pool (disabled): its credits are not read
-                    return None
-
-            state["store"] = store
-            state["pool"] = pool
-            state["discovery"] = discovery
-            state["admin"] = AdminContext(
-                store, pool, reloader, session, endpoints, usage=usage, activity=activity, models=models.entries
-            )
-            state["relay"] = MessagesRelay(
-                upstream=upstream,
-                settings=settings,
-                model_aliases=dict(settings.model_map),
-                models=models,
-                on_exchange_logged=activity.record if settings.admin_key else None,
-            )
-            await discovery.start()
-            logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {settings.endpoint}")
+        async with open_gateway(settings) as gateway:
             try:
-                yield
+                yield {STATE_KEY: gateway}  # in every request's state: `gateway_of(request)`
             finally:
-                await discovery.stop()
-        finally:
-            await login_runner.close()
-            if reloader is not None:
-                await reloader.stop()
-            if store is not None:
-                await store.close()
-            await session.close()
+                for surface in surfaces:
+                    await surface.close()
 
     async def relayed(request: Request, door: FrontDoor) -> Response:
         request_id = request.state.request_id  # given by DirectRoutesApp
-        relay: MessagesRelay = state["relay"]
+        relay = gateway_of(request).relay
         try:
             client_keys.check(request)
             body = await read_body(request, settings.max_body_bytes)
@@ -144,7 +91,7 @@ def create_app(settings: Settings) -> Starlette:
 
     async def list_models(request: Request) -> Response:
         client_keys.check(request)
-        models: ModelRouter = state["models"]
+        models = gateway_of(request).models
         # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
         return json_response(
             model_list(list_models_page(models.entries(), request.query_params), owned_by=MODELS_OWNER)
@@ -152,33 +99,36 @@ def create_app(settings: Settings) -> Starlette:
 
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health and last known credits (labels only, never a credential).
-        discovery = state["discovery"]
+        gateway = gateway_of(request)
         accounts = [
             {
                 "id": view.account_id,
                 "label": view.label,
                 "health": view.health,
                 "resting_seconds": round(view.resting_for),
-                "credits": known.as_dict() if (known := discovery.credits(view.account_id)) else None,
+                "credits": known.as_dict() if (known := gateway.discovery.credits(view.account_id)) else None,
             }
-            for view in state["pool"].health()
+            for view in gateway.pool.health()
         ]
         return json_response({"status": "ok", "accounts": accounts})
 
     async def metrics_endpoint(request: Request) -> Response:
         # No auth, like /healthz: it holds counts and account labels, never a secret.
-        accounts = [metrics.AccountState(view.account_id, view.label, view.health) for view in state["pool"].health()]
+        accounts = [
+            metrics.AccountState(view.account_id, view.label, view.health) for view in gateway_of(request).pool.health()
+        ]
         return Response(metrics.render(accounts), media_type=metrics.CONTENT_TYPE)
 
     async def readyz(request: Request) -> Response:
-        reason = await readiness(state["store"], state["pool"])
+        gateway = gateway_of(request)
+        reason = await readiness(gateway.store, gateway.pool)
         if reason is None:
             return json_response({"status": "ready"})
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
     def door_error(path: str, error: AnthropicError, request_id: str | None) -> Response:
         door = CHAT_DOOR if path.startswith(CHAT_PATHS) else CLAUDE_DOOR
-        return door.error_response(error, request_id)
+        return error_response(error, request_id, door)
 
     def error_for(request: Request, error: AnthropicError) -> Response:
         # Each door's clients get its own envelope, for routing errors and bugs too.
@@ -215,9 +165,7 @@ def create_app(settings: Settings) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-            # Without an admin key the admin routes do not exist: 404, like any unknown path.
-            *(admin_routes(settings.admin_key, lambda: state["admin"], login_runner) if settings.admin_key else ()),
-            *(console_routes() if settings.admin_key else ()),
+            *(route for surface in surfaces for route in surface.routes()),
         ],
         middleware=[Middleware(RequestIdMiddleware, error_response_for=door_error)],
         exception_handlers={

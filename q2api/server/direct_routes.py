@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from q2api.admin import metrics
 from q2api.anthropic.errors import AnthropicError
+from q2api.server import metrics
 from q2api.server.edge import (
     REQUEST_ID_HEADER,
     DoorErrorResponse,

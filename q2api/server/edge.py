@@ -17,9 +17,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from q2api.admin import metrics
 from q2api.anthropic.errors import AnthropicError
+from q2api.frontdoors.claude import CLAUDE_DOOR
+from q2api.frontdoors.door import FrontDoor
 from q2api.log_text import one_line
+from q2api.server import metrics
 from q2api.server.transport import BODY_TIMED_OUT
 
 REQUEST_ID_HEADER = "request-id"
@@ -134,11 +136,13 @@ def json_response(body: object, status: int = 200, headers: dict[str, str] | Non
     return Response(orjson.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
-def error_response(error: AnthropicError, request_id: str | None) -> Response:
-    headers = dict(error.headers)
+def error_response(error: AnthropicError, request_id: str | None, door: FrontDoor = CLAUDE_DOOR) -> Response:
+    """`error` in `door`'s envelope (the Anthropic one by default), with the request's id."""
+    reply = door.error_reply(error, request_id)
+    headers = dict(reply.headers)
     if request_id:
         headers[REQUEST_ID_HEADER] = request_id
-    return json_response(error.envelope(request_id), error.status, headers)
+    return json_response(reply.envelope, reply.status, headers)
 
 
 class ClientKeys:

@@ -1,7 +1,7 @@
 """The one INFO line each relayed request writes (`POST /v1/messages`, `POST /v1/chat/completions`):
 what was asked, what came back, how long it took.
 
-The same moment feeds the request metrics (q2api.admin.metrics), so the log and `/metrics` never disagree.
+The same moment feeds the request metrics (q2api.server.metrics), so the log and `/metrics` never disagree.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
-from q2api.admin import metrics
+from q2api.server import metrics
 
 
 @dataclass(slots=True)

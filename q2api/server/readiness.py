@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from loguru import logger
 
-from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.accounts.pool import AccountPool
+from q2api.accounts.store_protocol import AccountStore
 
 
 async def log_store_contents(store: AccountStore) -> None:

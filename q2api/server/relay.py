@@ -2,7 +2,7 @@
 
 `POST /v1/messages` (the Claude door) and `POST /v1/chat/completions` (the OpenAI door) share
 everything below: the door only reads the body into a Claude request and renders the reply
-(q2api.server.front_door).
+(q2api.frontdoors).
 
 The order of work is the order of failure modes:
 
@@ -34,7 +34,6 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.amazonq.models import DEFAULT_Q_MODEL
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.token_count import estimate_request_tokens
@@ -43,12 +42,13 @@ from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
 from q2api.conversion.order_guard import validate_conversation
+from q2api.frontdoors.claude import CLAUDE_DOOR
+from q2api.frontdoors.door import DoorCall, FrontDoor
+from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
-from q2api.server.edge import json_response
+from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
-from q2api.server.front_door import CLAUDE_DOOR, DoorCall, FrontDoor
-from q2api.server.model_routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy
@@ -79,7 +79,6 @@ class MessagesRelay:
         *,
         upstream: UpstreamOpener,
         settings: Settings,
-        model_aliases: dict[str, str],
         models: ModelRouter,
         on_exchange_logged: Callable[[Exchange], None] | None = None,
     ) -> None:
@@ -87,7 +86,6 @@ class MessagesRelay:
         self._upstream = upstream
         self._on_exchange_logged = on_exchange_logged
         self._settings = settings
-        self._model_aliases = model_aliases
         self._models = models
         self._loop_policy = loop_policy(settings)
 
@@ -111,8 +109,6 @@ class MessagesRelay:
             request,
             ConversionOptions(
                 conversation_id=session or exchange.request_id,
-                model_aliases=self._model_aliases,
-                default_model=self._settings.default_model or DEFAULT_Q_MODEL,
                 model=model,
             ),
             resume,
@@ -204,7 +200,7 @@ class MessagesRelay:
         except AnthropicError as error:
             error = call.client_error(error)
             reply.close(error=error)
-            return door.error_response(error, reply.exchange.request_id)
+            return error_response(error, reply.exchange.request_id, door)
         response = json_response(answer)
         reply.sent(len(response.body))
         reply.close()
@@ -225,7 +221,7 @@ class MessagesRelay:
             # Nothing reached the client yet: a real status lets the SDKs retry.
             failure = call.client_error(failure)
             reply.close(error=failure)
-            return door.error_response(failure, reply.exchange.request_id)
+            return error_response(failure, reply.exchange.request_id, door)
         return ReplyStream(
             reply,
             held,
@@ -248,7 +244,7 @@ class MessagesRelay:
     @staticmethod
     def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
         exchange.end(error.status, error.error_type)
-        return door.error_response(error, exchange.request_id)
+        return error_response(error, exchange.request_id, door)
 
 
 async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:

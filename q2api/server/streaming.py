@@ -20,27 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
-from typing import Protocol
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from q2api.admin import metrics
 from q2api.anthropic.events import StreamEvent
+from q2api.frontdoors.door import EventEncoder
+from q2api.server import metrics
 from q2api.server.reply import Reply
-
-
-class EventEncoder(Protocol):
-    """Claude stream events → the bytes one front door writes."""
-
-    ping: bytes  # written while the upstream is silent (b"" = nothing)
-
-    def encode(self, events: Sequence[StreamEvent]) -> bytes: ...
-
-    def trailer(self) -> bytes:
-        """Bytes after the last event (b"" = nothing)."""
-        ...
 
 
 class Abandoned(enum.StrEnum):

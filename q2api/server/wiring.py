@@ -6,18 +6,25 @@ from collections.abc import Callable
 
 import aiohttp
 
-from q2api.amazonq.accounts.discovery import AccountDiscovery
-from q2api.amazonq.accounts.pool import AccountPool
-from q2api.amazonq.accounts.records import EnvAccount
-from q2api.amazonq.accounts.refresh import RefreshEndpoints
+from q2api import __version__
+from q2api.accounts.discovery import AccountDiscovery
+from q2api.accounts.pool import AccountPool
+from q2api.accounts.records import EnvAccount
+from q2api.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.catalogue import Catalogue
-from q2api.amazonq.model_resolution import UnknownModelPolicy
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.service_api import ServiceApi
-from q2api.amazonq.upstream import UpstreamConfig
+from q2api.amazonq.upstream import UpstreamConfig, create_session
 from q2api.conversion.loop_guard import LoopPolicy
-from q2api.server.model_routing import ModelRouter
+from q2api.models.resolution import UnknownModelPolicy
+from q2api.models.routing import ModelRouter
+from q2api.models.table import builtin_catalogue
 from q2api.settings import Settings
+
+
+def upstream_session() -> aiohttp.ClientSession:
+    """The HTTP session every call to Amazon Q and its token services goes through (inside a running loop)."""
+    return create_session(user_agent=f"q2api/{__version__}")
 
 
 def env_account(settings: Settings) -> EnvAccount | None:
@@ -63,6 +70,7 @@ def account_discovery(
     return AccountDiscovery(
         pool,
         ServiceApi(session, settings.endpoint, timeout=settings.connect_timeout + 10.0),
+        fallback=builtin_catalogue(),
         catalogue_interval=settings.models_refresh_seconds,
         credits_max_age=settings.credits_refresh_seconds,
         live=settings.model_discovery,

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 
 import uvicorn
 
-from q2api.server.app import create_app
+from q2api.admin.app import create_gateway_app
 from q2api.server.transport import transport_limits, uvicorn_options
 from q2api.settings import Settings
 
@@ -29,7 +29,7 @@ from q2api.settings import Settings
 async def running_gateway(settings: Settings, *, host: str = "127.0.0.1") -> AsyncIterator[str]:
     """Serve the gateway until the block exits; yields its base URL (`http://127.0.0.1:PORT`)."""
     config = uvicorn.Config(
-        create_app(settings),
+        create_gateway_app(settings),
         host=host,
         port=0,
         log_config=None,

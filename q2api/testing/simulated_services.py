@@ -1,4 +1,5 @@
-"""The simulator's `ListAvailableModels` and `GetUsageLimits` (PROTOCOL.md A6, A7), both wire flavours.
+"""The simulator's `ListAvailableModels` and `GetUsageLimits` (docs/protocol.md#model-catalogue,
+docs/protocol.md#credits), both wire flavours.
 
 * REST: `GET /ListAvailableModels?origin=…&nextToken=…`, `GET /getUsageLimits?…`;
 * awsJson: `POST /` with `X-Amz-Target: AmazonCodeWhispererService.ListAvailableModels` (or
@@ -19,7 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from q2api.amazonq.models import SERVED_MODELS
+from q2api.models.table import SERVED_MODELS
 from q2api.testing import scripts
 from q2api.testing.scripts import ErrorReply
 

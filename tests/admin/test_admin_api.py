@@ -10,8 +10,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID, AccountStatus
-from q2api.amazonq.accounts.store import SqliteAccountStore
+from q2api.accounts.records import ENV_ACCOUNT_ID, AccountStatus
+from q2api.accounts.store import SqliteAccountStore
 from q2api.testing import scripts
 from q2api.testing.simulated_services import usage_document
 from tests.support.gateway_harness import (

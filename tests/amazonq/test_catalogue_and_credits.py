@@ -8,16 +8,15 @@ from q2api.amazonq.catalogue import (
     Catalogue,
     CatalogueModel,
     CatalogueSource,
-    builtin_catalogue,
     fetch_catalogue,
     merge_catalogues,
     parse_models_page,
 )
 from q2api.amazonq.credits import fetch_credits, parse_usage_limits
 from q2api.amazonq.errors import UpstreamHTTPError
-from q2api.amazonq.models import SERVED_MODELS
 from q2api.amazonq.service_api import Flavour, ServiceApi
 from q2api.amazonq.upstream import create_session
+from q2api.models.table import SERVED_MODELS, builtin_catalogue
 from q2api.testing import scripts
 from q2api.testing.simulated_services import AWS_JSON, REST, catalogue_entry, usage_document
 from q2api.testing.simulated_upstream import SimulatedUpstream

@@ -7,9 +7,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from q2api.amazonq.accounts.pool import AccountPool, build_account_pool
-from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID
-from q2api.amazonq.accounts.store import SqliteAccountStore
+from q2api.accounts.pool import AccountPool, build_account_pool
+from q2api.accounts.records import ENV_ACCOUNT_ID
+from q2api.accounts.store import SqliteAccountStore
 from q2api.amazonq.errors import (
     FailureKind,
     NoAccountConfigured,

@@ -8,7 +8,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from q2api.amazonq.accounts.records import AccountStatus
+from q2api.accounts.records import AccountStatus
 from q2api.settings import load_settings
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream

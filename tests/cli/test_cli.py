@@ -12,7 +12,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from q2api.amazonq.accounts.records import AccountStats, AccountStatus
+from q2api.accounts.records import AccountStats, AccountStatus
 from q2api.cli.accounts import format_table
 from q2api.cli.main import build_parser
 from q2api.testing.simulated_services import usage_document

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from q2api.amazonq.accounts.records import AccountStatus
+from q2api.accounts.records import AccountStatus
 from q2api.cli.main import main
 from q2api.settings import ENV_VARIABLES
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from q2api.amazonq.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
 from q2api.cli.main import main
 from q2api.settings import ENV_VARIABLES
 

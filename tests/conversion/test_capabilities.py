@@ -5,16 +5,19 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from q2api.amazonq.models import IMAGE, TEXT, TEXT_ONLY, ModelChoice, input_types_of, resolve_model
+from q2api.amazonq.catalogue import IMAGE, TEXT, TEXT_ONLY
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.capabilities import check_input_types
 from q2api.conversion.converter import ConversionOptions
 from q2api.conversion.images import TurnImage
 from q2api.conversion.turns import UserTurn
+from q2api.models.table import ModelChoice, input_types_of, resolve_model
 from tests.support.converter_helpers import assistant, convert, image, request_body, text, tool_result, tool_use, user
 
-TEXT_MODEL_OPTIONS = ConversionOptions(conversation_id="c", model_aliases={"tiny-coder": "tiny-coder-v1"})
+TEXT_MODEL_OPTIONS = ConversionOptions(
+    conversation_id="c", model=resolve_model("tiny-coder", aliases={"tiny-coder": "tiny-coder-v1"})
+)
 
 
 def test_the_built_in_table_gives_input_types():

@@ -14,8 +14,9 @@ from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.checkpoints import Checkpoint, CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
-from tests.conversion.test_converter_properties import conversations
+from q2api.models.table import resolve_model
 from tests.support.claude_code_request import claude_code_request
+from tests.support.conversation_strategies import conversations
 
 
 def parsed(body: dict[str, Any], messages: list[dict[str, Any]] | None = None) -> MessagesRequest:
@@ -38,7 +39,8 @@ def checkpoint_of(request: MessagesRequest, options: ConversionOptions, resume: 
         return None
 
 
-OPTIONS = ConversionOptions(conversation_id="conversation", max_images_per_message=4)
+MODEL = resolve_model("m")  # the requests below name model "m": the table's default serves it
+OPTIONS = ConversionOptions(conversation_id="conversation", model=MODEL, max_images_per_message=4)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -71,9 +73,13 @@ def test_a_checkpoint_made_with_other_options_is_not_used(case, changed) -> None
     if earlier is None:
         return
     other = {
-        "origin": ConversionOptions(conversation_id="conversation", max_images_per_message=4, origin="CLI"),
-        "images": ConversionOptions(conversation_id="conversation", max_images_per_message=2),
-        "text_limit": ConversionOptions(conversation_id="conversation", max_images_per_message=4, max_message_chars=9),
+        "origin": ConversionOptions(
+            conversation_id="conversation", model=MODEL, max_images_per_message=4, origin="CLI"
+        ),
+        "images": ConversionOptions(conversation_id="conversation", model=MODEL, max_images_per_message=2),
+        "text_limit": ConversionOptions(
+            conversation_id="conversation", model=MODEL, max_images_per_message=4, max_message_chars=9
+        ),
     }[changed]
     request = parsed(body)
     assert outcome(request, other, earlier) == outcome(request, other)
@@ -110,7 +116,7 @@ def next_turn(body: dict[str, Any], number: int) -> dict[str, Any]:
 def test_claude_code_turns_resume_where_the_last_one_stopped() -> None:
     store = CheckpointStore(max_bytes=1 << 30)
     body = claude_code_request(size_kb=60)
-    options = ConversionOptions(conversation_id="session")
+    options = ConversionOptions(conversation_id="session", model=MODEL)
     lengths, resumed_from = [], []
     for number in range(4):
         request = parsed(body)
@@ -136,7 +142,7 @@ def request_of(*texts: str) -> MessagesRequest:
 
 
 def checkpoint(*texts: str) -> Checkpoint:
-    made = convert_request(request_of(*texts), ConversionOptions(conversation_id="c")).checkpoint
+    made = convert_request(request_of(*texts), ConversionOptions(conversation_id="c", model=MODEL)).checkpoint
     assert made is not None
     return made
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from q2api.conversion.converter import ConversionOptions
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.text import CANCELLED_TOOL_RESULT, EMPTY_TOOL_RESULT, PREFILL_CONTINUATION, TOOL_RESULTS_ONLY
 from tests.support.converter_helpers import (
@@ -21,6 +20,7 @@ from tests.support.converter_helpers import (
     roles,
     state,
     system,
+    table_options,
     text,
     tool_result,
     tool_results_of,
@@ -353,7 +353,7 @@ def test_assistant_only_conversation():
 
 def test_output_shape():
     conversion = valid(
-        convert([user("hi"), assistant("hello"), user("bye")], options=ConversionOptions(conversation_id="abc"))
+        convert([user("hi"), assistant("hello"), user("bye")], options=table_options(conversation_id="abc"))
     )
     conversation_state = state(conversion)
     assert conversation_state["conversationId"] == "abc"

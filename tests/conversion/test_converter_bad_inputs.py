@@ -14,6 +14,7 @@ from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.order_guard import validate_conversation
+from q2api.models.table import resolve_model
 from tests.support.converter_helpers import (
     PNG,
     assistant,
@@ -21,6 +22,7 @@ from tests.support.converter_helpers import (
     image,
     request_body,
     system,
+    table_options,
     text,
     tool_result,
     tool_use,
@@ -31,7 +33,10 @@ SCHEMA = {"type": "object", "properties": {}}
 
 
 def convert_raw(raw: bytes):
-    return convert_request(parse_messages_request(raw), ConversionOptions(conversation_id="c"))
+    return convert_request(
+        request := parse_messages_request(raw),
+        ConversionOptions(conversation_id="c", model=resolve_model(request.model)),
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,8 +121,8 @@ def test_an_oversized_text_block_is_prompt_too_long(messages, path):
 
 def test_the_message_limit_is_an_option():
     with pytest.raises(InvalidRequest):
-        convert([user("x" * 101)], options=ConversionOptions(conversation_id="c", max_message_chars=100))
-    assert convert([user("x" * 100)], options=ConversionOptions(conversation_id="c", max_message_chars=100))
+        convert([user("x" * 101)], options=table_options(max_message_chars=100))
+    assert convert([user("x" * 100)], options=table_options(max_message_chars=100))
 
 
 # ---------------------------------------------------------------- nothing raises uncaught

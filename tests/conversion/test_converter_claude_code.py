@@ -1,4 +1,4 @@
-"""A Claude Code-shaped request converts cleanly (FIELD_NOTES.md, "What real clients send")."""
+"""A Claude Code-shaped request converts cleanly (docs/protocol.md#what-real-clients-send)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.report import Severity
+from q2api.models.table import resolve_model
 from tests.support.claude_code_request import DEFERRED_TOOL_NAME, MCP_TOOL_NAME, claude_code_request, claude_code_tools
 from tests.support.converter_helpers import all_text, all_tool_results, current, history, kinds
 
 
 def convert_body(body):
-    return convert_request(parse_messages_request(orjson.dumps(body)), ConversionOptions(conversation_id="cc-1"))
+    return convert_request(
+        request := parse_messages_request(orjson.dumps(body)),
+        ConversionOptions(conversation_id="cc-1", model=resolve_model(request.model)),
+    )
 
 
 def test_the_generator_has_the_claude_code_shape():

@@ -14,9 +14,10 @@ from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.order_guard import CheckedRun, checked_run, validate_conversation
-from tests.conversion.test_converter_properties import conversations
+from q2api.models.table import resolve_model
+from tests.support.conversation_strategies import conversations
 
-OPTIONS = ConversionOptions(conversation_id="conversation")
+OPTIONS = ConversionOptions(conversation_id="conversation", model=resolve_model("claude-sonnet-4-5"))
 BROKEN_VALUES: list[Any] = [
     None, "", " ", "x", "a.b", "i" * 65, 0, True, [], {}, [None], {"a": None}, {"text": "t"}, {"json": 1},
     "success", "MANUAL", "png", ("t",), [{"text": None}],

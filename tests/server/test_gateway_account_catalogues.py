@@ -12,7 +12,7 @@ from pathlib import Path
 import anthropic
 import httpx2
 
-from q2api.amazonq.accounts.store import SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
 from q2api.settings import load_settings
 from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway

@@ -18,7 +18,7 @@ import anthropic
 import httpx2
 import pytest
 
-from q2api.amazonq.accounts.store import SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
 from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream

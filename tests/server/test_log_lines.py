@@ -13,6 +13,7 @@ import orjson
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.debug_summary import SUMMARY_FOOTER, SUMMARY_HEADER, conversion_summary
+from q2api.models.table import resolve_model
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.converter_helpers import assistant, request_body, tool_result, tool_use
 from tests.support.gateway_harness import CLIENT_KEY, MODEL, user
@@ -34,9 +35,10 @@ def send(base_url: str) -> None:
 
 def expected_block() -> list[str]:
     request = parse_messages_request(orjson.dumps(request_body(MESSAGES, model=MODEL)))
-    return conversion_summary(len(MESSAGES), convert_request(request, ConversionOptions(conversation_id="c"))).split(
-        "\n"
-    )
+    return conversion_summary(
+        len(MESSAGES),
+        convert_request(request, ConversionOptions(conversation_id="c", model=resolve_model(request.model))),
+    ).split("\n")
 
 
 def test_the_text_log_holds_the_debug_block_as_whole_lines_and_the_normalized_line(tmp_path):

@@ -19,8 +19,8 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from q2api.amazonq.accounts.opening import open_account_store
-from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.accounts.opening import open_account_store
+from q2api.accounts.store_protocol import AccountStore
 from q2api.testing.simulated_upstream import (
     SIM_CLIENT_ID,
     SIM_CLIENT_SECRET,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from q2api.amazonq.accounts.records import ENV_ACCOUNT_ID
-from q2api.amazonq.accounts.store import SqliteAccountStore as AccountStore
+from q2api.accounts.records import ENV_ACCOUNT_ID
+from q2api.accounts.store import SqliteAccountStore as AccountStore
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.gateway_harness import ask, capture_logs, find_secrets, gateway, sdk
 

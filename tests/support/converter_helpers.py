@@ -9,6 +9,7 @@ import orjson
 
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
+from q2api.models.table import resolve_model
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
@@ -23,7 +24,13 @@ def convert(
     """Convert a message list (or a whole body) exactly as the gateway does: bytes → parse → convert."""
     body = messages if isinstance(messages, dict) else request_body(messages, **fields)
     request = parse_messages_request(orjson.dumps(body))
-    return convert_request(request, options or ConversionOptions(conversation_id="conv-1"))
+    return convert_request(request, options or table_options(request.model, conversation_id="conv-1"))
+
+
+def table_options(model: str = "claude-sonnet-4-5", *, conversation_id: str = "c", **fields: Any) -> ConversionOptions:
+    """Conversion options for a request naming `model`, resolved against the built-in table (the gateway
+    resolves against the live catalogue before converting)."""
+    return ConversionOptions(conversation_id=conversation_id, model=resolve_model(model), **fields)
 
 
 def user(content: Any) -> dict[str, Any]:

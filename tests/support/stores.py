@@ -14,9 +14,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from q2api.amazonq.accounts.opening import open_account_store
-from q2api.amazonq.accounts.store import SqliteAccountStore
-from q2api.amazonq.accounts.store_protocol import AccountStore
+from q2api.accounts.opening import open_account_store
+from q2api.accounts.store import SqliteAccountStore
+from q2api.accounts.store_protocol import AccountStore
 
 
 class BlockingStore:

@@ -1,0 +1,48 @@
+"""Open the account store the settings name: the SQLite file by default, a shared database by URL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from q2api.accounts.database_url import parse_database_url
+from q2api.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
+from q2api.accounts.store import SqliteAccountStore
+from q2api.accounts.store_protocol import AccountStore
+
+
+async def open_account_store(database_url: str | None, data_dir: str | Path, secret_key: str | None) -> AccountStore:
+    """`database_url` empty: the SQLite store in `data_dir`; else the shared store it names.
+
+    Raises ValueError for a malformed URL or a shared store without a secret key,
+    StoreUnavailable when the database cannot be reached or migrated. The caller
+    closes the store (`await store.close()`) in the same event loop.
+    """
+    if not database_url:
+        # Creating the file may wait for another worker's set-up (a file lock): not on the event loop.
+        return await asyncio.to_thread(SqliteAccountStore, data_dir)
+    url = parse_database_url(database_url)
+    if not secret_key:
+        raise ValueError(
+            f"a shared store ({url.masked}) keeps refresh tokens and client secrets encrypted: "
+            f"set {SECRET_KEY_VARIABLE}"
+        )
+    # Imported here: the shared store brings SQLAlchemy and its drivers, which the default SQLite
+    # store never needs (see database_url.py).
+    from q2api.accounts.shared_store import SharedAccountStore
+
+    return await SharedAccountStore.open(url, SecretBox(secret_key))
+
+
+@contextlib.asynccontextmanager
+async def opened_account_store(
+    database_url: str | None, data_dir: str | Path, secret_key: str | None
+) -> AsyncIterator[AccountStore]:
+    """`open_account_store` for the length of a block, closed at its end however it ends."""
+    store = await open_account_store(database_url, data_dir, secret_key)
+    try:
+        yield store
+    finally:
+        await store.close()

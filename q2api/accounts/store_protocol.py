@@ -1,0 +1,167 @@
+"""What every account store offers: the embedded SQLite file and the shared network database alike.
+
+The pool, the token managers, the admin API and the CLI are written against
+this protocol only. Its methods are coroutines, awaited on the event loop:
+a store never blocks the loop, whatever it is made of.
+
+Two stores implement it:
+
+* `SqliteAccountStore` (store.py): one file in the data directory, shared by
+  the `--workers` of one machine; the refresh lock is an fcntl file lock. Its
+  SQLite calls run in a worker thread.
+* `SharedAccountStore` (shared_store.py): PostgreSQL or MySQL/MariaDB over
+  async drivers, shared by replicas on many machines; secrets encrypted, the
+  refresh lock a database lock that dies with its connection.
+
+Both are opened with `open_account_store` (opening.py) and closed with
+`close()`; a shared store's connections belong to the event loop that opened it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from q2api.accounts.records import (
+    Account,
+    AccountRest,
+    AccountStats,
+    AccountStatus,
+    AccountView,
+    EnvAccount,
+    LoginRecord,
+    LoginStatus,
+    StatsDelta,
+)
+
+
+class AccountStore(Protocol):
+    @property
+    def location(self) -> str:
+        """Where the store is, for logs and the CLI (a database URL has its password masked)."""
+        ...
+
+    # -- reading ----------------------------------------------------------------
+
+    async def get(self, account_id: str) -> Account | None: ...
+
+    async def accounts(self) -> list[Account]:
+        """Every account, oldest first."""
+        ...
+
+    async def list_views(self) -> list[AccountView]:
+        """The listing for the CLI: never a secret."""
+        ...
+
+    async def generation(self) -> int:
+        """A number that changes whenever an account is added, changed or removed (by any process)."""
+        ...
+
+    # -- account changes (each bumps the generation) -----------------------------
+
+    async def add(
+        self,
+        *,
+        auth_method: str,
+        refresh_token: str,
+        label: str | None = None,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        profile_arn: str | None = None,
+        access_token: str | None = None,
+        expires_at: float | None = None,
+        account_id: str | None = None,
+        region: str | None = None,
+    ) -> Account:
+        """Add an account, or replace the credentials of `account_id` (keeping its enabled flag)."""
+        ...
+
+    async def import_account(self, account: Account) -> None:
+        """Store `account` exactly as given (id, state and tokens), replacing one with its id."""
+        ...
+
+    async def remove(self, account_id: str) -> bool: ...
+
+    async def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
+        """Switch an account on or off, or rename it; None when there is no such account."""
+        ...
+
+    async def seed_from_env(self, env: EnvAccount) -> Account:
+        """Create or update the environment account, keeping a token the upstream rotated since."""
+        ...
+
+    # -- tokens -----------------------------------------------------------------
+
+    def refresh_lock(self, account_id: str) -> AbstractAsyncContextManager[None]:
+        """Held by whoever refreshes `account_id`'s token: one holder across every process sharing the store.
+
+        The holder re-reads the account inside the lock and saves the refresh
+        result (`save_tokens`) before leaving it, so the next holder finds the
+        rotated refresh token. A holder that dies releases the lock.
+        """
+        ...
+
+    async def save_tokens(
+        self,
+        account_id: str,
+        *,
+        access_token: str,
+        expires_at: float | None,
+        refresh_token: str | None = None,
+        profile_arn: str | None = None,
+        if_generation: int | None = None,
+    ) -> Account | None:
+        """Store a refresh result in one transaction; a None refresh token / ARN keeps the old one.
+
+        With `if_generation`, only a row still at that token generation is updated
+        (a late write must not undo a newer login). None when no row was updated.
+        """
+        ...
+
+    async def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None: ...
+
+    # -- shared counters and cool-downs -----------------------------------------
+
+    async def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
+        """Add one worker's counts to the stored ones (accounts removed meanwhile are skipped)."""
+        ...
+
+    async def read_stats(self) -> dict[str, AccountStats]:
+        """Every account's stored counts, by account id (accounts never used have none)."""
+        ...
+
+    async def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
+        """Record account cool-downs, so every worker and replica rests the account too."""
+        ...
+
+    async def clear_rests(self, account_ids: Collection[str]) -> None:
+        """End these accounts' cool-downs (the upstream has served them again)."""
+        ...
+
+    async def read_rests(self) -> dict[str, AccountRest]:
+        """The cool-downs that have not run out yet, by account id."""
+        ...
+
+    # -- device-code logins -----------------------------------------------------
+
+    async def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None: ...
+
+    async def finish_login(
+        self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
+    ) -> None: ...
+
+    async def read_login(self, login_id: str) -> LoginRecord | None: ...
+
+    async def close(self) -> None:
+        """Release connections once running writes have finished (a no-op for the SQLite file)."""
+        ...
+
+
+class StoreUnavailable(Exception):
+    """The shared database could not be reached or refused the query (the message names no secret)."""
+
+
+# What a store call may raise when the store itself fails (not the caller's input).
+STORE_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error, StoreUnavailable)

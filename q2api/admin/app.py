@@ -1,0 +1,38 @@
+"""The gateway's app with the operator's surfaces mounted: the admin API and the web console.
+
+Both exist only when `Q2API_ADMIN_KEY` is set; without it their paths answer 404 like any
+unknown path. `q2api serve` and the test gateway build the app here, so that the server never
+imports the admin room (the admin room depends on the server it operates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+
+from q2api.admin.console_routes import console_routes
+from q2api.admin.logins import LoginRunner
+from q2api.admin.routes import admin_routes
+from q2api.server.app import create_app
+from q2api.settings import Settings
+
+
+class AdminSurface:
+    """The admin API and console routes, and the device-code logins they start in the background."""
+
+    def __init__(self, admin_key: str) -> None:
+        self._logins = LoginRunner()
+        self._routes: list[BaseRoute] = [*admin_routes(admin_key, self._logins), *console_routes()]
+
+    def routes(self) -> Sequence[BaseRoute]:
+        return self._routes
+
+    async def close(self) -> None:
+        await self._logins.close()
+
+
+def create_gateway_app(settings: Settings) -> Starlette:
+    """The gateway, with the admin API and console when `Q2API_ADMIN_KEY` is set."""
+    return create_app(settings, surfaces=[AdminSurface(settings.admin_key)] if settings.admin_key else ())

@@ -1,0 +1,77 @@
+"""`POST /v1/chat/completions`: the OpenAI front door on the shared relay.
+
+The body is parsed as an OpenAI request (q2api.openai.types), translated to the Claude
+request (q2api.frontdoors.chat.request), and from there runs the very pipeline of
+`/v1/messages` — guards, conversion, account pool, retries, the reply — before the Claude
+events are rendered as OpenAI chunks or a `chat.completion` (q2api.frontdoors.chat.reply).
+Every error, the door's own and the pipeline's, leaves in the OpenAI envelope.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from loguru import logger
+
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
+from q2api.anthropic.types import MessagesRequest
+from q2api.frontdoors.chat.errors import ChatError, openai_error
+from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
+from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
+from q2api.frontdoors.door import ErrorReply, EventEncoder
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.types import parse_chat_request
+
+CHAT_ROUTE = "/v1/chat/completions"
+
+
+def _report(problem: str) -> None:
+    logger.warning(f"chat completion: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatCall:
+    translated: TranslatedRequest
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def request(self) -> MessagesRequest:
+        return self.translated.request
+
+    def claude_document(self) -> Any:
+        return msgspec.to_builtins(self.translated.request)
+
+    def encoder(self) -> EventEncoder:
+        return ChatChunkEncoder(self.translated.options, created=self.created, report=_report)
+
+    def answer(self, message: dict[str, Any]) -> object:
+        return chat_completion(message, self.translated.options, created=self.created, report=_report)
+
+    def client_error(self, error: AnthropicError) -> AnthropicError:
+        """The error in OpenAI terms; a later stage's 400 names a field of the Claude form, so the
+        client is told its own field instead."""
+        if isinstance(error, InvalidRequest):
+            param = self.translated.param_for(error.path)
+            if param is not None:
+                return ChatError(InvalidChatRequest(param, error.problem), error_type=error.error_type)
+        return ChatError.of(error)
+
+
+class ChatDoor:
+    route = CHAT_ROUTE
+
+    def read(self, body: bytes) -> ChatCall:
+        try:
+            return ChatCall(claude_request(parse_chat_request(body)))
+        except OpenAIError as error:
+            raise ChatError(error) from None
+
+    def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
+        openai = openai_error(error)
+        return ErrorReply(openai.status, openai.envelope(), openai.headers)
+
+
+CHAT_DOOR = ChatDoor()

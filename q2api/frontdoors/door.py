@@ -1,0 +1,71 @@
+"""What a front door is: one client protocol on the one pipeline.
+
+A door reads a body into a `DoorCall` — the Claude request it becomes, plus how to answer it
+(the stream encoder, the JSON answer, the client's view of an error) — and writes its error
+envelope as an `ErrorReply`, which the server sends. The Claude Messages door is native
+(`q2api.frontdoors.claude`); the OpenAI Chat Completions door is `q2api.frontdoors.chat`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.events import StreamEvent
+from q2api.anthropic.types import MessagesRequest
+
+
+class EventEncoder(Protocol):
+    """Claude stream events → the bytes one front door writes."""
+
+    ping: bytes  # written while the upstream is silent (b"" = nothing)
+
+    def encode(self, events: Sequence[StreamEvent]) -> bytes: ...
+
+    def trailer(self) -> bytes:
+        """Bytes after the last event (b"" = nothing)."""
+        ...
+
+
+class DoorCall(Protocol):
+    """One request as its door read it."""
+
+    @property
+    def request(self) -> MessagesRequest:
+        """The Claude request the pipeline converts."""
+        ...
+
+    def claude_document(self) -> Any:
+        """The Claude request as JSON values, for the DEBUG reproducer."""
+        ...
+
+    def encoder(self) -> EventEncoder:
+        """Claude stream events → this door's stream bytes (one encoder per streamed request)."""
+        ...
+
+    def answer(self, message: dict[str, Any]) -> object:
+        """The JSON body of a non-streaming reply, from the aggregated Claude message."""
+        ...
+
+    def client_error(self, error: AnthropicError) -> AnthropicError:
+        """`error` as this request's client sees it (a door may rename fields or statuses)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """An error as one door's clients expect it: the server adds the request id header and sends it."""
+
+    status: int
+    envelope: object  # the JSON body
+    headers: Mapping[str, str]
+
+
+class FrontDoor(Protocol):
+    route: str  # the path its requests' log lines name
+
+    def read(self, body: bytes) -> DoorCall: ...
+
+    def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply: ...

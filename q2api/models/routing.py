@@ -1,0 +1,119 @@
+"""Which upstream model serves a request, and what `GET /v1/models` lists — both from the live catalogue.
+
+The server is where the two protocols meet: the catalogue is Amazon Q's, the ids, errors and list
+entries are Anthropic's. A substitution (`Q2API_UNKNOWN_MODEL`) is logged at WARNING and named in
+the `x-q2api-upstream-model` header of the reply; a `max_tokens` above the model's output limit is
+clamped and logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+from loguru import logger
+
+from q2api.amazonq.catalogue import Catalogue
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.model_list import model_info
+from q2api.anthropic.types import MessagesRequest
+from q2api.models.resolution import (
+    ModelNotAvailable,
+    Resolution,
+    UnknownModelPolicy,
+    resolve_against_catalogue,
+)
+from q2api.models.table import ModelChoice, claude_style_id, model_family
+
+UPSTREAM_MODEL_HEADER = "x-q2api-upstream-model"
+
+
+class ModelRouter:
+    def __init__(
+        self,
+        catalogue: Callable[[], Catalogue],
+        *,
+        aliases: Mapping[str, str] | None = None,
+        policy: UnknownModelPolicy = UnknownModelPolicy.FAMILY,
+        default_model: str | None = None,
+        on_unknown: Callable[[], None] | None = None,
+    ) -> None:
+        self._catalogue = catalogue
+        self._aliases = dict(aliases or {})
+        self._policy = policy
+        self._default_model = default_model
+        self._on_unknown = on_unknown  # e.g. read the catalogues again: the model may be new
+
+    def resolve(self, requested: str) -> Resolution:
+        """The model for `requested`; raises a 404 `not_found_error` naming what is available."""
+        try:
+            resolution = resolve_against_catalogue(
+                requested,
+                self._catalogue(),
+                aliases=self._aliases,
+                policy=self._policy,
+                default_model=self._default_model,
+            )
+        except ModelNotAvailable as missing:
+            self._unknown()
+            raise AnthropicError(404, str(missing), error_type="not_found_error") from None
+        if resolution.substituted:
+            self._unknown()
+            logger.warning(
+                f"model substituted: requested={requested} upstream={resolution.choice.q_model_id} "
+                f"({resolution.why}; Q2API_UNKNOWN_MODEL={self._policy.value})"
+            )
+        return resolution
+
+    def _unknown(self) -> None:
+        if self._on_unknown is not None:
+            self._on_unknown()
+
+    def entries(self) -> list[dict[str, Any]]:
+        """`GET /v1/models`: Claude-style ids for Claude models, upstream ids for the others, then the
+        operator's aliases whose model is available."""
+        catalogue = self._catalogue()
+        entries = []
+        for model in catalogue.models:
+            family = model_family(model.model_id)
+            entries.append(
+                model_info(
+                    claude_style_id(model.model_id),
+                    model.display_name,
+                    model.max_input_tokens,
+                    max_tokens=model.max_output_tokens,
+                    image_input="image" in model.input_types,
+                    owned_by="anthropic" if family else "amazon-q",
+                )
+            )
+        listed = {entry["id"] for entry in entries}
+        for alias in self._aliases:
+            if alias in listed:
+                continue
+            try:
+                choice = resolve_against_catalogue(
+                    alias, catalogue, aliases=self._aliases, policy=UnknownModelPolicy.REJECT
+                ).choice
+            except ModelNotAvailable:
+                continue
+            entries.append(
+                model_info(
+                    alias,
+                    alias,
+                    choice.context_window,
+                    max_tokens=choice.max_output_tokens,
+                    image_input="image" in choice.input_types,
+                )
+            )
+            listed.add(alias)
+        return entries
+
+
+def clamp_max_tokens(request: MessagesRequest, choice: ModelChoice) -> MessagesRequest:
+    """`request` with `max_tokens` at most the model's output limit (logged when lowered)."""
+    limit = choice.max_output_tokens
+    if limit is None or request.max_tokens <= limit:
+        return request
+    logger.info(f"max_tokens clamped: requested={request.max_tokens} limit={limit} model={choice.q_model_id}")
+    return msgspec.structs.replace(request, max_tokens=limit)

@@ -1,0 +1,118 @@
+"""The gateway's long-lived parts, built in the app's lifespan and kept in one typed container.
+
+One HTTP session, one account store, the pool of accounts serving from it (and the reloader that
+keeps the pool in step with the store), each account's catalogue and credits, the model router,
+the relay every front door runs on, and the activity ring. Routes reach the container through
+their request (`gateway_of`), so nothing of it lives at module level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from loguru import logger
+from starlette.requests import Request
+
+from q2api.accounts.discovery import AccountDiscovery
+from q2api.accounts.opening import open_account_store
+from q2api.accounts.pool import AccountPool, build_account_pool
+from q2api.accounts.records import Account
+from q2api.accounts.refresh import RefreshEndpoints
+from q2api.accounts.reload import AccountReloader
+from q2api.accounts.store_protocol import AccountStore
+from q2api.amazonq.upstream import UpstreamClient
+from q2api.models.routing import ModelRouter
+from q2api.server import metrics
+from q2api.server.activity import ActivityLog
+from q2api.server.readiness import log_store_contents
+from q2api.server.relay import MessagesRelay
+from q2api.server.wiring import (
+    account_discovery,
+    env_account,
+    model_router,
+    refresh_endpoints,
+    upstream_config,
+    upstream_session,
+)
+from q2api.settings import Settings
+
+STATE_KEY = "gateway"  # its name in the lifespan state every request's scope carries
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gateway:
+    settings: Settings
+    session: aiohttp.ClientSession  # every call to Amazon Q and its token services
+    store: AccountStore
+    pool: AccountPool
+    reloader: AccountReloader  # follows the store's account changes, whichever process made them
+    endpoints: RefreshEndpoints
+    discovery: AccountDiscovery  # each account's catalogue and credits
+    models: ModelRouter
+    relay: MessagesRelay
+    activity: ActivityLog  # the last requests this worker served
+
+    async def account_usage(self, account: Account) -> dict[str, Any] | None:
+        """An account's credits as the admin API shows them; None for an account outside the pool (disabled)."""
+        try:
+            return await self.discovery.account_usage(account.id)
+        except KeyError:
+            return None
+
+
+@contextlib.asynccontextmanager
+async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
+    """Build the gateway, serve while the block runs, and close every part in reverse order."""
+    async with contextlib.AsyncExitStack() as stack:
+        session = await stack.enter_async_context(upstream_session())
+        store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
+        stack.push_async_callback(store.close)
+        endpoints = refresh_endpoints(settings)
+        pool = await build_account_pool(
+            store,
+            session,
+            endpoints=endpoints,
+            seed=env_account(settings),
+            failure_limit=settings.account_max_failures,
+            observer=metrics.UPSTREAM_OBSERVER,
+        )
+        await log_store_contents(store)
+        reloader = AccountReloader(store, pool)
+        reloader.start()
+        stack.push_async_callback(reloader.stop)
+        discovery = account_discovery(settings, pool, session, observer=metrics.UPSTREAM_OBSERVER)
+        models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
+        activity = ActivityLog()
+        relay = MessagesRelay(
+            upstream=UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER),
+            settings=settings,
+            models=models,
+            on_exchange_logged=activity.record if settings.admin_key else None,
+        )
+        await discovery.start()
+        stack.push_async_callback(discovery.stop)
+        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {settings.endpoint}")
+        yield Gateway(
+            settings=settings,
+            session=session,
+            store=store,
+            pool=pool,
+            reloader=reloader,
+            endpoints=endpoints,
+            discovery=discovery,
+            models=models,
+            relay=relay,
+            activity=activity,
+        )
+
+
+def gateway_of(request: Request) -> Gateway:
+    """The container of the app serving `request` (the lifespan put it in every request's state)."""
+    gateway = getattr(request.state, STATE_KEY, None)
+    if not isinstance(gateway, Gateway):  # a route called outside the lifespan: a bug, not a client error
+        raise RuntimeError("the gateway is not running (the app's lifespan has not started it)")
+    return gateway
