@@ -1,7 +1,7 @@
 """Fuzz: thousands of hostile bodies against the real gateway's doors — never a 500, always the door's envelope, no traceback.
 
-The bodies come from q2api/testing/fuzz_bodies.py (the Claude door) and
-q2api/testing/fuzz_chat_bodies.py (the OpenAI door); `python -m bench.fuzz_gateway`
+The bodies come from tests/support/fuzz_bodies.py (the Claude door) and
+tests/support/fuzz_chat_bodies.py (the OpenAI door); `python -m bench.fuzz_gateway`
 runs the same check on many more. One gateway (on the simulated upstream, whose
 default reply echoes the request) serves the whole module from background
 threads, so a plain synchronous client can post bodies quickly.
@@ -15,10 +15,10 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from q2api.testing.fuzz_bodies import cases
-from q2api.testing.fuzz_chat_bodies import chat_cases, door_problem
 from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream
+from tests.support.fuzz_bodies import cases
+from tests.support.fuzz_chat_bodies import chat_cases, door_problem
 from tests.support.gateway_harness import JSON_CLIENT_HEADERS, capture_logs, gateway_settings
 
 EXAMPLES = 1000  # a thousand bodies a door per CI run: about 20 s of CPU each; bench.fuzz_gateway runs more

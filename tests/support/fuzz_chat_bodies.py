@@ -1,6 +1,6 @@
 """Hostile request bodies for the OpenAI door (`POST /v1/chat/completions`), as hypothesis strategies.
 
-The OpenAI-shaped counterpart of q2api/testing/fuzz_bodies.py, from the same hostile values:
+The OpenAI-shaped counterpart of tests/support/fuzz_bodies.py, from the same hostile values:
 messages of every role with hostile text, parts (images that are not images or are URLs, files,
 audio), tool calls whose `arguments` are not JSON or nest past the limits, tools whose
 `parameters` do, `metadata` buried deep, and `response_format` schemas built to hurt a
@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from q2api.testing.fuzz_bodies import (
+from tests.support.fuzz_bodies import (
     INVALID_UTF8,
     cases,
     encoded,
