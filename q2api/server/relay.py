@@ -26,7 +26,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from loguru import logger
 from starlette.requests import Request
@@ -61,7 +60,6 @@ OFF_LOOP_BODY_BYTES = 1 << 20
 # every turn is converted once (q2api.conversion.checkpoints). A checkpoint holds ~1.8x its
 # request in memory; 4 MiB of requests is ~20 Claude Code sessions of 200 KB in ~7 MB.
 CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=4 << 20)
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
