@@ -21,6 +21,7 @@ from dotenv import dotenv_values
 from q2api.accounts.database_url import mask_database_url, parse_database_url
 from q2api.accounts.secret_box import GENERATE_KEY_HINT, SecretBox
 from q2api.conversion.loop_guard import LoopMode
+from q2api.conversion.trimming import TrimMode
 
 AuthMethod = Literal["idc", "social"]
 LogFormat = Literal["text", "json"]
@@ -33,6 +34,14 @@ LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL
 
 # Fields whose values are secrets: masked in repr, never logged.
 SECRET_FIELDS = frozenset({"api_keys", "refresh_token", "client_secret", "access_token", "admin_key", "secret_key"})
+
+
+class CaptureMode(StrEnum):
+    """`Q2API_CAPTURE`: which requests are written to a capture file (q2api.server.captures)."""
+
+    FAILURES = "failures"  # an upstream 4xx other than auth and throttling, or a guard finding
+    OFF = "off"
+    ALL = "all"  # every request that reached the conversion (costs memory and disk: for debugging)
 
 
 class SettingsError(ValueError):
@@ -77,6 +86,10 @@ class Settings:
     loop_threshold: int = 3
     loop_storm_threshold: int = 8
     loop_mode: LoopMode = LoopMode.WARN
+    capture: CaptureMode = CaptureMode.FAILURES
+    capture_dir_setting: Path | None = None  # None: `captures` inside the data directory
+    capture_redact_text: bool = False
+    trim_history: TrimMode = TrimMode.OFF
     model_map: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     default_model: str | None = None
     admin_key: str | None = None  # enables /admin/api; None = the admin API does not exist
@@ -105,6 +118,11 @@ class Settings:
         if self.auth_method_setting != "auto":
             return self.auth_method_setting
         return "idc" if self.client_id and self.client_secret else "social"
+
+    @property
+    def capture_dir(self) -> Path:
+        """Where capture files go: `Q2API_CAPTURE_DIR`, else `captures` inside the data directory."""
+        return self.capture_dir_setting or self.data_dir / "captures"
 
     @property
     def has_env_account(self) -> bool:
@@ -233,6 +251,10 @@ def _path(name: str, raw: str) -> Path:
     return Path(raw.strip()).expanduser()
 
 
+def _optional_path(name: str, raw: str) -> Path | None:
+    return _path(name, raw) if raw.strip() else None
+
+
 # field name -> (variable name, parser)
 _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "api_keys": ("Q2API_API_KEYS", _csv),
@@ -260,6 +282,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "loop_threshold": ("Q2API_LOOP_THRESHOLD", _number(int, 2)),
     "loop_storm_threshold": ("Q2API_LOOP_STORM_THRESHOLD", _number(int, 3)),
     "loop_mode": ("Q2API_LOOP_MODE", _enum(LoopMode)),
+    "capture": ("Q2API_CAPTURE", _enum(CaptureMode)),
+    "capture_dir_setting": ("Q2API_CAPTURE_DIR", _optional_path),
+    "capture_redact_text": ("Q2API_CAPTURE_REDACT_TEXT", _bool),
+    "trim_history": ("Q2API_TRIM_HISTORY", _enum(TrimMode)),
     "model_map": ("Q2API_MODEL_MAP", _model_map),
     "default_model": ("Q2API_DEFAULT_MODEL", _text),
     "admin_key": ("Q2API_ADMIN_KEY", _text),

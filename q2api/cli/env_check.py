@@ -1,8 +1,10 @@
-"""Start-up warnings for `Q2API_*` / `AMAZONQ_*` variables that q2api does not know.
+"""Start-up warnings for variables that look like q2api settings but are not.
 
-A misspelt setting (`Q2API_LOG_LEVL=DEBUG`) is otherwise ignored in silence and
-the operator wonders why nothing changed. Only names are reported, never
-values: a misspelt `AMAZONQ_REFRESH_TOKNE` still holds a secret.
+A misspelt setting (`Q2API_LOG_LEVL=DEBUG`, `DEBUG_MESSAGE_CONVERSON=true`) is otherwise ignored
+in silence and the operator wonders why nothing changed. Every `Q2API_*` / `AMAZONQ_*` name that
+is not a setting is reported; a name without those prefixes only when it is very close to one the
+gateway reads. Only names are reported, never values: a misspelt `AMAZONQ_REFRESH_TOKNE` still
+holds a secret.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from dotenv import dotenv_values
 from q2api.settings import ENV_VARIABLES
 
 PREFIXES = ("Q2API_", "AMAZONQ_")
+# A name without those prefixes is reported only when it is this close to one the gateway reads
+# (`DEBUG_MESSAGE_CONVERSON`): the environment is full of other programs' variables.
+_CLOSE_ENOUGH = 0.85
 # Read by tools beside the gateway, not by its settings.
 TOOL_VARIABLES = ("Q2API_CALIBRATION_DIR",)  # bench/calibrate_tokens.py
 
@@ -41,10 +46,16 @@ def unknown_variables(
     if env_file is not None and Path(env_file).is_file():
         sources.append((str(env_file), dotenv_values(env_file)))
     found: list[UnknownVariable] = []
+    unprefixed = sorted(name for name in names if not name.startswith(PREFIXES))  # DEBUG_MESSAGE_CONVERSION
     for source, variables in sources:
         for name in sorted(variables):
-            if name in names or not name.upper().startswith(PREFIXES):
+            if name in names:
                 continue
-            close = difflib.get_close_matches(name.upper(), sorted(names), n=1, cutoff=0.6)
+            if name.upper().startswith(PREFIXES):
+                close = difflib.get_close_matches(name.upper(), sorted(names), n=1, cutoff=0.6)
+            else:
+                close = difflib.get_close_matches(name.upper(), unprefixed, n=1, cutoff=_CLOSE_ENOUGH)
+                if not close:
+                    continue  # another program's variable
             found.append(UnknownVariable(name, source, close[0] if close else None))
     return found
