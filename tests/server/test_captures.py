@@ -119,7 +119,7 @@ async def test_replay_convert_only_on_the_capture_shows_the_same_findings(tmp_pa
 
 
 async def test_replay_sends_the_captured_request_again_with_a_fresh_token_of_the_configured_account(tmp_path):
-    gw, document, path, _, _ = await capture_a_400(tmp_path)
+    _, document, path, _, _ = await capture_a_400(tmp_path)
     async with open_gateway(tmp_path / "other") as replay_target:  # a fresh simulator: the account must log in anew
         sim = replay_target.sim
         sim.enqueue(scripts.text_reply("it works now"))

@@ -143,14 +143,17 @@ def _webp(size: int) -> bytes | None:
     image = chunk(b"VP8L", _VP8L)
     fixed = 12 + len(vp8x) + len(image)
     room = size - fixed
+    # RIFF chunks have even sizes: an odd size gets one byte after the RIFF data, which readers ignore.
+    trailer = b"\x00" * (room % 2)
+    room -= len(trailer)
     if room == 0:
         pad = b""
-    elif room >= 8 and room % 2 == 0:
+    elif room >= 8:
         pad = chunk(b"q2ap", b"." * (room - 8))
     else:
         return None
     body = b"WEBP" + vp8x + image + pad
-    return b"RIFF" + struct.pack("<I", len(body)) + body
+    return b"RIFF" + struct.pack("<I", len(body)) + body + trailer
 
 
 def _pdf(size: int) -> bytes | None:
