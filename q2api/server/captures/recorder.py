@@ -54,8 +54,8 @@ class Captures:
         self.redact_text = settings.capture_redact_text
         self.store = store or CaptureStore(settings.capture_dir)
         self._settings = settings
-        self._loop_policy = loop_policy(settings)
-        self._trim_policy = trim_policy(settings)
+        self.loop_policy = loop_policy(settings)  # what a capture records the conversion ran with
+        self.trim_policy = trim_policy(settings)
         self._writing: set[asyncio.Future[None]] = set()
 
     def recorder(
@@ -66,7 +66,6 @@ class Captures:
         return CaptureRecorder(self, request_id, door, body, safe_headers(headers))
 
     def submit(self, material: CaptureMaterial) -> None:
-        metrics.count_capture(material.reasons[0])
         context = contextvars.copy_context()  # the request id of what the writing logs
         try:
             loop = asyncio.get_running_loop()
@@ -86,6 +85,7 @@ class Captures:
         try:
             data = capture_document(material, self._settings, redact_text=self.redact_text)
             self.store.write(material.capture_id, data)
+            metrics.count_capture(material.reasons[0])
         except Exception as exc:  # a full disk must not become the request's problem
             logger.opt(exception=exc).warning(
                 f"capture {material.capture_id} could not be written to {self.store.directory}: {exc}"
@@ -119,6 +119,13 @@ class CaptureRecorder:
 
     def finish(self, exchange: Exchange) -> None:
         """The request is over (`Exchange.on_ending`): name and write its capture, if it gets one."""
+        try:
+            self._finish(exchange)
+        except Exception as exc:  # a capture must never cost the request its log line
+            logger.opt(exception=exc).error("capturing the request failed")
+            self._release()
+
+    def _finish(self, exchange: Exchange) -> None:
         reasons = self._reasons()
         if not reasons and self._captures.mode is CaptureMode.ALL and self._body is not None:
             reasons = [REASON_ALL]
@@ -139,8 +146,8 @@ class CaptureRecorder:
             model=exchange.model,
             upstream_model=exchange.upstream_model,
             options=self._options,
-            loop_policy=self._captures._loop_policy,
-            trim_policy=self._captures._trim_policy,
+            loop_policy=self._captures.loop_policy,
+            trim_policy=self._captures.trim_policy,
             claude_message_count=self._message_count,
             guarded=self._guarded,
             trace=self.trace,
