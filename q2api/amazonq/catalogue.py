@@ -1,4 +1,4 @@
-"""The models an account may use, as `ListAvailableModels` lists them (PROTOCOL.md A6).
+"""The models an account may use, as `ListAvailableModels` lists them (docs/protocol.md#model-catalogue).
 
 Catalogues differ by plan and region, so each account has its own. The built-in table
 (`q2api.models.table`) is the catalogue of last resort, when Amazon Q cannot be asked and no

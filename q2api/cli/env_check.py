@@ -1,10 +1,13 @@
-"""Start-up warnings for variables that look like q2api settings but are not.
+"""Start-up warnings about variables: misspelt names q2api would ignore, and deprecated ones it still reads.
 
-A misspelt setting (`Q2API_LOG_LEVL=DEBUG`, `DEBUG_MESSAGE_CONVERSON=true`) is otherwise ignored
-in silence and the operator wonders why nothing changed. Every `Q2API_*` / `AMAZONQ_*` name that
-is not a setting is reported; a name without those prefixes only when it is very close to one the
-gateway reads. Only names are reported, never values: a misspelt `AMAZONQ_REFRESH_TOKNE` still
-holds a secret.
+A misspelt setting (`Q2API_LOG_LEVL=DEBUG`) is otherwise ignored in silence and
+the operator wonders why nothing changed. Every name q2api reads is known
+here, from the settings table: a name in one of q2api's own prefix families
+(`Q2API_*`, `AMAZONQ_*`) that is not one of them is reported, with the closest
+known name. Any other name may be another program's, so it is reported only as
+a near miss of a known one: `DEBUG_MESAGE_CONVERSION`, or a misspelt prefix
+(`Q2PI_LOG_LEVEL`). Only names are
+reported, never values: a misspelt `AMAZONQ_REFRESH_TOKNE` still holds a secret.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from q2api.settings import ENV_VARIABLES
+from q2api.settings import DEPRECATED_VARIABLES, READ_VARIABLES
 
+# Every name in these families is q2api's, so any unknown one is a mistake.
 PREFIXES = ("Q2API_", "AMAZONQ_")
-# A name without those prefixes is reported only when it is this close to one the gateway reads
-# (`DEBUG_MESSAGE_CONVERSON`): the environment is full of other programs' variables.
-_CLOSE_ENOUGH = 0.85
+# How alike (difflib's ratio, 0..1) a name must be to a known one to be worth a suggestion; and, for a
+# name outside the families (which may well be another program's), to be reported at all: one edit in
+# a name of 15 characters still scores about 0.93, while other programs' names score far lower.
+SUGGESTION_CUTOFF = 0.6
+NEAR_MISS_CUTOFF = 0.85
 # Read by tools beside the gateway, not by its settings.
 TOOL_VARIABLES = ("Q2API_CALIBRATION_DIR",)  # bench/calibrate_tokens.py
 
@@ -37,24 +43,37 @@ class UnknownVariable:
         return f"unknown setting {self.name} in {self.source} is ignored{hint}"
 
 
-def unknown_variables(
-    env: Mapping[str, str], env_file: str | Path | None = ".env", *, known: Iterable[str] = ()
-) -> list[UnknownVariable]:
-    """The q2api-looking variables of `env` and `env_file` that are not settings, each with its closest match."""
-    names = {*ENV_VARIABLES, *TOOL_VARIABLES, *known}
+@dataclasses.dataclass(frozen=True)
+class DeprecatedVariable:
+    name: str
+    source: str
+    replacement: str
+
+    def warning(self) -> str:
+        return f"setting {self.name} in {self.source} is deprecated and will be removed: {self.replacement}"
+
+
+def _sources(env: Mapping[str, str], env_file: str | Path | None) -> list[tuple[str, Iterable[str]]]:
     sources: list[tuple[str, Iterable[str]]] = [("the environment", env)]
     if env_file is not None and Path(env_file).is_file():
         sources.append((str(env_file), dotenv_values(env_file)))
+    return sources
+
+
+def unknown_variables(
+    env: Mapping[str, str], env_file: str | Path | None = ".env", *, known: Iterable[str] = ()
+) -> list[UnknownVariable]:
+    """The q2api-looking variables of `env` and `env_file` that q2api does not read, each with its closest match."""
+    names = sorted({*READ_VARIABLES, *TOOL_VARIABLES, *known})
     found: list[UnknownVariable] = []
-    unprefixed = sorted(name for name in names if not name.startswith(PREFIXES))  # DEBUG_MESSAGE_CONVERSION
-    for source, variables in sources:
+    for source, variables in _sources(env, env_file):
         for name in sorted(variables):
             if name in names:
                 continue
             if name.upper().startswith(PREFIXES):
                 close = _closest_setting(name.upper(), names)
             else:
-                close = difflib.get_close_matches(name.upper(), unprefixed, n=1, cutoff=_CLOSE_ENOUGH)
+                close = difflib.get_close_matches(name.upper(), names, n=1, cutoff=NEAR_MISS_CUTOFF)
                 if not close:
                     continue  # another program's variable
             found.append(UnknownVariable(name, source, close[0] if close else None))
@@ -62,12 +81,12 @@ def unknown_variables(
 
 
 def _closest_setting(name: str, names: Iterable[str]) -> list[str]:
-    """The known name closest to `name`, compared without the prefixes every setting shares: with
-    them, `Q2API_FROBNICATE` would look like `Q2API_CAPTURE` for their common `Q2API_` alone."""
+    """The known name closest to `name`, compared without the prefixes settings share: with them,
+    `Q2API_FROBNICATE` would look like `Q2API_CAPTURE` for their common `Q2API_` alone."""
     by_stem: dict[str, str] = {}
     for known in sorted(names):
         by_stem.setdefault(_stem(known), known)
-    close = difflib.get_close_matches(_stem(name), sorted(by_stem), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(_stem(name), sorted(by_stem), n=1, cutoff=SUGGESTION_CUTOFF)
     return [by_stem[close[0]]] if close else []
 
 
@@ -76,3 +95,13 @@ def _stem(name: str) -> str:
         if name.startswith(prefix):
             return name[len(prefix) :]
     return name
+
+
+def deprecated_variables(env: Mapping[str, str], env_file: str | Path | None = ".env") -> list[DeprecatedVariable]:
+    """The deprecated settings `env` and `env_file` still set, each with what replaces it."""
+    return [
+        DeprecatedVariable(name, source, DEPRECATED_VARIABLES[name])
+        for source, variables in _sources(env, env_file)
+        for name in sorted(variables)
+        if name in DEPRECATED_VARIABLES
+    ]

@@ -2,14 +2,14 @@
 
 Claude Code compacts its conversation itself when it gets `prompt is too long`, so trimming is off
 by default. A client that cannot compact would instead hit Amazon Q's limits on every request from
-some point on (PROTOCOL.md A14): a cap on history messages, and a cap on the body's size. With
+some point on (docs/protocol.md#request-body): a cap on history messages, and a cap on the body's size. With
 trimming on, a body over either limit loses **whole oldest rounds** — an assistant turn and the
 user turn that answers it, so a tool call never loses its result nor a result its call — until it
 fits. What is always kept: the system context pair, the first user message (the task), and the
 last assistant turn (the current message answers it). In place of what was left out stands a
 marker pair: a neutral assistant turn and a user turn saying what was left out and why.
 
-The limits chosen (PROTOCOL.md A14, sources conflict):
+The limits chosen (docs/protocol.md#request-body; the sources conflict):
 
 - 198 history messages: the hard cap reported for clients whose User-Agent carries no recent
   `KiroIDE-<version>` — which is q2api's case;

@@ -88,7 +88,8 @@ def reasoning_events(thinking: str, chunks: int = 1, signature: str | None = Non
 
 
 def tool_use_events(tool_use_id: str, name: str, tool_input: object, fragments: int = 3) -> list[Send]:
-    """One tool call: a header event, the JSON input in fragments, then `stop: true` (A4.3)."""
+    """One tool call: a header event, the JSON input in fragments, then `stop: true`
+    (docs/protocol.md#tool-use-events)."""
     sends = [event("toolUseEvent", {"toolUseId": tool_use_id, "name": name})]
     raw = orjson.dumps(tool_input).decode()
     for piece in split_text(raw, fragments):
@@ -238,7 +239,7 @@ def http_error(
     header: bool = True,
     retry_after: int | None = None,
 ) -> ErrorReply:
-    """A JSON error reply as the service sends it (A5.1): code in `x-amzn-errortype` and `__type`."""
+    """A JSON error reply as the service sends it (docs/protocol.md#reading-an-error-reply): code in `x-amzn-errortype` and `__type`."""
     body: dict[str, object] = {}
     headers: dict[str, str] = {"Content-Type": "application/x-amz-json-1.0"}
     if code:

@@ -1,4 +1,5 @@
-"""The simulator's `ListAvailableModels` and `GetUsageLimits` (PROTOCOL.md A6, A7), both wire flavours.
+"""The simulator's `ListAvailableModels` and `GetUsageLimits` (docs/protocol.md#model-catalogue,
+docs/protocol.md#credits), both wire flavours.
 
 * REST: `GET /ListAvailableModels?origin=…&nextToken=…`, `GET /getUsageLimits?…`;
 * awsJson: `POST /` with `X-Amz-Target: AmazonCodeWhispererService.ListAvailableModels` (or

@@ -1,4 +1,5 @@
-"""The content-block half of the Claude stream grammar (PROTOCOL.md D6.2, D6.4).
+"""The content-block half of the Claude stream grammar (docs/protocol.md#event-sequence,
+docs/protocol.md#how-the-sdk-reacts-to-a-bad-stream).
 
 `ContentBlocks` writes `content_block_start/delta/stop` events: indices are
 0-based and consecutive, at most one block is open, a text block starts with

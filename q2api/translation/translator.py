@@ -1,4 +1,5 @@
-"""Amazon Q reply frames → Claude stream events (PROTOCOL.md E2 and D6).
+"""Amazon Q reply frames → Claude stream events (docs/protocol.md#from-amazon-q-events-to-claude-events,
+docs/protocol.md#event-sequence).
 
 `StreamTranslator` is a pure state machine: decoded event-stream frames in,
 Anthropic SSE event dicts out, exactly as they go on the wire. With

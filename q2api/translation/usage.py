@@ -1,4 +1,4 @@
-"""Token usage of one reply, from the best source available (PROTOCOL.md E2).
+"""Token usage of one reply, from the best source available (docs/protocol.md#from-amazon-q-events-to-claude-events).
 
 Input tokens: `metadataEvent.tokenUsage.uncachedInputTokens` when the upstream
 reports it, else `contextUsageEvent.contextUsagePercentage` × the model's
