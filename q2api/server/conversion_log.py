@@ -47,7 +47,7 @@ def log_conversion(
         logger.bind(**record.fields).info(LINE_PREFIX)
     metrics.count_conversion(
         record.changes if record else {},
-        ((str(finding.kind), str(finding.severity)) for finding in (*conversion.report, *guard_findings)),
+        ((finding.kind, finding.severity) for finding in (*conversion.report, *guard_findings)),
     )
     for finding in conversion.report:
         if finding.severity is Severity.WARNING:

@@ -23,11 +23,14 @@ spellings clients send are unbounded), accounts appear by id and label.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -195,35 +198,49 @@ def observe_request(
     upstream_first_content_seconds: float | None = None,
 ) -> None:
     """One answered request (called where its log line is written), with where its time went."""
+    # Labels are given by position: prometheus_client's keyword form costs ~9 µs a call, this ~2 µs.
     route = route_label(route)
     model = model or NO_MODEL
-    REQUESTS.labels(route=route, model=model, status=str(status)).inc()
-    REQUEST_DURATION.labels(route=route).observe(max(seconds, 0.0))
+    REQUESTS.labels(route, model, str(status)).inc()
+    REQUEST_DURATION.labels(route).observe(max(seconds, 0.0))
     if first_content_seconds is not None:
-        TIME_TO_FIRST_TOKEN.labels(model=model).observe(max(first_content_seconds, 0.0))
+        TIME_TO_FIRST_TOKEN.labels(model).observe(max(first_content_seconds, 0.0))
     if prepare_seconds is not None:
-        PREPARE_DURATION.labels(route=route).observe(max(prepare_seconds, 0.0))
+        PREPARE_DURATION.labels(route).observe(max(prepare_seconds, 0.0))
     if upstream_headers_seconds is not None:
-        UPSTREAM_HEADERS.labels(model=model).observe(max(upstream_headers_seconds, 0.0))
+        UPSTREAM_HEADERS.labels(model).observe(max(upstream_headers_seconds, 0.0))
     if upstream_first_content_seconds is not None:
-        UPSTREAM_FIRST_CONTENT.labels(model=model).observe(max(upstream_first_content_seconds, 0.0))
+        UPSTREAM_FIRST_CONTENT.labels(model).observe(max(upstream_first_content_seconds, 0.0))
 
 
 def count_conversion(normalizations: Mapping[str, int], findings: Iterable[tuple[str, str]]) -> None:
     """One request's conversion: its changes to the conversation by kind (the `messages normalized:`
-    counts), and the (kind, severity) of every finding."""
+    counts), and the (kind, severity) of every finding — one increment per kind, however many
+    findings a long session's history repeats on every turn."""
     for kind, count in normalizations.items():
-        NORMALIZATIONS.labels(kind=kind).inc(count)
-    for kind, severity in findings:
-        FINDINGS.labels(kind=kind, severity=severity).inc()
+        _normalization_counter(kind).inc(count)
+    for (kind, severity), count in collections.Counter(findings).items():
+        _finding_counter(kind, severity).inc(count)
+
+
+# The labelled children of the per-request counters, looked up once: a request counts several
+# kinds, and a label lookup costs more than the increment. Bounded: the kinds are an enumeration.
+@functools.cache
+def _normalization_counter(kind: str) -> Any:
+    return NORMALIZATIONS.labels(kind)
+
+
+@functools.cache
+def _finding_counter(kind: str, severity: str) -> Any:
+    return FINDINGS.labels(kind, severity)
 
 
 def count_tool_loop(kind: str, mode: str) -> None:
-    TOOL_LOOPS.labels(kind=kind, mode=mode).inc()
+    TOOL_LOOPS.labels(kind, mode).inc()
 
 
 def count_capture(reason: str) -> None:
-    CAPTURES.labels(reason=reason).inc()
+    CAPTURES.labels(reason).inc()
 
 
 def stream_started() -> None:
