@@ -267,3 +267,35 @@ async def test_the_captures_commands_list_show_and_remove(tmp_path):
         status, _, _ = await run_cli("captures", "rm", capture_id, cwd=tmp_path)
         assert status == 0 and not path.exists()
         assert (await run_cli("captures", "show", capture_id, cwd=tmp_path))[0] == 1
+
+
+async def test_a_chat_completions_request_is_captured_and_replays_through_its_own_door(tmp_path):
+    image_url = f"data:image/png;base64,{IMAGE}"
+    body = {
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": SECRET_TEXT},
+                    {"type": "image_url", "image_url": {"url": image_url}},
+                ],
+            },
+        ],
+    }
+    async with open_gateway(tmp_path, **gateway_env(tmp_path)) as gw:
+        gw.sim.enqueue(scripts.improperly_formed())
+        async with gw.http() as http:
+            with capture_logs() as logs:
+                response = await http.post("/v1/chat/completions", json=body)
+        assert response.status_code == 400
+        [line] = [line for line in logs.lines if line.message.startswith("POST /v1/chat/completions")]
+        document = await wait_for_capture(tmp_path / "captures", line.extra["capture"])
+    path = tmp_path / "captures" / f"{line.extra['capture']}.json"
+    assert document["summary"]["route"] == "/v1/chat/completions"
+    assert IMAGE not in path.read_text() and CLIENT_KEY not in path.read_text()
+    sent_url = document["client_request"]["body"]["messages"][1]["content"][1]["image_url"]["url"]
+    assert sent_url.startswith("data:image/png;base64,<q2api placeholder:")
+    status, out, _ = await run_cli("replay", str(path), "--convert-only", "--diff", cwd=tmp_path)
+    assert status == 0 and "Same findings as when captured" in out and "is the one captured" in out, out
