@@ -25,6 +25,7 @@ from q2api.conversion.loop_guard import LoopMode
 AuthMethod = Literal["idc", "social"]
 LogFormat = Literal["text", "json"]
 UnknownModel = Literal["family", "reject", "default"]
+PromptCache = Literal["auto", "off"]
 
 DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
@@ -98,6 +99,9 @@ class Settings:
     body_timeout: float = 60.0
     keep_alive_timeout: int = 5
     max_connections: int = 400
+    # `auto`: a request's cache_control breakpoints become Amazon Q cachePoints for models whose
+    # catalogue says they take them (supportsPromptCache); `off`: none are sent.
+    prompt_cache: PromptCache = "auto"
 
     @property
     def auth_method(self) -> AuthMethod:
@@ -276,6 +280,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "body_timeout": ("Q2API_BODY_TIMEOUT", _number(float, 0, above=True)),
     "keep_alive_timeout": ("Q2API_KEEP_ALIVE_TIMEOUT", _number(int, 1)),
     "max_connections": ("Q2API_MAX_CONNECTIONS", _number(int, 1)),
+    "prompt_cache": ("Q2API_PROMPT_CACHE", _choice("auto", "off")),
 }
 
 ENV_VARIABLES: tuple[str, ...] = tuple(variable for variable, _ in _VARIABLES.values())

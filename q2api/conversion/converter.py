@@ -138,7 +138,15 @@ def convert_request(
         tuple(entries[lead : lead + len(builder_turns) - 1]),
         entries_at,
     )
-    return Conversion({"conversationState": state}, model, dict(builder.ids.tool_names), tuple(report), checkpoint)
+    return Conversion(
+        {"conversationState": state},
+        model,
+        dict(builder.ids.tool_names),
+        tuple(report),
+        checkpoint,
+        tuple(turn.message_indices for turn in turns),
+        entries_at - lead,
+    )
 
 
 def _history_entries(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,10 @@ class Conversion:
     report: tuple[Finding, ...]
     # Where the next request of the conversation can resume (q2api.conversion.checkpoints).
     checkpoint: Checkpoint | None = None
+    # The Claude message indices of each Amazon Q message built from turns, in order: history from
+    # `turns_at` on, then the current message (last). Prompt caching places its points by them.
+    turn_messages: tuple[Sequence[int], ...] = ()
+    turns_at: int = 0  # the history position of the first turn (after the system context pair)
 
     @property
     def history(self) -> list[ChatMessage]:

@@ -102,7 +102,15 @@ def _alias_target(requested: str, name: str, aliases: Mapping[str, str]) -> str 
 def _choice(model: CatalogueModel, long_context: bool, *, known: bool) -> ModelChoice:
     # The catalogue's window is the truth; without one, `[1m]` says what the client expects.
     window = model.max_input_tokens or (LONG_CONTEXT_WINDOW if long_context else model.context_window)
-    return ModelChoice(model.model_id, window, known, model.input_types, model.max_output_tokens)
+    return ModelChoice(
+        model.model_id,
+        window,
+        known,
+        model.input_types,
+        model.max_output_tokens,
+        prompt_cache=bool(model.prompt_cache),
+        reasoning=model.reasoning,
+    )
 
 
 def _listing(catalogue: Catalogue) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from q2api.amazonq.catalogue import (
     CatalogueModel,
     CatalogueSource,
 )
+from q2api.amazonq.reasoning_fields import ReasoningFields
 
 LONG_CONTEXT_WINDOW = 1_000_000
 LONG_CONTEXT_SUFFIX = "[1m]"
@@ -41,6 +42,10 @@ class ModelChoice:
     # text-only model) with a 400 instead of letting the upstream fail or the part vanish.
     input_types: frozenset[str] = TEXT_AND_IMAGE
     max_output_tokens: int | None = None  # None: the catalogue did not say
+    # The catalogue says the model takes `cachePoint`s (`supportsPromptCache`); unknown counts as no.
+    prompt_cache: bool = False
+    # Native reasoning (`additionalModelRequestFieldsSchema`); None: the `<thinking>` tag convention.
+    reasoning: ReasoningFields | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,12 @@ class Exchange:
     output_tokens: int = 0
     error: str | None = None
     account: str = "-"  # the label of the account that served it, when one did
+    account_id: str | None = None
+    # The credits Amazon Q metered for the reply (its `meteringEvent`s, PROTOCOL.md A13), and whether
+    # it metered any: a reply without a metering event has `credits` 0.0 and `credits_metered` False,
+    # which is "unknown", not "free". A usage ledger reads both.
+    credits: float = 0.0
+    credits_metered: bool = False
     # Told about the finished request right after its line is written (the admin API's activity ring).
     on_logged: Callable[[Exchange], None] | None = None
     ended: bool = False
@@ -50,11 +56,18 @@ class Exchange:
         self.input_tokens = input_tokens
 
     def record_upstream(
-        self, request_id: str | None, attempts: int | None, seconds: float | None, account: str | None = None
+        self,
+        request_id: str | None,
+        attempts: int | None,
+        seconds: float | None,
+        account: str | None = None,
+        account_id: str | None = None,
     ) -> None:
         self.upstream_request_id = request_id or "-"
         if account is not None:
             self.account = account
+        if account_id is not None:
+            self.account_id = account_id
         if attempts is not None:
             self.upstream_attempts = attempts
         self.upstream_seconds = seconds
@@ -64,9 +77,12 @@ class Exchange:
         if with_content and self.first_content_seconds is None:
             self.first_content_seconds = time.perf_counter() - self.started
 
-    def record_reply(self, stop_reason: str | None, output_tokens: int) -> None:
+    def record_reply(self, stop_reason: str | None, output_tokens: int, credits: float | None = None) -> None:
         self.stop_reason = stop_reason
         self.output_tokens = output_tokens
+        if credits is not None:
+            self.credits = credits
+            self.credits_metered = True
 
     def end(self, status: int, error: str | None = None) -> None:
         """The request is over: write its line (once, however many ways it ends)."""
@@ -89,6 +105,10 @@ class Exchange:
             seconds=total_seconds,
             first_content_seconds=self.first_content_seconds,
         )
+        if self.credits_metered:
+            metrics.observe_credits(
+                account_id=self.account_id, account=self.account, model=self.upstream_model, credits=self.credits
+            )
 
         logger.bind(
             request_id=self.request_id,
@@ -106,6 +126,13 @@ class Exchange:
             response_bytes=self.response_bytes,
             stop_reason=self.stop_reason or "-",
             output_tokens=self.output_tokens,
+            credits=_credits_field(self.credits) if self.credits_metered else "-",
         ).info(f"POST {self.route}" + (f" error={self.error}" if self.error else ""))
         if self.on_logged is not None:
             self.on_logged(self)
+
+
+def _credits_field(credits: float) -> str:
+    """Credits as the log shows them: Amazon Q meters to 0.01 (PROTOCOL.md A13); a few more digits
+    keep the sum of several calls exact without printing float noise."""
+    return f"{credits:.6f}".rstrip("0").rstrip(".") if credits else "0"

@@ -114,6 +114,12 @@ ACTIVE_STREAMS = Gauge(
     registry=_REGISTRY,
     multiprocess_mode="livesum",
 )
+CREDITS = Counter(
+    "q2api_credits",
+    "Credits Amazon Q metered for the replies served (its meteringEvent), by account and Amazon Q model.",
+    ["account_id", "account", "model"],
+    registry=_REGISTRY,
+)
 ACCOUNT_CREDITS_USED = Gauge(
     "q2api_account_credits_used",
     "Credits the account has used in its current period (Amazon Q getUsageLimits), last value seen.",
@@ -146,6 +152,11 @@ def observe_request(
     REQUEST_DURATION.labels(route=route).observe(max(seconds, 0.0))
     if first_content_seconds is not None:
         TIME_TO_FIRST_TOKEN.labels(model=model or NO_MODEL).observe(max(first_content_seconds, 0.0))
+
+
+def observe_credits(*, account_id: str | None, account: str, model: str, credits: float) -> None:
+    """The credits one reply was metered (called where its log line is written)."""
+    CREDITS.labels(account_id=account_id or "-", account=account or "-", model=model or NO_MODEL).inc(max(credits, 0.0))
 
 
 def stream_started() -> None:

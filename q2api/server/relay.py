@@ -34,10 +34,12 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
+from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
+from q2api.conversion.cache_points import with_cache_points
 from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
@@ -71,6 +73,7 @@ class Prepared:
     request: MessagesRequest
     conversion: Conversion
     input_tokens: int
+    payload: GenerateAssistantResponseRequest  # the conversion's body, with cache points where asked
 
 
 class MessagesRelay:
@@ -132,7 +135,10 @@ class MessagesRelay:
         )
         input_tokens = estimate_request_tokens(request)
         exchange.record_conversion(conversion.model.q_model_id, input_tokens)
-        return Prepared(call, request, conversion, input_tokens)
+        payload = conversion.payload
+        if self._settings.prompt_cache == "auto" and conversion.model.prompt_cache:
+            payload = with_cache_points(conversion, request, call.cache_breakpoints())
+        return Prepared(call, request, conversion, input_tokens, payload)
 
     # ------------------------------------------------------------ the endpoint
 
@@ -162,7 +168,7 @@ class MessagesRelay:
     async def _respond(self, exchange: Exchange, prepared: Prepared, door: FrontDoor) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
-            payload=prepared.conversion.payload,
+            payload=prepared.payload,
             model=request.model,
             input_tokens=prepared.input_tokens,
             context_window=prepared.conversion.model.context_window,

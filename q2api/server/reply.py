@@ -55,7 +55,9 @@ class Reply:
         self._translator = translator
         self._pump = ReplyPump(stream.chunks(), translator, stream.buffered)
         self._closed = False
-        exchange.record_upstream(stream.request_id, stream.attempts, stream.time_to_headers, stream.account_label)
+        exchange.record_upstream(
+            stream.request_id, stream.attempts, stream.time_to_headers, stream.account_label, stream.account_id
+        )
 
     @classmethod
     async def open(cls, upstream: UpstreamOpener, plan: ReplyPlan, exchange: Exchange) -> Reply:
@@ -129,7 +131,7 @@ class Reply:
         except Exception:  # a translator fault, already reported by the pump; the line must still be written
             output_tokens = 0
         outcome = self.exchange
-        outcome.record_reply(translator.stop_reason, output_tokens)
+        outcome.record_reply(translator.stop_reason, output_tokens, translator.credits)
         failure = error or self._pump.failure
         if abandoned is not None and not self._pump.finished:
             outcome.end(CLIENT_CLOSED_REQUEST, abandoned)

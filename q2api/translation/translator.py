@@ -116,6 +116,7 @@ class StreamTranslator:
             "toolUseEvent": self._on_tool_use,
             "metadataEvent": lambda payload, out: self._usage.note_metadata(payload),
             "contextUsageEvent": lambda payload, out: self._usage.note_context_usage(payload),
+            "meteringEvent": lambda payload, out: self._usage.note_metering(payload),
             "invalidStateEvent": self._on_invalid_state,
         }
 
@@ -142,6 +143,11 @@ class StreamTranslator:
     def finished(self) -> bool:
         """No more events will come: stop reading the upstream."""
         return self.lifecycle is Lifecycle.DONE or self.lifecycle is Lifecycle.FAILED
+
+    @property
+    def credits(self) -> float | None:
+        """The credits Amazon Q metered for this reply (PROTOCOL.md A13); None when it sent no metering event."""
+        return self._usage.credits
 
     @property
     def usage(self) -> Usage:
