@@ -18,6 +18,7 @@ from q2api.models.table import ModelChoice
 
 if TYPE_CHECKING:
     from q2api.conversion.checkpoints import Checkpoint
+    from q2api.conversion.web_search import WebSearchOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,8 @@ class Conversion:
     # `turns_at` on, then the current message (last). Prompt caching places its points by them.
     turn_messages: tuple[Sequence[int], ...] = ()
     turns_at: int = 0  # the history position of the first turn (after the system context pair)
+    # The request's web search tool, offered to the model as the `web_search` tool the server runs.
+    web_search: WebSearchOptions | None = None
 
     @property
     def history(self) -> list[ChatMessage]:

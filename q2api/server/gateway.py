@@ -38,6 +38,7 @@ from q2api.server.wiring import (
     refresh_endpoints,
     upstream_config,
     upstream_session,
+    web_searcher,
 )
 from q2api.settings import Settings
 
@@ -93,6 +94,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             settings=settings,
             models=models,
             on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None),
+            searcher=web_searcher(settings, session, pool),
         )
         await discovery.start()
         stack.push_async_callback(discovery.stop)

@@ -43,7 +43,9 @@ from q2api.conversion.cache_points import with_cache_points
 from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
+from q2api.conversion.native_thinking import native_reasoning
 from q2api.conversion.order_guard import validate_conversation
+from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
@@ -51,7 +53,7 @@ from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
-from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
+from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy
 from q2api.settings import Settings
@@ -84,9 +86,12 @@ class MessagesRelay:
         settings: Settings,
         models: ModelRouter,
         on_exchange_logged: Callable[[Exchange], None] | None = None,
+        searcher: WebSearcher | None = None,
     ) -> None:
-        """`on_exchange_logged` is told about each request once its log line is written."""
+        """`on_exchange_logged` is told about each request once its log line is written; `searcher`
+        runs the web searches of requests that offer Anthropic's web search tool."""
         self._upstream = upstream
+        self._searcher = searcher
         self._on_exchange_logged = on_exchange_logged
         self._settings = settings
         self._models = models
@@ -175,10 +180,15 @@ class MessagesRelay:
             tool_names=prepared.conversion.tool_names,
             stop_sequences=tuple(request.stop_sequences or ()),
             max_tokens=request.max_tokens,
-            thinking_tags=request.thinking is not None and request.thinking.enabled,
+            # A model that reasons natively sends its thinking in frames of its own, not in tags.
+            thinking_tags=request.thinking is not None
+            and request.thinking.enabled
+            and not native_reasoning(prepared.conversion.model.reasoning),
+            web_search=prepared.conversion.web_search,
+            first_search=requested_search(request, prepared.conversion.web_search),
         )
         try:
-            reply = await Reply.open(self._upstream, plan, exchange)
+            reply = await Reply.open(self._upstream, plan, exchange, self._searcher)
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error))
         try:
