@@ -79,9 +79,9 @@ def reasoning_request_fields(request: MessagesRequest, fields: ReasoningFields) 
 
 def _thinking_object(thinking: ThinkingConfig | None, fields: ReasoningFields) -> dict[str, Any] | None:
     types = fields.thinking_types
-    if not types:
-        return None
-    wanted = thinking.type if thinking is not None else "adaptive"
+    if not types or thinking is None:
+        return None  # an effort alone does not turn thinking on
+    wanted = thinking.type
     if wanted in types:
         kind = wanted
     elif "adaptive" in types:

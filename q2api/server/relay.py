@@ -48,7 +48,7 @@ from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
-from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
+from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
@@ -103,8 +103,9 @@ class MessagesRelay:
         # Lines logged here carry the request id: DirectRoutesApp put it in the log context.
         request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
-        model = self._models.resolve(request.model).choice
-        request = clamp_max_tokens(request, model)
+        resolution = self._models.resolve(request.model)
+        model = resolution.choice
+        request = with_variant(clamp_max_tokens(request, model), resolution.variant)
         loop_findings = detect_tool_loops(request, self._loop_policy)
         log_loop_findings(loop_findings)  # in block mode too: the reason is in the log before the 400
         refusal = loop_refusal(loop_findings, self._loop_policy)
