@@ -17,7 +17,7 @@ import pytest
 from q2api.testing import scripts
 from q2api.testing.simulated_mcp import search_results
 from q2api.testing.simulated_upstream import SIM_PROFILE_ARN
-from tests.support.gateway_harness import MODEL, CLIENT_KEY, Gateway, current_user_message, open_gateway, user
+from tests.support.gateway_harness import CLIENT_KEY, MODEL, Gateway, current_user_message, open_gateway, user
 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 WEATHER_TOOL = {
