@@ -43,7 +43,6 @@ from q2api.conversion.cache_points import with_cache_points
 from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
-from q2api.conversion.native_thinking import native_reasoning
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
@@ -181,10 +180,9 @@ class MessagesRelay:
             tool_names=prepared.conversion.tool_names,
             stop_sequences=tuple(request.stop_sequences or ()),
             max_tokens=request.max_tokens,
-            # A model that reasons natively sends its thinking in frames of its own, not in tags.
-            thinking_tags=request.thinking is not None
-            and request.thinking.enabled
-            and not native_reasoning(prepared.conversion.model.reasoning),
+            # Also for a model that reasons natively (its reasoning comes in frames of its own): one
+            # that still writes tags gets them split, by the same rules as any other.
+            thinking_tags=request.thinking is not None and request.thinking.enabled,
             web_search=prepared.conversion.web_search,
             first_search=requested_search(request, prepared.conversion.web_search),
         )
