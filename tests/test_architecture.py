@@ -33,7 +33,11 @@ def test_tests_share_helpers_through_tests_support_only():
     offending = []
     for path in (ROOT / "tests").rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests."):
-                if node.module.rsplit(".", 1)[-1].startswith("test_"):
-                    offending.append(f"{path.relative_to(ROOT)} imports {node.module}")
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("tests.")
+                and node.module.rsplit(".", 1)[-1].startswith("test_")
+            ):
+                offending.append(f"{path.relative_to(ROOT)} imports {node.module}")
     assert offending == []

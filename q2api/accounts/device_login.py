@@ -1,6 +1,6 @@
 """Device-code login with AWS SSO OIDC: a new Builder ID or IAM Identity Center account.
 
-Three calls (PROTOCOL.md C1; botocore's `sso-oidc` model):
+Three calls (docs/protocol.md#device-code-login; botocore's `sso-oidc` model):
 
 1. `POST {oidc}/client/register` (RegisterClient): a public client with the
    CodeWhisperer scopes → `clientId`, `clientSecret`, `clientSecretExpiresAt`;

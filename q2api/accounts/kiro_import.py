@@ -1,6 +1,6 @@
 """Logins that Kiro IDE, kiro-cli and the Amazon Q CLI already hold, read for `q2api accounts import`.
 
-Two formats (PROTOCOL.md C1.1, C2):
+Two formats (docs/protocol.md#where-clients-keep-their-logins):
 
 * **Kiro IDE**: ``~/.aws/sso/cache/kiro-auth-token.json`` (camelCase:
   ``accessToken``, ``refreshToken``, ``expiresAt``, ``authMethod`` ``social`` or

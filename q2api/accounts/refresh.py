@@ -21,7 +21,7 @@ from q2api.accounts.records import Account
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, sanitize_error_code
 from q2api.amazonq.proxy import proxy_route
 
-# OAuth / OIDC error codes meaning "this credential will never work again" (PROTOCOL.md C1).
+# OAuth / OIDC error codes meaning "this credential will never work again" (docs/protocol.md#aws-sso-oidc).
 _DEAD_CREDENTIAL_CODES = frozenset(
     {
         "invalid_grant",

@@ -1,4 +1,4 @@
-"""The models an account may use, as `ListAvailableModels` lists them (PROTOCOL.md A6).
+"""The models an account may use, as `ListAvailableModels` lists them (docs/protocol.md#model-catalogue).
 
 Catalogues differ by plan and region, so each account has its own. The built-in table
 (`q2api.models.table`) is the catalogue of last resort, when Amazon Q cannot be asked and no
@@ -41,9 +41,9 @@ class CatalogueModel:
     max_output_tokens: int | None = None
     input_types: frozenset[str] = TEXT_AND_IMAGE  # "text", "image"
     description: str = ""
-    # `supportsPromptCache` (PROTOCOL.md A6): None when the catalogue does not say.
+    # `supportsPromptCache` (docs/protocol.md#model-catalogue): None when the catalogue does not say.
     prompt_cache: bool | None = None
-    # Native reasoning, from `additionalModelRequestFieldsSchema` (A12); None = the `<thinking>` tag convention.
+    # Native reasoning, from `additionalModelRequestFieldsSchema` (docs/protocol.md#native-thinking); None = the `<thinking>` tag convention.
     reasoning: ReasoningFields | None = None
 
     @property

@@ -1,4 +1,4 @@
-"""An account's credits, as `getUsageLimits` reports them (PROTOCOL.md A7).
+"""An account's credits, as `getUsageLimits` reports them (docs/protocol.md#credits).
 
 Credits left = the sum over the usage breakdown of (limit − used), active bonuses and an active
 free trial included. A failure to read them is never a reason to fail a chat request.

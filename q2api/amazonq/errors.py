@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import orjson
 
 BEARER_INVALID_TEXT = "bearer token included in the request is invalid"
-# Texts, reasons and codes Amazon Q uses for its failures (PROTOCOL.md A5).
+# Texts, reasons and codes Amazon Q uses for its failures (docs/protocol.md#errors).
 _CONTEXT_OVERFLOW_MARKERS = ("CONTENT_LENGTH_EXCEEDS_THRESHOLD", "Input is too long")
 _MONTHLY_MARKERS = ("MONTHLY_REQUEST_COUNT", "reached for this month")
 _QUOTA_MARKERS = (
@@ -87,7 +87,7 @@ SIGNATURE_INVALID_REASON = "THINKING_SIGNATURE_INVALID"
 
 
 def is_signature_refusal(error: UpstreamHTTPError) -> bool:
-    """Amazon Q refused a thinking signature of the history (PROTOCOL.md A12: HTTP 400, reason
+    """Amazon Q refused a thinking signature of the history (docs/protocol.md#native-thinking: HTTP 400, reason
     THINKING_SIGNATURE_INVALID; peers match the reason anywhere in the body)."""
     return error.status == 400 and (
         error.reason == SIGNATURE_INVALID_REASON or SIGNATURE_INVALID_REASON in (error.message or "")
@@ -184,7 +184,8 @@ class FailureKind(enum.Enum):
 
 
 def classify_failure(status: int | None, code: str | None, message: str, reason: str | None) -> FailureKind:
-    """The one classifier of Amazon Q failures; order follows the Q CLI's own (PROTOCOL.md A5.4).
+    """The one classifier of Amazon Q failures; order follows the Q CLI's own
+    (docs/protocol.md#classifying-a-failure).
 
     `status` is the HTTP status of an error reply, or None for an exception
     frame inside a 200 event stream.
@@ -216,7 +217,8 @@ def is_suspension(reason: str | None, message: str) -> bool:
 
 
 def sanitize_error_code(raw: str | None) -> str | None:
-    """`com.amazon.aws.codewhisperer#ThrottlingException:http://…` → `ThrottlingException` (A5.1)."""
+    """`com.amazon.aws.codewhisperer#ThrottlingException:http://…` → `ThrottlingException`
+    (docs/protocol.md#reading-an-error-reply)."""
     if not raw:
         return None
     code = raw.split(":", 1)[0]
@@ -227,7 +229,8 @@ def sanitize_error_code(raw: str | None) -> str | None:
 def parse_error_reply(
     status: int, headers: Mapping[str, str], body: bytes, request_id: str | None = None
 ) -> UpstreamHTTPError:
-    """Build the error from a non-200 reply: code, message and reason as PROTOCOL.md A5.1 describes."""
+    """Build the error from a non-200 reply: code, message and reason as
+    docs/protocol.md#reading-an-error-reply describes."""
     document: object = None
     try:
         document = orjson.loads(body) if body else None

@@ -1,4 +1,4 @@
-"""What a model takes in `additionalModelRequestFields`: its native reasoning switches (PROTOCOL.md A12).
+"""What a model takes in `additionalModelRequestFields`: its native reasoning switches (docs/protocol.md#native-thinking).
 
 `ListAvailableModels` advertises, per model, an `additionalModelRequestFieldsSchema` (a JSON
 schema; JW `kiro/native_reasoning.py` quotes the one of `claude-opus-4.6`): the `thinking.type`

@@ -1,6 +1,6 @@
 """The non-streaming CodeWhisperer calls beside chat: `ListAvailableModels` and `GetUsageLimits`.
 
-Each exists in two wire flavours on the same host (PROTOCOL.md A6, A7):
+Each exists in two wire flavours on the same host (docs/protocol.md#transport):
 
 * REST — `GET {endpoint}/{operation}?origin=AI_EDITOR&…`, what Kiro clients send;
 * awsJson 1.0 — `POST {endpoint}` with `X-Amz-Target: AmazonCodeWhispererService.{Operation}` and the

@@ -1,8 +1,9 @@
 """The Amazon Q `GenerateAssistantResponse` request body, as TypedDicts, and its field limits.
 
-Shapes and constraints follow PROTOCOL.md A2. The body is built as plain dicts (it goes
+Shapes and constraints follow docs/protocol.md#request-body. The body is built as plain dicts (it goes
 straight to orjson); these types document it and let a type checker follow it. Optional
-members are `NotRequired`: absent optional fields are omitted, never sent as `null` (A2.1).
+members are `NotRequired`: absent optional fields are omitted, never sent as `null`
+(docs/protocol.md#json-encoding-rules).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, NotRequired, TypedDict, final
 
-# ---------------------------------------------------------------- limits (PROTOCOL.md A2)
+# ---------------------------------------------------------------- limits (docs/protocol.md#request-body)
 
 MAX_TOOL_NAME_LENGTH = 64
 MAX_TOOL_USE_ID_LENGTH = 64
@@ -66,7 +67,7 @@ class ToolSpecification(TypedDict):
 
 
 class CachePoint(TypedDict):
-    type: Literal["default"]  # the only value (PROTOCOL.md A13)
+    type: Literal["default"]  # the only value (docs/protocol.md#prompt-caching-and-metering)
 
 
 class Tool(TypedDict, total=False):
@@ -102,7 +103,7 @@ class ReasoningText(TypedDict):
 
 
 class ReasoningContent(TypedDict, total=False):
-    """A union (PROTOCOL.md A2, A12): signed reasoning text, or the encrypted reasoning of a model that redacts it."""
+    """A union (docs/protocol.md#native-thinking): signed reasoning text, or the encrypted reasoning of a model that redacts it."""
 
     reasoningText: ReasoningText
     redactedContent: str  # base64
@@ -141,5 +142,5 @@ class GenerateAssistantResponseRequest(TypedDict):
     conversationState: ConversationState
     profileArn: NotRequired[str]  # added by the upstream client
     # Native reasoning switches, checked by the service against the model's
-    # `additionalModelRequestFieldsSchema` (PROTOCOL.md A12).
+    # `additionalModelRequestFieldsSchema` (docs/protocol.md#native-thinking).
     additionalModelRequestFields: NotRequired[dict[str, JSONDocument]]

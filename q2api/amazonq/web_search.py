@@ -1,10 +1,10 @@
-"""Kiro's web search: the MCP `tools/call web_search` on an account's host (PROTOCOL.md A11).
+"""Kiro's web search: the MCP `tools/call web_search` on an account's host (docs/protocol.md#web-search).
 
     outcome = await WebSearchClient(session, pool, host_of).search("python 3.14 release", account_id=…)
     outcome.results   # tuple of SearchResult (empty: the search found nothing), or None on failure
     outcome.error     # None, or why it failed, as an Anthropic `web_search_tool_result_error` code
 
-Wire facts (all [3P], A11):
+Wire facts (all peer reports, docs/protocol.md#web-search):
 
 * `POST <host>/mcp`, JSON-RPC 2.0: `{"id", "jsonrpc": "2.0", "method": "tools/call",
   "params": {"name": "web_search", "arguments": {"query": …}}}`; the id as Kiro clients make it,

@@ -7,7 +7,7 @@ retry or compact exactly as they would against the real API.
     AnthropicError (Exception)         (status, message, error_type, headers) → the envelope
                                        {"type":"error","error":{"type":…,"message":…},"request_id":…}
 
-One class rather than a tree: the SDKs classify by HTTP status (PROTOCOL.md D7.2), so the
+One class rather than a tree: the SDKs classify by HTTP status (docs/protocol.md#errors-the-sdks-classify), so the
 status and `error.type` carried here are the whole classification.
 """
 

@@ -1,4 +1,4 @@
-"""The Claude stream events, typed once (PROTOCOL.md D6.2, D6.3).
+"""The Claude stream events, typed once (docs/protocol.md#event-sequence).
 
 Plain dicts at run time — what `orjson.dumps` writes is exactly what the SDKs
 parse — and TypedDicts for the type checker, so a misspelt key or a missing

@@ -1,4 +1,4 @@
-"""Stream events → the non-streaming `Message` JSON (PROTOCOL.md D5).
+"""Stream events → the non-streaming `Message` JSON (docs/protocol.md#the-message-json).
 
 Non-streaming replies are built from the very same events the SSE path
 sends, so both paths agree by construction. Accumulation follows the SDK's

@@ -1,4 +1,4 @@
-"""Server-sent events as the Anthropic SDKs parse them (PROTOCOL.md D6.1).
+"""Server-sent events as the Anthropic SDKs parse them (docs/protocol.md#server-sent-events).
 
 Every event is an ``event:`` line naming its type (the SDK skips events
 without one) and exactly one ``data:`` line of compact JSON (orjson never

@@ -37,10 +37,11 @@ from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_
 from q2api.cli.store_copy import copy_accounts
 from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
+from q2api.settings.command_inputs import NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
 
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
-NEW_REFRESH_TOKEN_VARIABLE = "Q2API_NEW_REFRESH_TOKEN"
-NEW_CLIENT_SECRET_VARIABLE = "Q2API_NEW_CLIENT_SECRET"
+NEW_REFRESH_TOKEN_VARIABLE = NEW_REFRESH_TOKEN.name
+NEW_CLIENT_SECRET_VARIABLE = NEW_CLIENT_SECRET.name
 SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE)
 
 EXIT_OK = 0

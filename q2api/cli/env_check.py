@@ -1,8 +1,13 @@
-"""Start-up warnings for `Q2API_*` / `AMAZONQ_*` variables that q2api does not know.
+"""Start-up warnings about variables: misspelt names q2api would ignore, and deprecated ones it still reads.
 
 A misspelt setting (`Q2API_LOG_LEVL=DEBUG`) is otherwise ignored in silence and
-the operator wonders why nothing changed. Only names are reported, never
-values: a misspelt `AMAZONQ_REFRESH_TOKNE` still holds a secret.
+the operator wonders why nothing changed. Every name q2api reads is known
+here, from the settings table: a name in one of q2api's own prefix families
+(`Q2API_*`, `AMAZONQ_*`) that is not one of them is reported, with the closest
+known name. Any other name may be another program's, so it is reported only as
+a near miss of a known one: `DEBUG_MESAGE_CONVERSION`, or a misspelt prefix
+(`Q2PI_LOG_LEVEL`). Only names are
+reported, never values: a misspelt `AMAZONQ_REFRESH_TOKNE` still holds a secret.
 """
 
 from __future__ import annotations
@@ -14,9 +19,15 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from q2api.settings import ENV_VARIABLES
+from q2api.settings import DEPRECATED_VARIABLES, READ_VARIABLES
 
+# Every name in these families is q2api's, so any unknown one is a mistake.
 PREFIXES = ("Q2API_", "AMAZONQ_")
+# How alike (difflib's ratio, 0..1) a name must be to a known one to be worth a suggestion; and, for a
+# name outside the families (which may well be another program's), to be reported at all: one edit in
+# a name of 15 characters still scores about 0.93, while other programs' names score far lower.
+SUGGESTION_CUTOFF = 0.6
+NEAR_MISS_CUTOFF = 0.85
 # Read by tools beside the gateway, not by its settings.
 TOOL_VARIABLES = ("Q2API_CALIBRATION_DIR",)  # bench/calibrate_tokens.py
 
@@ -32,19 +43,62 @@ class UnknownVariable:
         return f"unknown setting {self.name} in {self.source} is ignored{hint}"
 
 
-def unknown_variables(
-    env: Mapping[str, str], env_file: str | Path | None = ".env", *, known: Iterable[str] = ()
-) -> list[UnknownVariable]:
-    """The q2api-looking variables of `env` and `env_file` that are not settings, each with its closest match."""
-    names = {*ENV_VARIABLES, *TOOL_VARIABLES, *known}
+@dataclasses.dataclass(frozen=True)
+class DeprecatedVariable:
+    name: str
+    source: str
+    replacement: str
+
+    def warning(self) -> str:
+        return f"setting {self.name} in {self.source} is deprecated and will be removed: {self.replacement}"
+
+
+def _sources(env: Mapping[str, str], env_file: str | Path | None) -> list[tuple[str, Iterable[str]]]:
     sources: list[tuple[str, Iterable[str]]] = [("the environment", env)]
     if env_file is not None and Path(env_file).is_file():
         sources.append((str(env_file), dotenv_values(env_file)))
+    return sources
+
+
+def unknown_variables(
+    env: Mapping[str, str], env_file: str | Path | None = ".env", *, known: Iterable[str] = ()
+) -> list[UnknownVariable]:
+    """The q2api-looking variables of `env` and `env_file` that q2api does not read, each with its closest match."""
+    names = sorted({*READ_VARIABLES, *TOOL_VARIABLES, *known})
     found: list[UnknownVariable] = []
-    for source, variables in sources:
+    for source, variables in _sources(env, env_file):
         for name in sorted(variables):
-            if name in names or not name.upper().startswith(PREFIXES):
+            if name in names:
                 continue
-            close = difflib.get_close_matches(name.upper(), sorted(names), n=1, cutoff=0.6)
+            if name.upper().startswith(PREFIXES):
+                close = _close_in_family(name.upper(), names)
+            else:
+                close = difflib.get_close_matches(name.upper(), names, n=1, cutoff=NEAR_MISS_CUTOFF)
+                if not close:
+                    continue  # another program's variable
             found.append(UnknownVariable(name, source, close[0] if close else None))
     return found
+
+
+def _close_in_family(name: str, names: list[str]) -> list[str]:
+    """The closest known name to a name of q2api's own families, if the parts after the family
+    prefix are alike too: the prefix alone makes two names look similar (`Q2API_FROBNICATE` is
+    nothing like `Q2API_PROMPT_CACHE`)."""
+    for match in difflib.get_close_matches(name, names, n=1, cutoff=SUGGESTION_CUTOFF):
+        prefix = next((prefix for prefix in PREFIXES if name.startswith(prefix) and match.startswith(prefix)), "")
+        if (
+            not prefix
+            or difflib.SequenceMatcher(None, name[len(prefix) :], match[len(prefix) :]).ratio() >= SUGGESTION_CUTOFF
+        ):
+            return [match]
+    return []
+
+
+def deprecated_variables(env: Mapping[str, str], env_file: str | Path | None = ".env") -> list[DeprecatedVariable]:
+    """The deprecated settings `env` and `env_file` still set, each with what replaces it."""
+    return [
+        DeprecatedVariable(name, source, DEPRECATED_VARIABLES[name])
+        for source, variables in _sources(env, env_file)
+        for name in sorted(variables)
+        if name in DEPRECATED_VARIABLES
+    ]

@@ -22,15 +22,6 @@ if TYPE_CHECKING:
 EXIT_BAD_SETTINGS = 2
 # The factory each uvicorn worker process imports and calls (see `logged_app_from_environment`).
 SERVE_APP_FACTORY = "q2api.cli.main:logged_app_from_environment"
-# `q2api serve` flags (argparse destination) → the variable each one sets.
-TRANSPORT_FLAGS = {
-    "max_header_bytes": "Q2API_MAX_HEADER_BYTES",
-    "max_headers": "Q2API_MAX_HEADERS",
-    "header_timeout": "Q2API_HEADER_TIMEOUT",
-    "body_timeout": "Q2API_BODY_TIMEOUT",
-    "keep_alive_timeout": "Q2API_KEEP_ALIVE_TIMEOUT",
-    "max_connections": "Q2API_MAX_CONNECTIONS",
-}
 
 
 def logged_app_from_environment() -> Starlette:
@@ -59,18 +50,17 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
     from loguru import logger
 
-    from q2api.cli.accounts import SECRET_INPUT_VARIABLES
-    from q2api.cli.env_check import unknown_variables
+    from q2api.cli.env_check import deprecated_variables, unknown_variables
     from q2api.cli.metrics_dir import metrics_directory
     from q2api.server.logging_setup import configure_logging
     from q2api.server.transport import transport_limits, uvicorn_options
-    from q2api.settings import SettingsError, load_settings
+    from q2api.settings import VARIABLES, SettingsError, load_settings
 
     # A flag is its environment variable for this process and its workers (which read the environment).
-    for option, variable in TRANSPORT_FLAGS.items():
-        value = getattr(args, option)
+    for variable in VARIABLES:
+        value = getattr(args, variable.field, None) if variable.flag else None
         if value is not None:
-            os.environ[variable] = value
+            os.environ[variable.name] = value
     try:
         settings = load_settings()  # fail fast, before uvicorn starts, on a bad setting
     except SettingsError as exc:
@@ -81,8 +71,10 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"q2api: {store_problem}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     configure_logging(settings.log_level, settings.log_format)
-    for unknown in unknown_variables(os.environ, known=SECRET_INPUT_VARIABLES):
-        logger.warning(unknown.warning())
+    for warning in [notice.warning() for notice in deprecated_variables(os.environ)] + [
+        notice.warning() for notice in unknown_variables(os.environ)
+    ]:
+        logger.warning(warning)
     # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
     with metrics_directory():
         uvicorn.run(
@@ -158,6 +150,29 @@ def _port(raw: str) -> int:
     return value
 
 
+def _add_setting_flags(serve: argparse.ArgumentParser) -> None:
+    """The settings the table marks as `serve` flags, under their group; each sets its variable."""
+    from q2api.settings import VARIABLES
+    from q2api.settings.reference import first_sentence
+
+    flagged = [(variable, variable.flag) for variable in VARIABLES if variable.flag]
+    for group in dict.fromkeys(variable.group for variable, _ in flagged):
+        arguments = serve.add_argument_group(
+            group.title.lower(), "each flag wins over its environment variable (docs/configuration.md)"
+        )
+        for variable, flag in flagged:
+            if variable.group is not group:
+                continue
+            what = first_sentence(variable.description).replace("`", "").replace("%", "%%")
+            default = variable.default_text or "none"
+            arguments.add_argument(
+                flag,
+                dest=variable.field,
+                metavar=variable.flag_metavar,
+                help=f"{what} ({variable.name}, default {default})",
+            )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from q2api import __version__
 
@@ -175,18 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=_positive_int, default=1, help="worker processes sharing one data dir (default: 1)"
     )
-    limits = serve.add_argument_group(
-        "transport limits", "each flag overrides its environment variable (defaults in the README)"
-    )
-    from q2api import settings as settings_module
-
-    for option, variable in TRANSPORT_FLAGS.items():
-        default = getattr(settings_module.Settings, option)  # the dataclass default, e.g. 65536
-        limits.add_argument(
-            "--" + option.replace("_", "-"),
-            metavar="SECONDS" if option.endswith("timeout") else "N",
-            help=f"{variable} (default {default:g})",
-        )
+    _add_setting_flags(serve)
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser(

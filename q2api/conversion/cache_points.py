@@ -1,4 +1,4 @@
-"""Claude `cache_control` breakpoints → Amazon Q `cachePoint`s (PROTOCOL.md A13). Pure.
+"""Claude `cache_control` breakpoints → Amazon Q `cachePoint`s (docs/protocol.md#prompt-caching-and-metering). Pure.
 
 Amazon Q takes `cachePoint: {"type": "default"}` as a member of a user or assistant message and
 as an element of the `tools` list [R QCLI `shape_user_input_message.rs`,
@@ -9,7 +9,7 @@ Q message that Claude message went into (merged turns share one); a breakpoint o
 `cachePoint` element right after that tool's spec. Several breakpoints landing on one message
 make one point.
 
-What no source shows is Kiro honouring them (A13: "no peer shows Kiro honouring cachePoint"), so
+What no source shows is Kiro honouring them (docs/protocol.md#prompt-caching-and-metering: no peer shows Kiro honouring one), so
 the figures the client sees are only ever what the upstream reports back
 (`metadataEvent.tokenUsage.cacheReadInputTokens` / `cacheWriteInputTokens`, q2api.translation.usage)
 — zero when it reports nothing, never an estimate.

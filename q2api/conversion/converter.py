@@ -131,7 +131,7 @@ def convert_request(
         current.setdefault("userInputMessageContext", {})["tools"] = tools
     current["modelId"] = model.q_model_id
 
-    # Filled key by key so the body keeps Amazon Q's documented key order (PROTOCOL.md A2.2).
+    # Filled key by key so the body keeps Amazon Q's documented key order (docs/protocol.md#an-example-body).
     state = cast(ConversationState, {})
     if options.conversation_id:
         state["conversationId"] = options.conversation_id

@@ -25,7 +25,7 @@ def conversion_summary(
     conversion: Conversion,
     findings: Iterable[Finding] = (),
 ) -> str:
-    """The summary of INTERFACE.md, then one line per report finding and per extra (guard) finding."""
+    """The summary of docs/troubleshooting.md#the-debug-summary, then one line per report finding and per extra (guard) finding."""
     history = conversion.history
     lines = [
         SUMMARY_HEADER,

@@ -1,6 +1,6 @@
 """Tool names and tool-use ids that Amazon Q accepts, derived reversibly from the client's.
 
-Amazon Q allows 1..64 characters of `[a-zA-Z0-9_-]` for both (PROTOCOL.md A2); MCP tools are
+Amazon Q allows 1..64 characters of `[a-zA-Z0-9_-]` for both (docs/protocol.md#request-body); MCP tools are
 routinely longer (`mcp__server__some_long_tool_name`) or contain dots. A valid name is kept as
 is; any other becomes a readable prefix plus a short hash of the full original. The hash makes
 the result deterministic — the same name maps to the same Q name on every turn, so the history

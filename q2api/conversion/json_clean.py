@@ -1,5 +1,5 @@
 """Remove what Amazon Q rejects from JSON documents (schemas, tool inputs): `null` values
-anywhere (A2.1) and, in tool inputs, empty-string keys (A3.3).
+anywhere and, in tool inputs, empty-string keys (docs/protocol.md#json-encoding-rules).
 
 Most documents are already clean, so the check runs first on the msgspec encoding (C speed,
 no copy); only a document that may need it is rebuilt. A token found inside a string is a

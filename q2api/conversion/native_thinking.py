@@ -1,7 +1,7 @@
 """Claude's thinking request → Amazon Q's native reasoning fields, for models that take them. Pure.
 
 A model whose catalogue entry advertises an `additionalModelRequestFieldsSchema`
-(q2api.amazonq.reasoning_fields, PROTOCOL.md A12) reasons natively: the request's
+(q2api.amazonq.reasoning_fields, docs/protocol.md#native-thinking) reasons natively: the request's
 `thinking` (`enabled` with `budget_tokens`, `adaptive`, `disabled`, `display`) and
 `output_config.effort` travel as top-level `additionalModelRequestFields`, built only from the
 properties that schema declares (the service refuses any other). The reply's
@@ -22,10 +22,10 @@ No thinking asked for (no `thinking`, no effort) sends nothing: the model's defa
 
 History: a `thinking` block signed by the upstream goes back as
 `assistantResponseMessage.reasoningContent.reasoningText {text, signature}` and a
-`redacted_thinking` block as `reasoningContent.redactedContent` (A12 "Replay"), one per assistant
+`redacted_thinking` block as `reasoningContent.redactedContent` (docs/protocol.md#native-thinking), one per assistant
 message (the field is not a list; later ones travel as text). Unsigned thinking, or thinking
 signed by q2api itself (tag-convention replies, `q2api.` signatures), travels as text: unsigned
-reasoning is refused upstream (A12).
+reasoning is refused upstream.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def signed_reasoning(text: str, signature: str | None) -> ReasoningContent | Non
 
 def without_reasoning(payload: dict[str, Any]) -> dict[str, Any] | None:
     """`payload` with every history `reasoningContent` removed, for the one retry after Amazon Q
-    refused a signature (THINKING_SIGNATURE_INVALID, A12: "drop reasoningContent from every history
+    refused a signature (THINKING_SIGNATURE_INVALID; peers "drop reasoningContent from every history
     assistant message and resend once"); None when there is none to remove. The history messages
     are copied, never changed (they may be shared with conversion checkpoints)."""
     state = payload["conversationState"]

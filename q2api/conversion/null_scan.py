@@ -1,6 +1,6 @@
 """Whether a JSON value holds a null anywhere: the exact answer, without reading any text.
 
-Amazon Q rejects `null` wherever it sits (PROTOCOL.md A2.1), so the order guard looks for one in
+Amazon Q rejects `null` wherever it sits (docs/protocol.md#json-encoding-rules), so the order guard looks for one in
 every converted body. A null can only be a dict's value or a list's item, never part of a string,
 so the scan visits the containers level by level (`q2api.anthropic.json_levels`, at C speed) and never the
 text: the cost follows the shape of the body, not its size.

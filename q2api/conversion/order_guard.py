@@ -1,5 +1,5 @@
 """The order guard: the converted Amazon Q body checked against the rules the service enforces
-(PROTOCOL.md A2/A3).
+(docs/protocol.md#request-body, docs/protocol.md#conversation-rules).
 
 The converter repairs everything it can, so its output must always pass; a finding here is a
 converter bug, worth logging loudly, never the client's fault.

@@ -1,4 +1,5 @@
-"""System text → conversation context (Amazon Q has no system field, PROTOCOL.md A2).
+"""System text → conversation context (Amazon Q has no system field,
+docs/protocol.md#request-body).
 
 Placement, and why:
 

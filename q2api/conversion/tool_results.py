@@ -2,7 +2,7 @@
 text, and the answered list of a user turn ordered as the tool uses it answers.
 
 Amazon Q requires every tool use of an assistant turn to be answered by the very next user
-turn, and every toolResult there to answer one of them (PROTOCOL.md A3.1). A result lost on
+turn, and every toolResult there to answer one of them (docs/protocol.md#conversation-rules). A result lost on
 the way is the classic cause of infinite tool loops: the model never sees the output and
 calls the tool again. So nothing is dropped: unmatched results travel as text, unanswered
 tool uses get the Amazon Q CLI's own "cancelled" error result.

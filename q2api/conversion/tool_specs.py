@@ -1,6 +1,6 @@
 """Claude `tools` → the Amazon Q `tools` of the current message.
 
-Amazon Q rules (PROTOCOL.md A2, A3.1): names of 1..64 `[a-zA-Z0-9_-]` characters, descriptions
+Amazon Q rules (docs/protocol.md#request-body, docs/protocol.md#conversation-rules): names of 1..64 `[a-zA-Z0-9_-]` characters, descriptions
 of 1..10,240 characters, a JSON-schema document without nulls, and every tool name used in
 history present in the list. Anthropic's web search server tool becomes a `web_search` tool the
 server runs (q2api.conversion.web_search); other server tools (`bash_20250124`, …) cannot run on

@@ -1,4 +1,4 @@
-"""Anthropic's web search server tool on Amazon Q (PROTOCOL.md A11), the request side. Pure.
+"""Anthropic's web search server tool on Amazon Q (docs/protocol.md#web-search), the request side. Pure.
 
 Amazon Q cannot run Anthropic's server tools, but Kiro can search the web (its MCP
 `web_search`, q2api.amazonq.web_search). So a request that offers `web_search_20250305` (or a

@@ -6,7 +6,7 @@ in `q2api.conversion`):
 - `messages normalized:` (INFO) with `before`, `after` and one `kind=count` per kind of change,
   bound as fields so the JSON log carries them as data, whatever the debug flag says;
 - `conversion finding: [warning] …` (WARNING) for everything dropped or replaced, with the reason;
-- with `DEBUG_MESSAGE_CONVERSION`, the summary block of INTERFACE.md (one multi-line message,
+- with `DEBUG_MESSAGE_CONVERSION`, the summary block of docs/troubleshooting.md#the-debug-summary (one multi-line message,
   which the text log writes as whole lines) and, at DEBUG, the redacted reproducers.
 """
 

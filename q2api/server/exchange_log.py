@@ -38,7 +38,7 @@ class Exchange:
     error: str | None = None
     account: str = "-"  # the label of the account that served it, when one did
     account_id: str | None = None
-    # The credits Amazon Q metered for the reply (its `meteringEvent`s, PROTOCOL.md A13), and whether
+    # The credits Amazon Q metered for the reply (its `meteringEvent`s, docs/protocol.md#prompt-caching-and-metering), and whether
     # it metered any: a reply without a metering event has `credits` 0.0 and `credits_metered` False,
     # which is "unknown", not "free". A usage ledger reads both.
     credits: float = 0.0
@@ -133,6 +133,6 @@ class Exchange:
 
 
 def _credits_field(credits: float) -> str:
-    """Credits as the log shows them: Amazon Q meters to 0.01 (PROTOCOL.md A13); a few more digits
+    """Credits as the log shows them: Amazon Q meters to 0.01 (docs/protocol.md#prompt-caching-and-metering); a few more digits
     keep the sum of several calls exact without printing float noise."""
     return f"{credits:.6f}".rstrip("0").rstrip(".") if credits else "0"

@@ -19,7 +19,7 @@ on. Claude Code's WebSearch requests (`ReplyPlan.first_search`) start with the
 search itself.
 
 Opening a call, Amazon Q may refuse a thinking signature of the history
-(`THINKING_SIGNATURE_INVALID`, PROTOCOL.md A12: signatures are bound to the
+(`THINKING_SIGNATURE_INVALID`, docs/protocol.md#native-thinking: signatures are bound to the
 account that made them). The call is made once more without the history's
 reasoning (logged at WARNING), never failed for it.
 """

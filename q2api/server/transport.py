@@ -44,7 +44,7 @@ _LINGER_SECONDS = 1.0
 
 @dataclasses.dataclass(frozen=True)
 class TransportLimits:
-    """The transport settings (defaults and meaning in q2api.settings and the README)."""
+    """The transport settings (defaults and meaning in q2api.settings and docs/configuration.md)."""
 
     max_header_bytes: int
     max_headers: int

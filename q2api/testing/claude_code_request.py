@@ -1,4 +1,4 @@
-"""A generator of Claude Code-shaped `/v1/messages` bodies (FIELD_NOTES.md, "What real clients send").
+"""A generator of Claude Code-shaped `/v1/messages` bodies (docs/protocol.md#what-real-clients-send).
 
     body = claude_code_request(size_kb=200)   # a dict; orjson.dumps(body) is the wire body
 

@@ -88,7 +88,8 @@ def reasoning_events(thinking: str, chunks: int = 1, signature: str | None = Non
 
 
 def tool_use_events(tool_use_id: str, name: str, tool_input: object, fragments: int = 3) -> list[Send]:
-    """One tool call: a header event, the JSON input in fragments, then `stop: true` (A4.3)."""
+    """One tool call: a header event, the JSON input in fragments, then `stop: true`
+    (docs/protocol.md#tool-use-events)."""
     sends = [event("toolUseEvent", {"toolUseId": tool_use_id, "name": name})]
     raw = orjson.dumps(tool_input).decode()
     for piece in split_text(raw, fragments):
@@ -111,12 +112,12 @@ def usage_event(input_tokens: int, output_tokens: int, cache_read: int = 0, cach
 
 
 def metering_event(credits: float) -> Send:
-    """What Amazon Q meters a reply (PROTOCOL.md A13: `{"unit":"credit","unitPlural":"credits","usage":0.03}`)."""
+    """What Amazon Q meters a reply (docs/protocol.md#prompt-caching-and-metering: `{"unit":"credit","unitPlural":"credits","usage":0.03}`)."""
     return event("meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": credits})
 
 
 def citation_event(link: str, text: str = "", location: int = 0) -> Send:
-    """A citation of the reply text (PROTOCOL.md A4.1 `citationEvent`)."""
+    """A citation of the reply text (docs/protocol.md#event-types `citationEvent`)."""
     return event("citationEvent", {"target": {"location": location}, "citationText": text, "citationLink": link})
 
 
@@ -248,7 +249,7 @@ def http_error(
     header: bool = True,
     retry_after: int | None = None,
 ) -> ErrorReply:
-    """A JSON error reply as the service sends it (A5.1): code in `x-amzn-errortype` and `__type`."""
+    """A JSON error reply as the service sends it (docs/protocol.md#reading-an-error-reply): code in `x-amzn-errortype` and `__type`."""
     body: dict[str, object] = {}
     headers: dict[str, str] = {"Content-Type": "application/x-amz-json-1.0"}
     if code:

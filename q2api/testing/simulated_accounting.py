@@ -1,4 +1,4 @@
-"""The simulator's closing frames: token usage with cache figures, credits, context use (PROTOCOL.md A13).
+"""The simulator's closing frames: token usage with cache figures, credits, context use (docs/protocol.md#prompt-caching-and-metering).
 
 Facts it follows: `cachePoint: {"type": "default"}` marks user and assistant messages and stands
 between the tools; cache figures come back in `metadataEvent.tokenUsage` as
@@ -17,8 +17,8 @@ Its own choices (not facts; no source shows how Kiro counts):
   absent;
 * credits = 0.01 + (uncached input + 1.25 × cache writes + 0.1 × cache reads + 5 × output) /
   100,000, rounded to 0.0001 — cache reads are cheap, as a real cache would make them;
-* the order at the end is metadataEvent, meteringEvent, contextUsageEvent (A13: their order is
-  not documented); the context share counts input and output (AIC) against 200,000 tokens.
+* the order at the end is metadataEvent, meteringEvent, contextUsageEvent (their real order is
+  not documented); the context share counts input and output (as peers read it) against 200,000 tokens.
 """
 
 from __future__ import annotations

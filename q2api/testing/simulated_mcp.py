@@ -1,4 +1,4 @@
-"""The simulator's web search: Kiro's MCP `POST /mcp` `tools/call web_search` (PROTOCOL.md A11).
+"""The simulator's web search: Kiro's MCP `POST /mcp` `tools/call web_search` (docs/protocol.md#web-search).
 
 Facts it follows: JSON-RPC 2.0 `{"id", "jsonrpc", "method": "tools/call", "params": {"name":
 "web_search", "arguments": {"query"}}}`; the answer's `result.content[0].text` is a JSON string

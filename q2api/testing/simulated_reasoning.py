@@ -1,4 +1,4 @@
-"""The simulator's native reasoning (PROTOCOL.md A12): request fields, signed reasoning frames, replay checks.
+"""The simulator's native reasoning (docs/protocol.md#native-thinking): request fields, signed reasoning frames, replay checks.
 
 Facts it follows: a model that reasons natively advertises `additionalModelRequestFieldsSchema`
 in its catalogue entry, and the service checks the request's `additionalModelRequestFields`
@@ -11,7 +11,7 @@ with reason `THINKING_SIGNATURE_INVALID`, message ``Invalid `signature` in `thin
 Its own choices (not facts):
 
 * a signature is `simsig.` + a digest of the reasoning text and the account it was made for, so
-  the simulator can check it later (a signature of another account is refused, as A12 reports);
+  the simulator can check it later (a signature of another account is refused, as peers report);
 * `reject_signatures = True` refuses every history signature (the rejected-signature mode: e.g.
   a conversation that moved to another account);
 * the reasoning text of its own replies is `Reasoning about: <the user's words>`, signed in

@@ -1,4 +1,5 @@
-"""The simulator's `ListAvailableModels` and `GetUsageLimits` (PROTOCOL.md A6, A7), both wire flavours.
+"""The simulator's `ListAvailableModels` and `GetUsageLimits` (docs/protocol.md#model-catalogue,
+docs/protocol.md#credits), both wire flavours.
 
 * REST: `GET /ListAvailableModels?origin=…&nextToken=…`, `GET /getUsageLimits?…`;
 * awsJson: `POST /` with `X-Amz-Target: AmazonCodeWhispererService.ListAvailableModels` (or
@@ -40,7 +41,7 @@ def catalogue_entry(
     reasoning_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One `models[]` entry of a `ListAvailableModels` answer; `reasoning_schema`: its
-    `additionalModelRequestFieldsSchema` (a model that reasons natively, PROTOCOL.md A12)."""
+    `additionalModelRequestFieldsSchema` (a model that reasons natively, docs/protocol.md#native-thinking)."""
     entry: dict[str, Any] = {
         "modelId": model_id,
         "modelName": name or model_id,

@@ -186,13 +186,15 @@ class SimulatedUpstream:
         return self.base_url + "/refreshToken"
 
     def env(self, auth_method: str = "idc") -> dict[str, str]:
-        """Environment variables pointing a gateway at this simulator with one working account."""
+        """Environment variables pointing a gateway at this simulator with one working account.
+
+        The account's method follows from its client registration: given for `idc`, left out for `social`.
+        """
         env = {
             "AMAZONQ_ENDPOINT": self.url,
             "AMAZONQ_OIDC_ENDPOINT": self.oidc_url,
             "AMAZONQ_KIRO_REFRESH_ENDPOINT": self.kiro_refresh_url,
             "AMAZONQ_REFRESH_TOKEN": SIM_REFRESH_TOKEN,
-            "AMAZONQ_AUTH_METHOD": auth_method,
         }
         if auth_method == "idc":
             env["AMAZONQ_CLIENT_ID"] = SIM_CLIENT_ID

@@ -1,4 +1,5 @@
-"""The content-block half of the Claude stream grammar (PROTOCOL.md D6.2, D6.4).
+"""The content-block half of the Claude stream grammar (docs/protocol.md#event-sequence,
+docs/protocol.md#how-the-sdk-reacts-to-a-bad-stream).
 
 `ContentBlocks` writes `content_block_start/delta/stop` events: indices are
 0-based and consecutive, at most one block is open, a text block starts with
@@ -7,7 +8,7 @@ and a thinking block always gets a `signature_delta` before it stops. What to
 write, and when, is the translator's business.
 
 The upstream's signature may come in several `reasoningContentEvent` fragments
-that only work joined (PROTOCOL.md A12, kiro2cc-proxy #12): the fragments seen
+that only work joined (docs/protocol.md#native-thinking, kiro2cc-proxy #12): the fragments seen
 while a thinking block is open (or before the next one opens) are concatenated.
 Server-tool blocks (`server_tool_use`, `web_search_tool_result`) and citations
 (`citations_delta` on a text block) are written here too.

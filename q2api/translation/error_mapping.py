@@ -5,11 +5,11 @@ status while opening the reply (`map_upstream_exception`), an `exception` or
 `error` frame inside a 200 event stream (`in_stream_failure`: the exception
 name is in `:exception-type` and the JSON payload carries `message`/`reason`;
 an `error` frame carries `:error-code`/`:error-message` headers and no
-payload, PROTOCOL.md A4.2, B3), and a reply that breaks while it is read
+payload, docs/protocol.md#exceptions-in-the-stream, docs/protocol.md#message-types), and a reply that breaks while it is read
 (`broken_reply`, `corrupt_stream`, `cut_off`, `bad_payload`).
 
 The mapping decides what Claude Code does next, so each branch is chosen for
-the client's reaction (FIELD_NOTES.md, "How real clients react"):
+the client's reaction (docs/protocol.md#how-clients-react-to-errors):
 
 * context overflow → 400 ``prompt is too long: N tokens > M maximum`` — the one
   shape that makes Claude Code compact instead of retrying the same request;
@@ -148,7 +148,7 @@ def map_upstream_exception(
 
 # ---------------------------------------------------------------------- failures inside a 200 reply
 
-# The one modelled stream error member, `error`, is an InternalServerException (A4.2).
+# The one modelled stream error member, `error`, is an InternalServerException (docs/protocol.md#exceptions-in-the-stream).
 _MODELLED_ERROR = "InternalServerException"
 
 

@@ -3,7 +3,7 @@
 The model is offered a `web_search` tool (q2api.conversion.web_search); when it calls it, the
 translator withholds the call from the client (it is not the client's tool) and records a
 `ServerToolCall`. The server runs the search and the reply shows what the Anthropic API shows
-(SDK 2.14 shapes, PROTOCOL.md A11): a `server_tool_use` block `{id: "srvtoolu_…", name,
+(SDK 2.14 shapes, docs/protocol.md#web-search): a `server_tool_use` block `{id: "srvtoolu_…", name,
 input}`, then a `web_search_tool_result` block `{tool_use_id, content}` whose content is a list of
 `{"type": "web_search_result", "title", "url", "page_age"}` — or, when the search failed, the
 error object `{"type": "web_search_tool_result_error", "error_code"}`.

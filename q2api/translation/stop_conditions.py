@@ -1,4 +1,5 @@
-"""Local emulation of `stop_sequences` and `max_tokens` (Amazon Q has neither, PROTOCOL.md A2).
+"""Local emulation of `stop_sequences` and `max_tokens` (Amazon Q has neither,
+docs/protocol.md#request-body).
 
 Both work on streamed text without seeing the future:
 

@@ -1,9 +1,9 @@
 """Buffering and judging a tool call's streamed input.
 
 Amazon Q streams `toolUseEvent.input` as string fragments cut anywhere
-(PROTOCOL.md A4.3). The Anthropic SDK parses the concatenated
+(docs/protocol.md#tool-use-events). The Anthropic SDK parses the concatenated
 `input_json_delta`s after *every* delta and raises on an invalid prefix
-(D6.4), and a tool call cut off upstream must not look complete.
+(docs/protocol.md#how-the-sdk-reacts-to-a-bad-stream), and a tool call cut off upstream must not look complete.
 
 Strategy: buffer the whole input and judge it once — at `stop: true`, when a
 different tool call starts, or at the end of the stream. Only a verdict of

@@ -1,4 +1,5 @@
-"""Amazon Q reply frames → Claude stream events (PROTOCOL.md E2 and D6).
+"""Amazon Q reply frames → Claude stream events (docs/protocol.md#from-amazon-q-events-to-claude-events,
+docs/protocol.md#event-sequence).
 
 `StreamTranslator` is a pure state machine: decoded event-stream frames in,
 Anthropic SSE event dicts out, exactly as they go on the wire. With
@@ -175,7 +176,7 @@ class StreamTranslator:
 
     @property
     def credits(self) -> float | None:
-        """The credits Amazon Q metered for this reply (PROTOCOL.md A13); None when it sent no metering event."""
+        """The credits Amazon Q metered for this reply (docs/protocol.md#prompt-caching-and-metering); None when it sent no metering event."""
         return self._usage.credits
 
     @property
@@ -441,7 +442,7 @@ class StreamTranslator:
             self._judge_tool(out)
 
     def _on_citation(self, payload: dict[str, Any], out: list[Event]) -> None:
-        """`citationEvent {citationLink, citationText?, target}` (PROTOCOL.md A4.1) → a citation of the text."""
+        """`citationEvent {citationLink, citationText?, target}` (docs/protocol.md#event-types) → a citation of the text."""
         link = payload.get("citationLink")
         if type(link) is not str or not link:
             return

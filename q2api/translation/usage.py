@@ -1,4 +1,4 @@
-"""Token usage of one reply, from the best source available (PROTOCOL.md E2).
+"""Token usage of one reply, from the best source available (docs/protocol.md#from-amazon-q-events-to-claude-events).
 
 Input tokens: `metadataEvent.tokenUsage.uncachedInputTokens` when the upstream
 reports it, else `contextUsageEvent.contextUsagePercentage` × the model's
@@ -6,11 +6,11 @@ context window (less the cached tokens reported beside it: Anthropic's
 `input_tokens` excludes them), else the local estimate of the request. Output
 tokens: the upstream's `outputTokens` when given, else the running local count
 — never 0, like the real API. Cache reads/writes are exactly what the upstream
-reports (`cacheReadInputTokens` / `cacheWriteInputTokens`, PROTOCOL.md A13) and
+reports (`cacheReadInputTokens` / `cacheWriteInputTokens`, docs/protocol.md#prompt-caching-and-metering) and
 0 when it reports nothing — never an estimate (always present, so clients can
 rely on the keys).
 
-Credits: `meteringEvent {"usage": double, "unit": "credit"}` (A13), summed when
+Credits: `meteringEvent {"usage": double, "unit": "credit"}` (docs/protocol.md#prompt-caching-and-metering), summed when
 a reply holds several (a web-search turn makes more than one upstream call);
 `credits` is None while no metering event was seen, so "free" (0.0) and
 "not metered" stay apart.

@@ -19,7 +19,9 @@ from q2api.amazonq.web_search import (
 
 def answer(inner: object, *, is_error: bool = False) -> bytes:
     text = inner if isinstance(inner, str) else orjson.dumps(inner).decode()
-    return orjson.dumps({"id": "x", "jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": text}], "isError": is_error}})
+    return orjson.dumps(
+        {"id": "x", "jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": text}], "isError": is_error}}
+    )
 
 
 def test_the_request_is_kiros_json_rpc_call_with_the_profile_in_body_and_header() -> None:
@@ -37,7 +39,13 @@ def test_the_request_is_kiros_json_rpc_call_with_the_profile_in_body_and_header(
 def test_results_are_read_from_the_json_string_inside_the_result() -> None:
     inner = {
         "results": [
-            {"title": "A", "url": "https://a.test/1", "snippet": "about a", "publishedDate": 1767225600000, "domain": "a.test"},
+            {
+                "title": "A",
+                "url": "https://a.test/1",
+                "snippet": "about a",
+                "publishedDate": 1767225600000,
+                "domain": "a.test",
+            },
             {"url": "https://b.test/"},  # no title: the URL stands in
             {"title": "no url"},  # skipped
             "junk",
@@ -61,7 +69,11 @@ def test_no_results_is_an_empty_search_not_a_failure() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "error"),
     [
-        (200, orjson.dumps({"id": "x", "jsonrpc": "2.0", "error": {"code": -32000, "message": "down"}}), SearchError.UNAVAILABLE),
+        (
+            200,
+            orjson.dumps({"id": "x", "jsonrpc": "2.0", "error": {"code": -32000, "message": "down"}}),
+            SearchError.UNAVAILABLE,
+        ),
         (200, answer("boom", is_error=True), SearchError.UNAVAILABLE),
         (200, answer({"results": [], "error": "backend failed"}), SearchError.UNAVAILABLE),
         (200, answer("not json"), SearchError.UNAVAILABLE),

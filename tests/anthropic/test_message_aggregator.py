@@ -1,4 +1,4 @@
-"""The non-streaming aggregator: the exact Message JSON of PROTOCOL.md D5, or the stream's error."""
+"""The non-streaming aggregator: the exact Message JSON of docs/protocol.md#the-message-json, or the stream's error."""
 
 from __future__ import annotations
 

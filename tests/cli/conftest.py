@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from q2api.cli.accounts import SECRET_INPUT_VARIABLES
-from q2api.settings import ENV_VARIABLES
+from q2api.settings import READ_VARIABLES
 from q2api.testing.simulated_upstream import SimulatedUpstream
 
 
@@ -26,7 +25,7 @@ def token_service() -> Iterator[SimulatedUpstream]:
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_service: SimulatedUpstream) -> Path:
     """An isolated store for in-process `main([...])` calls: no inherited setting, no `.env`, no terminal,
     and the token services on loopback."""
-    for variable in (*ENV_VARIABLES, *SECRET_INPUT_VARIABLES):
+    for variable in READ_VARIABLES:  # the settings, deprecated ones and the commands' inputs
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)  # a `.env` is read from the working directory; there is none here
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))

@@ -87,10 +87,14 @@ def test_serve_warns_about_misspelt_settings_without_their_values_and_cleans_up_
     temp_root = tmp_path / "tmp"
     temp_root.mkdir()
     misspelt_secret = "rt-MISSPELT-NEVER-PRINT-4c2a"
-    (tmp_path / ".env").write_text(f"AMAZONQ_REFRESH_TOKNE={misspelt_secret}\nQ2API_FROBNICATE=1\n")
+    (tmp_path / ".env").write_text(
+        f"AMAZONQ_REFRESH_TOKNE={misspelt_secret}\nQ2API_FROBNICATE=1\nQ2API_CONNECT_TIMEOUT=10\n"
+    )
     with (
         SimulatedUpstream.run_in_thread() as upstream,
-        serve(tmp_path, upstream.env(), TMPDIR=str(temp_root), Q2API_LOG_LEVL="DEBUG") as server,
+        serve(
+            tmp_path, upstream.env(), TMPDIR=str(temp_root), Q2API_LOG_LEVL="DEBUG", DEBUG_MESAGE_CONVERSION="true"
+        ) as server,
     ):
         server.wait_for(lambda line: "Q2API_FROBNICATE" in line)
         the_metrics_dir(temp_root)  # exists while it runs
@@ -102,6 +106,14 @@ def test_serve_warns_about_misspelt_settings_without_their_values_and_cleans_up_
             log, r"unknown setting AMAZONQ_REFRESH_TOKNE in \.env is ignored; did you mean AMAZONQ_REFRESH_TOKEN\?"
         )
         assert_warning(log, r"unknown setting Q2API_FROBNICATE in \.env is ignored$")
+        assert_warning(
+            log,
+            r"unknown setting DEBUG_MESAGE_CONVERSION in the environment is ignored; "
+            r"did you mean DEBUG_MESSAGE_CONVERSION\?",
+        )
+        assert_warning(
+            log, r"setting Q2API_CONNECT_TIMEOUT in \.env is deprecated and will be removed: the connect timeout"
+        )
         assert misspelt_secret not in log
     # One worker runs inside the serving process, which uvicorn ends by re-raising SIGTERM: the
     # directory must go all the same.

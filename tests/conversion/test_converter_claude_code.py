@@ -1,4 +1,4 @@
-"""A Claude Code-shaped request converts cleanly (FIELD_NOTES.md, "What real clients send")."""
+"""A Claude Code-shaped request converts cleanly (docs/protocol.md#what-real-clients-send)."""
 
 from __future__ import annotations
 

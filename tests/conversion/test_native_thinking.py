@@ -17,17 +17,24 @@ from q2api.testing.simulated_reasoning import NATIVE_REASONING_SCHEMA
 CLAUDE = parse_reasoning_fields(NATIVE_REASONING_SCHEMA)
 GPT_SCHEMA = {
     "type": "object",
-    "properties": {"reasoning": {"type": "object", "properties": {"effort": {"enum": ["low", "medium", "high"], "default": "medium"}}}},
+    "properties": {
+        "reasoning": {
+            "type": "object",
+            "properties": {"effort": {"enum": ["low", "medium", "high"], "default": "medium"}},
+        }
+    },
     "additionalProperties": False,
 }
 
 
 def request(**fields: Any) -> Any:
-    return parse_messages_request(orjson.dumps({"model": "m", "max_tokens": 4096, "messages": [{"role": "user", "content": "x"}], **fields}))
+    return parse_messages_request(
+        orjson.dumps({"model": "m", "max_tokens": 4096, "messages": [{"role": "user", "content": "x"}], **fields})
+    )
 
 
 def test_the_schema_is_read_into_the_models_switches() -> None:
-    assert CLAUDE == ReasoningFields(
+    expected = ReasoningFields(
         thinking_types=("adaptive", "disabled"),
         displays=("summarized", "omitted"),
         thinking_keys=frozenset({"type", "display"}),
@@ -36,6 +43,7 @@ def test_the_schema_is_read_into_the_models_switches() -> None:
         default_effort="high",
         max_tokens_range=(1024, 64000),
     )
+    assert expected == CLAUDE
     assert CLAUDE.native
     gpt = parse_reasoning_fields(GPT_SCHEMA)
     assert gpt is not None and gpt.effort_field is EffortField.REASONING and gpt.native
@@ -61,10 +69,17 @@ def test_the_schema_is_read_into_the_models_switches() -> None:
         ),
         (
             {"thinking": {"type": "adaptive", "display": "omitted"}, "output_config": {"effort": "minimal"}},
-            {"thinking": {"type": "adaptive", "display": "omitted"}, "output_config": {"effort": "low"}, "max_tokens": 4096},
+            {
+                "thinking": {"type": "adaptive", "display": "omitted"},
+                "output_config": {"effort": "low"},
+                "max_tokens": 4096,
+            },
         ),
         ({"output_config": {"effort": "medium"}}, {"output_config": {"effort": "medium"}, "max_tokens": 4096}),
-        ({"thinking": {"type": "adaptive", "display": "nonsense"}}, {"thinking": {"type": "adaptive"}, "max_tokens": 4096}),
+        (
+            {"thinking": {"type": "adaptive", "display": "nonsense"}},
+            {"thinking": {"type": "adaptive"}, "max_tokens": 4096},
+        ),
     ],
 )
 def test_claude_thinking_requests_map_onto_the_schema(fields: dict[str, Any], expected: Any) -> None:
@@ -80,7 +95,10 @@ def test_the_gpt_family_gets_reasoning_effort_only() -> None:
 
 
 @given(
-    thinking=st.none() | st.fixed_dictionaries({"type": st.sampled_from(["enabled", "adaptive", "disabled"]), "budget_tokens": st.integers(1024, 200_000)}),
+    thinking=st.none()
+    | st.fixed_dictionaries(
+        {"type": st.sampled_from(["enabled", "adaptive", "disabled"]), "budget_tokens": st.integers(1024, 200_000)}
+    ),
     effort=st.none() | st.sampled_from(["minimal", "low", "medium", "high", "xhigh", "max", "weird"]),
     max_tokens=st.integers(1, 500_000),
 )

@@ -1,7 +1,7 @@
 """Amazon Q failures reach the official SDK as the Anthropic errors clients know how to handle.
 
 The real gateway on loopback, the simulated upstream answering with each failure
-Amazon Q is known to send (PROTOCOL.md E3), and `anthropic.AsyncAnthropic` as the
+Amazon Q is known to send (docs/protocol.md#statuses-seen), and `anthropic.AsyncAnthropic` as the
 client. Each case checks what the client acts on: HTTP status, error envelope,
 SDK exception class, retry headers; and what the operator reads: one log line
 tied to the client's request that names Amazon Q's own request id, and no secret.

@@ -1,4 +1,4 @@
-"""Native thinking through the gateway (PROTOCOL.md A12): the official SDK → q2api → the simulated Amazon Q.
+"""Native thinking through the gateway (docs/protocol.md#native-thinking): the official SDK → q2api → the simulated Amazon Q.
 
 The simulator lists the Opus models with an `additionalModelRequestFieldsSchema` (native
 reasoning) and the others without (the `<thinking>` tag convention); it signs its reasoning per

@@ -1,4 +1,4 @@
-"""Prompt caching told honestly, and the credits of each reply (PROTOCOL.md A13), end to end.
+"""Prompt caching told honestly, and the credits of each reply (docs/protocol.md#prompt-caching-and-metering), end to end.
 
 The simulator (`usage_frames = True`) ends each reply the way A13 describes: `metadataEvent`
 with cache figures computed from the request's cache points, `meteringEvent`, then

@@ -218,7 +218,7 @@ def dumps(value: Any) -> str:
 
 
 def check_grammar(events: list[dict[str, Any]]) -> None:
-    """The SSE grammar of PROTOCOL.md D6.2, as the SDK needs it."""
+    """The SSE grammar of docs/protocol.md#event-sequence, as the SDK needs it."""
     assert events[0]["type"] == "message_start"
     open_index = None
     next_index = 0

@@ -1,6 +1,6 @@
 """AWS event-stream framing (`application/vnd.amazon.eventstream`): decoder and encoders.
 
-Wire layout (PROTOCOL.md Part B), all integers big-endian::
+Wire layout (docs/protocol.md#event-stream-framing), all integers big-endian::
 
     total_length u32 | headers_length u32 | prelude_crc u32 | headers | payload | message_crc u32
 

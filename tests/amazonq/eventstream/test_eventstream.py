@@ -31,7 +31,7 @@ from q2api.amazonq.eventstream import (
     encode_frame,
 )
 
-# AWS CRT test vectors (PROTOCOL.md B1).
+# AWS CRT test vectors (docs/protocol.md#event-stream-framing).
 VECTOR_NO_HEADERS = bytes.fromhex("0000001D00000000FD528C5A") + b"{'foo':'bar'}" + bytes.fromhex("C3653936")
 VECTOR_ONE_HEADER = (
     bytes.fromhex("0000003D0000002007FD8396")

@@ -1,0 +1,267 @@
+"""The documentation resolves inside the repository, and so does every citation of it.
+
+A clone has the README, `docs/` and the root documents, nothing else: a comment or a page that
+cites notes kept elsewhere sends the reader nowhere. So, over every source and documentation file:
+
+* a `….md` file named anywhere (code comments, docstrings, pages) exists in the repository;
+* a cited page section, `docs/<page>.md#<section>`, exists: the page, and a heading with that anchor;
+* every Markdown link of the README, the root documents and the `docs/` pages resolves to a file
+  of the repository (never out of it, never to the web), and its `#anchor` to a heading of that
+  file — with the same anchor on a repository host (GitHub's slugs) and on the MkDocs site
+  (Python-Markdown's), since the pages are read in both places;
+* the site's navigation lists every page, and the site's quick start is the README's;
+* every repository path a document names in code (`q2api/…`, `tests/…`, `bench/…`) exists;
+* no table cell puts an escaped pipe inside code (the two renderers disagree on it).
+
+`mkdocs build --strict` (in .ci/run) checks the site's own links and anchors once more.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+# Where sources and documents live; generated and installed trees are left out.
+_SCANNED_DIRS = ("q2api", "tests", "bench", "docs", "deploy", ".ci")
+_SKIPPED_PARTS = frozenset({"__pycache__", "artifacts", "results", "data", "site"})
+_TEXT_SUFFIXES = frozenset({".py", ".md", ".toml", ".yml", ".yaml", ".js", ".html", ".css", ".conf", ".sh", ".txt"})
+_TEXT_NAMES = frozenset({"Dockerfile", "run", ".env.example"})
+
+# The Markdown documents read on a repository host: each page's links resolve from its own folder.
+_ROOT_DOCUMENTS = ("README.md", "BENCHMARKS.md", "TROUBLESHOOTING_INFINITE_LOOP.md", "bench/README.md")
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
+_INLINE_CODE = re.compile(r"`+[^`\n]*`+")
+_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+_MD_FILE = re.compile(r"(?<![\w./-])((?:\.\.?/)*[A-Za-z0-9_][\w./-]*\.md)(?![\w-])")
+_SECTION_CITATION = re.compile(r"(?<![\w./-])docs/([\w-]+\.md)(?:#([\w-]+))?")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def _source_files() -> Iterator[Path]:
+    for path in sorted(ROOT.iterdir()):
+        if path.is_file() and (path.suffix in _TEXT_SUFFIXES or path.name in _TEXT_NAMES):
+            yield path
+    for folder in _SCANNED_DIRS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            relative = path.relative_to(ROOT)
+            if _SKIPPED_PARTS.intersection(relative.parts) or not path.is_file():
+                continue
+            if path.suffix in _TEXT_SUFFIXES or path.name in _TEXT_NAMES:
+                yield path
+
+
+def _plain_text(heading: str) -> str:
+    """A heading's text as rendered: link targets, code ticks and emphasis marks gone."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    return re.sub(r"[`*]", "", text)
+
+
+def github_slug(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", _plain_text(heading).lower())
+    return text.replace(" ", "-")
+
+
+def site_slug(heading: str) -> str:
+    """Python-Markdown's `toc` slugify, the one MkDocs uses."""
+    text = unicodedata.normalize("NFKD", _plain_text(heading)).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def _without_code(markdown: str) -> str:
+    return _INLINE_CODE.sub("", _FENCE.sub("", markdown))
+
+
+def anchors(document: Path) -> tuple[set[str], set[str]]:
+    """The heading anchors of a Markdown file: (on a repository host, on the site)."""
+    host: set[str] = set()
+    site: set[str] = set()
+    host_seen: dict[str, int] = {}
+    site_seen: dict[str, int] = {}
+    for match in _HEADING.finditer(_FENCE.sub("", document.read_text(encoding="utf-8"))):
+        for slug, seen, found, separator in (
+            (github_slug(match[2]), host_seen, host, "-"),
+            (site_slug(match[2]), site_seen, site, "_"),
+        ):
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            found.add(slug if count == 0 else f"{slug}{separator}{count}")
+    return host, site
+
+
+def _anchor_problem(target: Path, anchor: str) -> str | None:
+    host, site = anchors(target)
+    if anchor in host and anchor in site:
+        return None
+    if anchor in host or anchor in site:
+        where = "a repository host" if anchor in host else "the MkDocs site"
+        return f"#{anchor} of {target.name} exists only on {where}: reword that heading"
+    return f"{target.name} has no section #{anchor}"
+
+
+def link_problems(document: Path, base: Path) -> list[str]:
+    """Every broken link of one Markdown document whose links resolve from `base`."""
+    problems = []
+    for match in _LINK.finditer(_without_code(document.read_text(encoding="utf-8"))):
+        link = match[1]
+        if not link:
+            problems.append(f"empty link {match[0]!r}")
+            continue
+        if _SCHEME.match(link) or link.startswith("//"):
+            problems.append(f"{link}: a link out of the repository (name the source in text instead)")
+            continue
+        path_part, _, anchor = link.partition("#")
+        if not path_part:  # a section of the same page
+            if (problem := _anchor_problem(document, anchor)) is not None:
+                problems.append(f"{link}: {problem}")
+            continue
+        target = (base / path_part).resolve()
+        if not target.is_relative_to(ROOT):
+            problems.append(f"{link}: points outside the repository")
+        elif not target.exists():
+            problems.append(f"{link}: no such file")
+        elif anchor and target.suffix == ".md" and (problem := _anchor_problem(target, anchor)):
+            problems.append(f"{link}: {problem}")
+    return problems
+
+
+@pytest.mark.parametrize("name", _ROOT_DOCUMENTS)
+def test_the_links_of_the_readme_and_root_documents_resolve(name: str) -> None:
+    document = ROOT / name
+    assert link_problems(document, document.parent) == []
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in DOCS.glob("*.md")))
+def test_the_links_of_each_docs_page_resolve(name: str) -> None:
+    # A page linked into docs/ from the root (a symlink) is read from docs/ by the site.
+    assert link_problems(DOCS / name, DOCS) == []
+
+
+def test_every_cited_markdown_file_is_in_the_repository() -> None:
+    missing = []
+    for path in _source_files():
+        if path == Path(__file__).resolve():  # its own examples of broken citations
+            continue
+        for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in _MD_FILE.finditer(line):
+                cited = match[1]
+                # From the citing file's folder, the root, or docs/ (mkdocs.yml names pages from there).
+                if not any((base / cited).exists() for base in (path.parent, ROOT, DOCS)):
+                    missing.append(f"{path.relative_to(ROOT)}:{line_number}: {cited}")
+    assert missing == []
+
+
+def test_every_cited_docs_section_exists() -> None:
+    broken = []
+    for path in _source_files():
+        for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in _SECTION_CITATION.finditer(line):
+                page, anchor = DOCS / match[1], match[2]
+                where = f"{path.relative_to(ROOT)}:{line_number}: {match[0]}"
+                if not page.exists():
+                    broken.append(f"{where}: no such page")
+                elif anchor and (problem := _anchor_problem(page, anchor)):
+                    broken.append(f"{where}: {problem}")
+    assert broken == []
+
+
+def test_the_checks_above_catch_what_they_promise(tmp_path: Path) -> None:
+    # The scanners themselves: a broken citation, an unknown anchor, a web link, a file outside.
+    page = DOCS / "protocol.md"
+    assert _anchor_problem(page, "event-types") is None
+    assert _anchor_problem(page, "no-such-section") is not None
+    document = tmp_path / "page.md"
+    document.write_text(
+        "# Title\n\n[web](https://example.com) [up](../../etc/passwd) [gone](nope.md) [self](#title)\n"
+        "```\n[in code](https://example.com)\n```\n",
+        encoding="utf-8",
+    )
+    problems = link_problems(document, DOCS)
+    assert len(problems) == 3
+    assert github_slug("`--workers`: the default stays 1") != site_slug("`--workers`: the default stays 1")
+    assert _MD_FILE.search("see " + "NOTES" + ".md, part 2")[1] == "NOTES.md"  # type: ignore[index]
+
+
+# Folders the tests and benchmarks write (gitignored): named in the docs, absent from a clone.
+_GENERATED_FOLDERS = ("tests/artifacts/", "bench/results/")
+_REPOSITORY_PATH = re.compile(r"`((?:q2api|tests|bench|deploy|docs|\.ci)/[\w./-]*)`")
+
+
+def test_every_repository_path_the_documents_name_exists() -> None:
+    # Pages name source files in code (`q2api/server/relay.py`), not as links the site cannot follow:
+    # a file moved or renamed must take its mentions along.
+    documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
+    missing = [
+        f"{document.relative_to(ROOT)}: {match[1]}"
+        for document in documents
+        for match in _REPOSITORY_PATH.finditer(document.read_text(encoding="utf-8"))
+        if not (ROOT / match[1]).exists() and not match[1].startswith(_GENERATED_FOLDERS)
+    ]
+    assert missing == []
+
+
+def test_no_table_cell_escapes_a_pipe_inside_code() -> None:
+    # A repository host needs `\|` for a pipe in a table cell, code or not, and shows `|`; the site
+    # shows the backslash inside code. A cell says "or" instead, or the row becomes a list item.
+    documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
+    found = [
+        f"{document.relative_to(ROOT)}: {code}"
+        for document in documents
+        for line in _FENCE.sub("", document.read_text(encoding="utf-8")).splitlines()
+        if line.startswith("|")
+        for code in _INLINE_CODE.findall(line)
+        if "\\|" in code
+    ]
+    assert found == []
+
+
+def _nav_pages(entries: object) -> Iterator[str]:
+    if isinstance(entries, str):
+        yield entries
+    elif isinstance(entries, list):
+        for entry in entries:
+            yield from _nav_pages(entry)
+    elif isinstance(entries, dict):
+        for value in entries.values():
+            yield from _nav_pages(value)
+
+
+def test_the_site_lists_every_page() -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    nav = list(_nav_pages(config["nav"]))
+    assert sorted(nav) == sorted(path.name for path in DOCS.glob("*.md"))
+    assert (DOCS / "troubleshooting-infinite-loop.md").resolve() == ROOT / "TROUBLESHOOTING_INFINITE_LOOP.md"
+    assert (DOCS / "benchmarks.md").resolve() == ROOT / "BENCHMARKS.md"
+
+
+def test_the_site_quick_start_is_the_readme_setup_command() -> None:
+    def first_bash_block(path: Path) -> str:
+        match = re.search(r"^```bash\n(.*?)^```", path.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+        assert match, f"{path.name} has no bash block"
+        return match[1]
+
+    assert first_bash_block(DOCS / "index.md") == first_bash_block(ROOT / "README.md")
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason='the docs extra is not installed (pip install -e ".[docs]")')
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
