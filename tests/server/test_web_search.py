@@ -250,3 +250,13 @@ async def test_openai_web_search_options_run_the_same_search(gw: Gateway) -> Non
     spec = current_user_message(gw.sim.requests[0].body)["userInputMessageContext"]["tools"][0]
     assert spec["toolSpecification"]["name"] == "web_search"
     assert "Lyon" in spec["toolSpecification"]["description"]
+
+
+async def test_a_model_that_keeps_searching_is_paused_after_ten_calls(gw: Gateway) -> None:
+    calls = iter(range(100))
+    gw.sim.responder = lambda record: search_call(f"query {next(calls)}", f"tooluse_{len(gw.sim.requests)}", None)
+    message = await gw.client.messages.create(model=MODEL, max_tokens=256, messages=[user("?")], tools=[WEB_SEARCH])
+    assert message.stop_reason == "pause_turn"  # the client may send the turn back to go on
+    assert len(gw.sim.requests) == 10
+    assert message.usage.server_tool_use.web_search_requests == 3  # max_uses 3; the rest were refused
+    assert block_types(message).count("server_tool_use") == 10
