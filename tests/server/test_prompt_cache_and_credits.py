@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from q2api.testing import scripts
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, MODEL, Gateway, capture_logs, open_gateway, user
 from tests.support.metrics_scrape import Scrape
 
