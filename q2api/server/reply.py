@@ -48,7 +48,7 @@ from q2api.conversion.web_search import (
     search_result_text,
 )
 from q2api.server.exchange_log import Exchange
-from q2api.translation.error_mapping import map_upstream_exception
+from q2api.translation.error_mapping import internal_failure, map_upstream_exception
 from q2api.translation.pump import ReplyPump
 from q2api.translation.server_tools import ServerToolCall, new_call, page_age, web_search_error, web_search_results
 from q2api.translation.translator import StreamTranslator
@@ -107,7 +107,11 @@ class Reply:
         self._attempts = 0  # their attempts, retries included
         self._searches = 0  # searches run (max_uses)
         self._call_output = _CallOutput()  # what the current upstream call said (for its continuation)
-        self._tools_work: asyncio.Task[list[StreamEvent]] | None = None
+        # The server-tool step between two upstream calls, and the events it has written so far:
+        # each block goes out as soon as it exists (a search's `server_tool_use` before the search).
+        self._tools_work: asyncio.Task[None] | None = None
+        self._tool_events: list[StreamEvent] = []
+        self._tool_events_ready = asyncio.Event()
         self._closed = False
 
     @classmethod
@@ -187,13 +191,25 @@ class Reply:
         """The next batch of events, or None if `timeout` passed first (nothing is lost)."""
         if self._tools_work is None and self._translator.awaiting_tools:
             self._tools_work = asyncio.ensure_future(self._run_server_tools())
-        if self._tools_work is not None:
-            done, _ = await asyncio.wait({self._tools_work}, timeout=timeout)
-            if not done:
-                return None
-            ran = self._tools_work.result()
-            self._tools_work = None
-            return ran
+        work = self._tools_work
+        if work is not None:
+            if not self._tool_events and not work.done():
+                ready = asyncio.ensure_future(self._tool_events_ready.wait())
+                try:
+                    await asyncio.wait({work, ready}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    ready.cancel()
+            written, self._tool_events = self._tool_events, []
+            self._tool_events_ready.clear()
+            if work.done():
+                self._tools_work = None
+                fault = work.exception()
+                if fault is not None:  # a bug of ours: the reply ends with an error event, as in the pump
+                    logger.opt(exception=fault).error("running the reply's server tools failed")
+                    written += self._translator.fail(internal_failure())
+            elif not written:
+                return None  # `timeout` passed first
+            return written
         assert self._pump is not None, "a reply without a call reads only its searches"
         events = await self._pump.read(timeout)
         if events and self._plan.web_search is not None:
@@ -223,21 +239,26 @@ class Reply:
 
     # ------------------------------------------------------------------ server tools
 
-    async def _run_server_tools(self) -> list[StreamEvent]:
+    def _emit(self, events: list[StreamEvent]) -> None:
+        self._tool_events += events
+        self._tool_events_ready.set()
+
+    async def _run_server_tools(self) -> None:
         translator = self._translator
-        out: list[StreamEvent] = []
         calls = list(translator.server_calls)
         answers: list[tuple[str, bool]] = []
         for call in calls:
-            out += translator.server_tool_use(call)
+            self._emit(translator.server_tool_use(call))
             content, text, failed, searched = await self._search(call)
-            out += translator.web_search_result(call, content, searched=searched)
+            self._emit(translator.web_search_result(call, content, searched=searched))
             answers.append((text, failed))
         if translator.tools_emitted:
-            return out + translator.end("tool_use")  # the client's tools come first: its turn
+            self._emit(translator.end("tool_use"))  # the client's tools come first: its turn
+            return
         if self._calls >= MAX_UPSTREAM_CALLS:
             logger.warning(f"web search: {self._calls} upstream calls in one reply, pausing the turn")
-            return out + translator.end("pause_turn")
+            self._emit(translator.end("pause_turn"))
+            return
         output = self._call_output
         done = SearchRound(
             text=output.text,
@@ -250,8 +271,7 @@ class Reply:
         try:
             await self._open_call(self._payload)
         except AnthropicError as error:
-            out += translator.fail(error)
-        return out
+            self._emit(translator.fail(error))
 
     async def _search(
         self, call: ServerToolCall

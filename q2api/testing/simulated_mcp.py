@@ -11,11 +11,12 @@ query, deterministic), `empty` (no results), `rpc_error` (a JSON-RPC error), `to
 (`isError: true`), `http_error` (HTTP 500); `results_by_query` overrides the results of given
 queries; it accepts the profile in the body's root or in the `x-amzn-kiro-profile-arn` header
 (the sources disagree on which the service reads), and requires one of them only when
-`require_profile` is set.
+`require_profile` is set; `delay` makes each search take that long.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,8 @@ class SimulatedMcp:
         self.mode = "results"
         self.results_by_query: dict[str, list[dict[str, Any]]] = {}
         self.require_profile = False
+        self.delay = 0.0  # seconds each search takes
+        self.cancelled = 0  # searches whose caller left before the answer
         self.requests: list[tuple[dict[str, str], Any]] = []  # (headers, body) of each call
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -58,6 +61,12 @@ class SimulatedMcp:
             body = None
         headers = dict(request.headers)
         self.requests.append((headers, body))
+        if self.delay:
+            try:
+                await asyncio.sleep(self.delay)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
         value = headers.get("Authorization", "")
         if not self._token_accepted(value[7:] if value.startswith("Bearer ") else None):
             reply = scripts.bearer_invalid()

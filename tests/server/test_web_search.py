@@ -260,3 +260,15 @@ async def test_a_model_that_keeps_searching_is_paused_after_ten_calls(gw: Gatewa
     assert len(gw.sim.requests) == 10
     assert message.usage.server_tool_use.web_search_requests == 3  # max_uses 3; the rest were refused
     assert block_types(message).count("server_tool_use") == 10
+
+
+async def test_a_client_that_leaves_during_a_search_stops_the_turn(gw: Gateway) -> None:
+    gw.sim.mcp.delay = 30
+    gw.sim.enqueue(search_call("slow search"), answer("never sent"))
+    body = {"model": MODEL, "max_tokens": 64, "stream": True, "messages": [user("?")], "tools": [WEB_SEARCH]}
+    async with gw.http() as http, http.stream("POST", "/v1/messages", json=body) as response:
+        async for line in response.aiter_lines():
+            if "server_tool_use" in line:
+                break  # the search has started: leave
+    assert await gw.sim.wait_until(lambda: gw.sim.mcp.cancelled == 1, timeout=10)
+    assert len(gw.sim.requests) == 1  # the turn was not continued after the client left
