@@ -6,7 +6,9 @@
   learns each account's models, so a request only goes to an account that may use its model.
 * Credits (`getUsageLimits`) are cached for `credits_max_age` seconds and read again in the
   background after an account serves a request once they are older. An account whose credits are
-  used up rests until they reset, before a request fails on it.
+  used up rests until they reset, before a request fails on it. Between two reads, the credits each
+  reply was metered (its `meteringEvent`, `note_metered`) are added to the figure, so it moves with
+  every request instead of jumping every few minutes; the next read replaces it with Amazon Q's.
 
 Neither call ever fails a chat request: their errors are logged and the cached answer stands.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -188,6 +191,17 @@ class AccountDiscovery:
             rest = credits.resets_at - self._clock() if credits.resets_at else QUOTA_COOLDOWN
             self._pool.rest_until_reset(manager.account_id, rest)
         return credits
+
+    def note_metered(self, account_id: str, credits: float) -> None:
+        """A reply of the account was metered `credits`: the known figure moves by that much until the
+        next `getUsageLimits` read says what Amazon Q counted (no I/O)."""
+        known = self._credits.get(account_id)
+        if known is None or credits <= 0:
+            return
+        moved = dataclasses.replace(known, used=known.used + credits)
+        self._credits[account_id] = moved
+        label = next((m.label for m in self._pool.managers() if m.account_id == account_id), account_id)
+        self._observer.account_credits(account_id, label, moved.used, moved.limit)
 
     def _served(self, account_id: str) -> None:
         cached = self._credits.get(account_id)

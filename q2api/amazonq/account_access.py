@@ -48,6 +48,10 @@ class CredentialPool(Protocol):
         """The account to try next for `model`, avoiding `exclude`; None when no account may serve it."""
         ...
 
+    def manager(self, account_id: str) -> Credential | None:
+        """The account with this id, if it is in the pool."""
+        ...
+
     def has_alternative(self, exclude: Collection[str], model: str | None = None) -> bool:
         """Whether an account outside `exclude` could take a request for `model` now."""
         ...

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from q2api.amazonq.reasoning_fields import ReasoningFields, parse_reasoning_fields
 from q2api.amazonq.service_api import LIST_AVAILABLE_MODELS, ORIGIN, ServiceApi
 
 # Input types as `ListAvailableModels.supportedInputTypes` names them (lower-cased).
@@ -40,6 +41,10 @@ class CatalogueModel:
     max_output_tokens: int | None = None
     input_types: frozenset[str] = TEXT_AND_IMAGE  # "text", "image"
     description: str = ""
+    # `supportsPromptCache` (docs/protocol.md#model-catalogue): None when the catalogue does not say.
+    prompt_cache: bool | None = None
+    # Native reasoning, from `additionalModelRequestFieldsSchema` (docs/protocol.md#native-thinking); None = the `<thinking>` tag convention.
+    reasoning: ReasoningFields | None = None
 
     @property
     def context_window(self) -> int:
@@ -110,6 +115,8 @@ def parse_models_page(document: Mapping[str, Any]) -> tuple[list[CatalogueModel]
                 max_output_tokens=_positive(limits.get("maxOutputTokens")),
                 input_types=input_types or frozenset({"text"}),
                 description=_text(entry.get("description")) or "",
+                prompt_cache=cache if isinstance(cache := entry.get("supportsPromptCache"), bool) else None,
+                reasoning=parse_reasoning_fields(entry.get("additionalModelRequestFieldsSchema")),
             )
         )
     default = document.get("defaultModel")

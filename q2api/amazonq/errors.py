@@ -86,6 +86,17 @@ class UpstreamHTTPError(UpstreamError):
         )
 
 
+SIGNATURE_INVALID_REASON = "THINKING_SIGNATURE_INVALID"
+
+
+def is_signature_refusal(error: UpstreamHTTPError) -> bool:
+    """Amazon Q refused a thinking signature of the history (docs/protocol.md#native-thinking: HTTP 400, reason
+    THINKING_SIGNATURE_INVALID; peers match the reason anywhere in the body)."""
+    return error.status == 400 and (
+        error.reason == SIGNATURE_INVALID_REASON or SIGNATURE_INVALID_REASON in (error.message or "")
+    )
+
+
 class TimeoutPhase(enum.StrEnum):
     CONNECT = "connect"  # opening the connection
     FIRST_BYTE = "first_byte"  # waiting for the response headers

@@ -66,8 +66,15 @@ class ToolSpecification(TypedDict):
     inputSchema: ToolInputSchema
 
 
-class Tool(TypedDict):
+class CachePoint(TypedDict):
+    type: Literal["default"]  # the only value (docs/protocol.md#prompt-caching-and-metering)
+
+
+class Tool(TypedDict, total=False):
+    """A union: exactly one of the two keys."""
+
     toolSpecification: ToolSpecification
+    cachePoint: CachePoint
 
 
 class UserInputMessageContext(TypedDict, total=False):
@@ -81,6 +88,7 @@ class UserInputMessage(TypedDict):
     origin: NotRequired[str]
     images: NotRequired[list[ImageBlock]]
     modelId: NotRequired[str]  # only on the current message
+    cachePoint: NotRequired[CachePoint]
 
 
 class ToolUse(TypedDict):
@@ -89,10 +97,24 @@ class ToolUse(TypedDict):
     input: dict[str, JSONDocument]  # an object, not a JSON string
 
 
+class ReasoningText(TypedDict):
+    text: str
+    signature: NotRequired[str]
+
+
+class ReasoningContent(TypedDict, total=False):
+    """A union (docs/protocol.md#native-thinking): signed reasoning text, or the encrypted reasoning of a model that redacts it."""
+
+    reasoningText: ReasoningText
+    redactedContent: str  # base64
+
+
 class AssistantResponseMessage(TypedDict):
     content: str
     messageId: NotRequired[str]
     toolUses: NotRequired[list[ToolUse]]
+    reasoningContent: NotRequired[ReasoningContent]
+    cachePoint: NotRequired[CachePoint]
 
 
 @final  # lets `"userInputMessage" in message` tell the two kinds apart for the type checker
@@ -119,3 +141,6 @@ class ConversationState(TypedDict):
 class GenerateAssistantResponseRequest(TypedDict):
     conversationState: ConversationState
     profileArn: NotRequired[str]  # added by the upstream client
+    # Native reasoning switches, checked by the service against the model's
+    # `additionalModelRequestFieldsSchema` (docs/protocol.md#native-thinking).
+    additionalModelRequestFields: NotRequired[dict[str, JSONDocument]]

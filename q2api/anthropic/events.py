@@ -15,6 +15,11 @@ from typing import Any, Literal, NotRequired, TypedDict
 # ---------------------------------------------------------------------- usage
 
 
+class ServerToolUsage(TypedDict):
+    web_search_requests: int
+    web_fetch_requests: int
+
+
 class Usage(TypedDict, total=False):
     """Cumulative token counts; `input_tokens` and `output_tokens` are always present on the wire."""
 
@@ -22,6 +27,7 @@ class Usage(TypedDict, total=False):
     output_tokens: int
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
+    server_tool_use: ServerToolUsage  # present when the request offered a server tool
 
 
 # ---------------------------------------------------------------------- content blocks
@@ -50,7 +56,36 @@ class ToolUseBlock(TypedDict):
     input: dict[str, Any]
 
 
-ContentBlock = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock
+class ServerToolUseBlock(TypedDict):
+    """A call the gateway ran for the model (web search); its input follows as `input_json_delta`."""
+
+    type: Literal["server_tool_use"]
+    id: str  # srvtoolu_…
+    name: str
+    input: dict[str, Any]
+
+
+class WebSearchResult(TypedDict):
+    type: Literal["web_search_result"]
+    title: str
+    url: str
+    page_age: str | None
+
+
+class WebSearchToolResultError(TypedDict):
+    type: Literal["web_search_tool_result_error"]
+    error_code: str  # invalid_tool_input, unavailable, max_uses_exceeded, too_many_requests, query_too_long
+
+
+class WebSearchToolResultBlock(TypedDict):
+    type: Literal["web_search_tool_result"]
+    tool_use_id: str
+    content: list[WebSearchResult] | WebSearchToolResultError
+
+
+ContentBlock = (
+    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ServerToolUseBlock | WebSearchToolResultBlock
+)
 
 
 class TextDelta(TypedDict):
@@ -73,7 +108,12 @@ class InputJsonDelta(TypedDict):
     partial_json: str
 
 
-BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta
+class CitationsDelta(TypedDict):
+    type: Literal["citations_delta"]
+    citation: dict[str, Any]  # e.g. {"type": "web_search_result_location", "url", "title", "cited_text"}
+
+
+BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta | CitationsDelta
 
 # ---------------------------------------------------------------------- the message
 

@@ -119,7 +119,7 @@ class MessageAggregator:
 
     def _on_block_start(self, event: ContentBlockStartEvent) -> None:
         block: dict[str, Any] = dict(event["content_block"])
-        if block["type"] == "tool_use":
+        if block["type"] in ("tool_use", "server_tool_use"):
             block["input"] = dict(block["input"])
             self._tool_json[event["index"]] = []
         self._content.append(block)
@@ -136,6 +136,9 @@ class MessageAggregator:
             block["signature"] = delta["signature"]  # the SDK overwrites, too
         elif delta["type"] == "input_json_delta":
             self._tool_json[index].append(delta["partial_json"])
+        elif delta["type"] == "citations_delta":
+            block.setdefault("citations", None)
+            block["citations"] = [*(block["citations"] or ()), delta["citation"]]  # as the SDK appends
         else:
             assert_never(delta)
 

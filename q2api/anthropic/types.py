@@ -13,11 +13,13 @@ typed values or raise :class:`InvalidRequest` naming the JSON path.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
 
+from q2api.anthropic.cache_control import MAX_BREAKPOINTS, NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 
@@ -27,10 +29,13 @@ JSONObject = dict[str, Any]
 class _Block(Struct, tag_field="type", kw_only=True):
     """Base of every content block; `type` is the tag.
 
-    `cache_control` is not kept, like every field the gateway does not use: Claude Code moves its
-    cache breakpoint to the newest message on every turn, and a block that differs only by it is
+    `cache_control` is read once, right after parsing, into the request's breakpoints, and then
+    cleared (q2api.anthropic.cache_control.take_cache_breakpoints): Claude Code moves its cache
+    breakpoint to the newest message on every turn, and a block that differs only by it must be
     the same block to the converter, which resumes a conversation where its messages are equal
     (q2api.conversion.checkpoints)."""
+
+    cache_control: JSONObject | None = None
 
 
 # ---------------------------------------------------------------- sources
@@ -212,18 +217,32 @@ class Message(Struct, kw_only=True):
 # ---------------------------------------------------------------- tools and options
 
 
+WEB_SEARCH_TOOL_PREFIX = "web_search_"  # web_search_20250305 and its dated successors
+
+
 class Tool(Struct, kw_only=True):
     """A tool definition. Custom tools carry `input_schema`; Anthropic server tools
-    (`web_search_20250305`, `bash_20250124`, …) carry a versioned `type` and no schema."""
+    (`web_search_20250305`, `bash_20250124`, …) carry a versioned `type` and no schema.
+    The web search tool's options (`max_uses`, `allowed_domains`, `blocked_domains`,
+    `user_location`) are kept; other server tools' options are not used."""
 
     name: str
     input_schema: JSONObject | None = None
     description: str | None = None
     type: str | None = None
+    max_uses: int | None = None
+    cache_control: JSONObject | None = None
+    allowed_domains: list[str] | None = None
+    blocked_domains: list[str] | None = None
+    user_location: JSONObject | None = None
 
     @property
     def is_server_tool(self) -> bool:
         return self.type not in (None, "custom") and self.input_schema is None
+
+    @property
+    def is_web_search(self) -> bool:
+        return self.is_server_tool and (self.type or "").startswith(WEB_SEARCH_TOOL_PREFIX)
 
 
 class ToolChoice(Struct, kw_only=True):
@@ -242,6 +261,12 @@ class ThinkingConfig(Struct, kw_only=True):
         return self.type in ("enabled", "adaptive")
 
 
+class OutputConfig(Struct, kw_only=True):
+    """`output_config`: how much effort the model spends (`low` … `max`), Claude's adaptive-thinking dial."""
+
+    effort: str | None = None
+
+
 class _RequestCommon(Struct, kw_only=True):
     model: Annotated[str, Meta(min_length=1)]
     messages: Annotated[list[Message], Meta(min_length=1)]
@@ -249,6 +274,7 @@ class _RequestCommon(Struct, kw_only=True):
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     thinking: ThinkingConfig | None = None
+    output_config: OutputConfig | None = None
 
 
 class MessagesRequest(_RequestCommon, kw_only=True):
@@ -343,9 +369,53 @@ def _forwarded_document_paths(request: _RequestCommon) -> list[str]:
 
 
 def parse_messages_request(body: bytes) -> MessagesRequest:
+    """The request, its `cache_control` markers cleared (see parse_messages_request_with_breakpoints)."""
+    return parse_messages_request_with_breakpoints(body)[0]
+
+
+def parse_messages_request_with_breakpoints(body: bytes) -> tuple[MessagesRequest, CacheBreakpoints]:
+    """The request and where its `cache_control` breakpoints were; the markers are cleared from
+    its blocks, so that two requests that differ only by them have equal messages
+    (q2api.conversion.checkpoints). More than MAX_BREAKPOINTS is a 400, as at Anthropic."""
     request: MessagesRequest = _decode(_messages_decoder, body)
     _check_forwarded_documents(request)
-    return request
+    if b'"cache_control"' not in body:  # one search in C: most requests of other clients stop here
+        return request, NO_BREAKPOINTS
+    return request, _take_breakpoints(request)
+
+
+def _take_breakpoints(request: MessagesRequest) -> CacheBreakpoints:
+    system = _take_markers(request.system if isinstance(request.system, list) else ())
+    tools = _take_markers(request.tools or ())
+    messages: list[tuple[int, int]] = []
+    for message_index, message in enumerate(request.messages):
+        content = message.content
+        if type(content) is not list:
+            continue
+        for block_index, block in enumerate(content):
+            marked = block.cache_control is not None
+            if marked:
+                block.cache_control = None
+            if type(block) is ToolResultBlock and type(block.content) is list and _take_markers(block.content):
+                marked = True  # a marker inside a tool result's content counts for the tool result
+            if marked:
+                messages.append((message_index, block_index))
+    breakpoints = CacheBreakpoints(system, tools, tuple(messages))
+    if breakpoints.count > MAX_BREAKPOINTS:
+        raise InvalidRequest(
+            "", f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints.count}."
+        )
+    return breakpoints
+
+
+def _take_markers(items: Sequence[_Block | Tool]) -> tuple[int, ...]:
+    """The indices of `items` that carry a marker; the markers are cleared."""
+    marked = []
+    for index, item in enumerate(items):
+        if item.cache_control is not None:
+            item.cache_control = None
+            marked.append(index)
+    return tuple(marked)
 
 
 def parse_count_tokens_request(body: bytes) -> CountTokensRequest:

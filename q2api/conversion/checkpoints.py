@@ -33,8 +33,9 @@ from q2api.conversion.report import Finding
 from q2api.conversion.turns import Turn, TurnBuilder
 
 # What the saved work depends on besides the messages (ConversionOptions): the per-message text
-# limit the builder checks, and the origin and image limit of the history entries.
-Settings = tuple[int, str, int]
+# limit the builder checks, the origin and image limit of the history entries, and whether the
+# model reasons natively (signed thinking goes back as reasoningContent instead of text).
+Settings = tuple[int, str, int, bool]
 
 
 # A closed turn as Amazon Q history, and what building it reported. A plain tuple: a long
@@ -70,6 +71,7 @@ class Checkpoint:
             report,
             turns,
             dict(self.history_tool_names),
+            native_reasoning=self.settings[3],
         )
 
 

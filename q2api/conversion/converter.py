@@ -17,6 +17,9 @@ The steps, each in its own module under `q2api.conversion`:
 2. `tool_results`: each user turn answers exactly the tool uses of the assistant turn before it.
 3. `tool_specs`: the tools of the current message, covering every tool name used in history.
 4. `system_context`: the system prompt as a stable synthetic first history pair.
+5. `native_thinking`: for a model that reasons natively, the thinking request as
+   `additionalModelRequestFields` (and signed thinking in history as `reasoningContent`);
+   for the others, `thinking_prompt`'s text hint.
 
 Before any of it is assembled, `capabilities` refuses a part the model cannot take (an image
 to a text-only model). Given a `checkpoints.Checkpoint` of an earlier request of the same
@@ -40,6 +43,7 @@ from q2api.amazonq.types import (
     AssistantResponseMessage,
     ChatMessage,
     ConversationState,
+    GenerateAssistantResponseRequest,
     UserInputMessage,
 )
 from q2api.anthropic.types import MessagesRequest
@@ -47,6 +51,7 @@ from q2api.conversion.capabilities import check_input_types
 from q2api.conversion.checkpoints import Checkpoint, HistoryEntry, Settings
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.images import select_images
+from q2api.conversion.native_thinking import native_reasoning, reasoning_request_fields
 from q2api.conversion.options import Conversion, ConversionOptions
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import context_pair, system_prompt_text
@@ -55,6 +60,7 @@ from q2api.conversion.thinking_prompt import thinking_hint, with_hint
 from q2api.conversion.tool_results import ToolResultDraft, answered_results, orphan_result_text
 from q2api.conversion.tool_specs import tool_specs
 from q2api.conversion.turns import AssistantTurn, Turn, TurnBuilder, UserTurn, frame_turns
+from q2api.conversion.web_search import web_search_options
 
 __all__ = ["Conversion", "ConversionOptions", "convert_request", "session_conversation_id"]
 
@@ -77,12 +83,13 @@ def convert_request(
             )
         )
 
-    settings: Settings = (options.max_message_chars, options.origin, options.max_images_per_message)
+    native = native_reasoning(model.reasoning)
+    settings: Settings = (options.max_message_chars, options.origin, options.max_images_per_message, native)
     if resume is not None and resume.settings != settings:
         resume = None
     builder_start = len(report)
     if resume is None:
-        builder = TurnBuilder(Identifiers(report), options.max_message_chars, report)
+        builder = TurnBuilder(Identifiers(report), options.max_message_chars, report, native_reasoning=native)
     else:
         builder = resume.resumed_builder(report)
     first_new = len(resume.messages) if resume else 0
@@ -95,6 +102,9 @@ def convert_request(
     turns = frame_turns(builder.turns, report)
     check_input_types(model, request.model, turns)
 
+    web_search = web_search_options(request) if request.tools else None
+    if web_search is not None and request.tool_choice is not None and request.tool_choice.type == "none":
+        web_search = None  # tool_choice none offers no tool, server tools included
     context_sections: list[str] = []
     tools = tool_specs(
         request.tools, request.tool_choice, builder.history_tool_names, builder.ids, report, context_sections
@@ -109,10 +119,14 @@ def convert_request(
     history.extend(entry[0] for entry in entries)
 
     current = _user_message(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
-    hint = thinking_hint(request.thinking, options.default_thinking_budget)
-    current["content"], hinted = with_hint(current["content"], hint)
-    if hinted:
-        report.append(Finding(FindingKind.THINKING_HINT, detail="thinking hint added to the current message"))
+    reasoning_fields = reasoning_request_fields(request, model.reasoning) if native and model.reasoning else None
+    if reasoning_fields is not None:
+        report.append(Finding(FindingKind.NATIVE_THINKING, detail=f"additionalModelRequestFields {reasoning_fields}"))
+    elif not native:
+        hint = thinking_hint(request.thinking, options.default_thinking_budget)
+        current["content"], hinted = with_hint(current["content"], hint)
+        if hinted:
+            report.append(Finding(FindingKind.THINKING_HINT, detail="thinking hint added to the current message"))
     if tools:
         current.setdefault("userInputMessageContext", {})["tools"] = tools
     current["modelId"] = model.q_model_id
@@ -125,6 +139,9 @@ def convert_request(
     if history:
         state["history"] = history
     state["currentMessage"] = {"userInputMessage": current}
+    payload: GenerateAssistantResponseRequest = {"conversationState": state}
+    if reasoning_fields is not None:
+        payload["additionalModelRequestFields"] = reasoning_fields
     checkpoint = Checkpoint(
         # The converted messages stay those of the checkpoint resumed from, not this request's
         # copies of them: a conversation's checkpoints share one set however many turns it has.
@@ -139,12 +156,15 @@ def convert_request(
         entries_at,
     )
     return Conversion(
-        {"conversationState": state},
+        payload,
         model,
         dict(builder.ids.tool_names),
         tuple(report),
         checkpoint,
-        dict(builder.ids.tool_use_ids),
+        tool_use_ids=dict(builder.ids.tool_use_ids),
+        turn_messages=tuple(turn.message_indices for turn in turns),
+        turns_at=entries_at - lead,
+        web_search=web_search,
     )
 
 
@@ -232,4 +252,6 @@ def _assistant_message(turn: AssistantTurn, report: list[Finding]) -> AssistantR
     message: AssistantResponseMessage = {"content": content}
     if turn.tool_uses:
         message["toolUses"] = turn.tool_uses
+    if turn.reasoning is not None:
+        message["reasoningContent"] = turn.reasoning
     return message

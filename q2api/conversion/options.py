@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ from q2api.models.table import ModelChoice
 
 if TYPE_CHECKING:
     from q2api.conversion.checkpoints import Checkpoint
+    from q2api.conversion.web_search import WebSearchOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,12 @@ class Conversion:
     checkpoint: Checkpoint | None = None
     # Amazon Q tool-use id -> the client's, for every id that was changed (renamed, or a reused id made unique).
     tool_use_ids: Mapping[str, str] = field(default_factory=dict)
+    # The Claude message indices of each Amazon Q message built from turns, in order: history from
+    # `turns_at` on, then the current message (last). Prompt caching places its points by them.
+    turn_messages: tuple[Sequence[int], ...] = ()
+    turns_at: int = 0  # the history position of the first turn (after the system context pair)
+    # The request's web search tool, offered to the model as the `web_search` tool the server runs.
+    web_search: WebSearchOptions | None = None
 
     @property
     def history(self) -> list[ChatMessage]:

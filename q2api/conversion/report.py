@@ -60,7 +60,10 @@ class FindingKind(StrEnum):
     THINKING_AS_TEXT = "thinking_as_text"
     REDACTED_THINKING_DROPPED = "redacted_thinking_dropped"
     SERVER_BLOCK_DROPPED = "server_block_dropped"
+    SERVER_BLOCK_AS_TEXT = "server_block_as_text"  # an earlier web search, as context text
     THINKING_HINT = "thinking_hint"
+    NATIVE_THINKING = "native_thinking"  # the thinking request went as additionalModelRequestFields
+    REASONING_REPLAYED = "reasoning_replayed"  # a signed thinking block went back as reasoningContent
     # model
     UNKNOWN_MODEL = "unknown_model"
     # guards: order validation of the output (each one is a converter bug)

@@ -2,7 +2,8 @@
 
 Amazon Q rules (docs/protocol.md#request-body, docs/protocol.md#conversation-rules): names of 1..64 `[a-zA-Z0-9_-]` characters, descriptions
 of 1..10,240 characters, a JSON-schema document without nulls, and every tool name used in
-history present in the list. Anthropic server tools (`web_search_20250305`, …) cannot run on
+history present in the list. Anthropic's web search server tool becomes a `web_search` tool the
+server runs (q2api.conversion.web_search); other server tools (`bash_20250124`, …) cannot run on
 Amazon Q and are dropped with a report; `tool_choice: none` sends no real tool at all.
 """
 
@@ -20,6 +21,7 @@ from q2api.conversion.json_clean import cleaned_schema
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import full_tool_description
 from q2api.conversion.tool_schemas import object_root_schema
+from q2api.conversion.web_search import WEB_SEARCH_TOOL, options_of, web_search_spec
 
 _TRUNCATION_NOTE = "\n… [truncated: the full description is in the conversation context]"
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -53,6 +55,10 @@ def tool_specs(
             wanted += " with disable_parallel_tool_use"
         report.append(Finding(FindingKind.TOOL_CHOICE_IGNORED, detail=f"{wanted} cannot be enforced upstream"))
     for index, tool in enumerate(tools or ()):
+        if tool.is_web_search and WEB_SEARCH_TOOL.casefold() not in offered:
+            specs.append(web_search_spec(options_of(tool)))
+            offered[WEB_SEARCH_TOOL.casefold()] = tool.name
+            continue
         if tool.is_server_tool:
             report.append(
                 Finding(

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from q2api.amazonq.types import ToolUse
+from q2api.amazonq.types import ReasoningContent, ToolUse
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import (
     SERVER_TOOL_RESULT_BLOCKS,
@@ -36,6 +36,7 @@ from q2api.conversion.documents import document_text
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.images import TurnImage, q_image
 from q2api.conversion.json_clean import cleaned_tool_input
+from q2api.conversion.native_thinking import signed_reasoning
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import system_turn_text
 from q2api.conversion.text import (
@@ -46,6 +47,7 @@ from q2api.conversion.text import (
 )
 from q2api.conversion.thinking_prompt import thinking_as_text
 from q2api.conversion.tool_results import ToolResultDraft, tool_result_content
+from q2api.conversion.web_search import server_block_text
 
 _SERVER_BLOCKS = (ServerToolUseBlock, ContainerUploadBlock, *SERVER_TOOL_RESULT_BLOCKS)
 
@@ -79,11 +81,17 @@ class AssistantTurn:
     texts: list[str] = field(default_factory=list)
     tool_uses: list[ToolUse] = field(default_factory=list)
     tool_use_origins: ExpectedResults = field(default_factory=dict)
+    # The turn's first upstream-signed thinking, for a model that reasons natively (native_thinking).
+    reasoning: ReasoningContent | None = None
 
     def reopened(self) -> AssistantTurn:
         """A copy the builder may go on filling, leaving this one as it is."""
         return AssistantTurn(
-            list(self.message_indices), list(self.texts), list(self.tool_uses), dict(self.tool_use_origins)
+            list(self.message_indices),
+            list(self.texts),
+            list(self.tool_uses),
+            dict(self.tool_use_origins),
+            self.reasoning,
         )
 
 
@@ -98,6 +106,8 @@ class TurnBuilder:
     turns: list[Turn] = field(default_factory=list)
     # Q tool name -> client tool name, for every tool used in history (in order of first use).
     history_tool_names: dict[str, str] = field(default_factory=dict)
+    # The model reasons natively: signed thinking goes back as reasoningContent (native_thinking).
+    native_reasoning: bool = False
 
     def add(self, index: int, message: Message) -> None:
         if message.role == "assistant":
@@ -192,7 +202,7 @@ class TurnBuilder:
             elif isinstance(block, SearchResultBlock):
                 turn.texts.append(checked_text(search_result_text(block), self.text_limit, path))
             elif isinstance(block, _SERVER_BLOCKS):
-                self._drop_server_block(index, block, path)
+                self._server_block(turn, index, block, path)
             else:
                 raise InvalidRequest(f"{path}.type", f"{_tag(block)!r} blocks are not allowed in user messages")
 
@@ -255,18 +265,28 @@ class TurnBuilder:
             if isinstance(block, ThinkingBlock):
                 if block.thinking:
                     thinking = checked_text(block.thinking, self.text_limit, path, "thinking")
-                    turn.texts.append(thinking_as_text(thinking))
-                    self.report.append(Finding(FindingKind.THINKING_AS_TEXT, index, detail=path))
+                    signed = signed_reasoning(thinking, block.signature) if self.native_reasoning else None
+                    if signed is not None and turn.reasoning is None:
+                        turn.reasoning = signed
+                        self.report.append(Finding(FindingKind.REASONING_REPLAYED, index, detail=path))
+                    else:
+                        turn.texts.append(thinking_as_text(thinking))
+                        self.report.append(Finding(FindingKind.THINKING_AS_TEXT, index, detail=path))
             elif isinstance(block, RedactedThinkingBlock):
-                self.report.append(
-                    Finding(
-                        FindingKind.REDACTED_THINKING_DROPPED,
-                        index,
-                        detail=f"{path}: encrypted reasoning has no Amazon Q form",
+                if self.native_reasoning and turn.reasoning is None and block.data:
+                    turn.reasoning = {"redactedContent": block.data}
+                    self.report.append(Finding(FindingKind.REASONING_REPLAYED, index, detail=f"{path} (redacted)"))
+                else:
+                    self.report.append(
+                        Finding(
+                            FindingKind.REDACTED_THINKING_DROPPED,
+                            index,
+                            detail=f"{path}: encrypted reasoning goes back only to a model that reasons natively, "
+                            "once per message",
+                        )
                     )
-                )
             elif isinstance(block, _SERVER_BLOCKS):
-                self._drop_server_block(index, block, path)
+                self._server_block(turn, index, block, path)
             else:
                 raise InvalidRequest(f"{path}.type", f"{_tag(block)!r} blocks are not allowed in assistant messages")
 
@@ -282,7 +302,13 @@ class TurnBuilder:
         turn.tool_uses.append({"toolUseId": q_id, "name": name, "input": tool_input})
         turn.tool_use_origins[q_id] = (block.id, index)
 
-    def _drop_server_block(self, index: int, block: Any, path: str) -> None:
+    def _server_block(self, turn: UserTurn | AssistantTurn, index: int, block: Any, path: str) -> None:
+        """A web search the client was shown travels as text of the turn; other server blocks are dropped."""
+        text = server_block_text(block)
+        if text is not None:
+            turn.texts.append(text)
+            self.report.append(Finding(FindingKind.SERVER_BLOCK_AS_TEXT, index, detail=path))
+            return
         self.report.append(
             Finding(
                 FindingKind.SERVER_BLOCK_DROPPED,

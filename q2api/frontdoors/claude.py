@@ -7,9 +7,10 @@ from typing import Any
 
 import orjson
 
+from q2api.anthropic.cache_control import CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.sse import SseEncoder
-from q2api.anthropic.types import MessagesRequest, parse_messages_request
+from q2api.anthropic.types import MessagesRequest, parse_messages_request_with_breakpoints
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 
 CLAUDE_SSE = SseEncoder()
@@ -18,10 +19,14 @@ CLAUDE_SSE = SseEncoder()
 @dataclass(frozen=True, slots=True)
 class ClaudeCall:
     request: MessagesRequest
+    breakpoints: CacheBreakpoints
     body: bytes
 
     def claude_document(self) -> Any:
         return orjson.loads(self.body)
+
+    def cache_breakpoints(self) -> CacheBreakpoints:
+        return self.breakpoints
 
     def encoder(self) -> EventEncoder:
         return CLAUDE_SSE
@@ -43,7 +48,7 @@ class ClaudeDoor:
     route = "/v1/messages"
 
     def read(self, body: bytes) -> ClaudeCall:
-        return ClaudeCall(parse_messages_request(body), body)
+        return ClaudeCall(*parse_messages_request_with_breakpoints(body), body=body)
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
         return ErrorReply(error.status, error.envelope(request_id), error.headers)

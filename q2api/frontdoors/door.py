@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from q2api.anthropic.cache_control import CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import StreamEvent
 from q2api.anthropic.types import MessagesRequest
@@ -39,6 +40,10 @@ class DoorCall(Protocol):
 
     def claude_document(self) -> Any:
         """The Claude request as JSON values, for the DEBUG reproducer."""
+        ...
+
+    def cache_breakpoints(self) -> CacheBreakpoints:
+        """Where the client asked for prompt-cache breakpoints (Claude's `cache_control`)."""
         ...
 
     def encoder(self) -> EventEncoder:

@@ -2,7 +2,10 @@
 
 Spellings that name the same model all resolve to it: dated ids (`claude-opus-4-6-20260101`),
 `-latest`, Bedrock ids (`anthropic.claude-opus-4-6-v1:0`), dots or dashes (`claude-opus-4.6`),
-Claude Code's `[1m]` suffix, upstream ids of other models, and the operator's aliases.
+Claude Code's `[1m]` suffix, Cursor's version-first ids (`claude-4.5-opus-high`), upstream ids of
+other models, and the operator's aliases. A `-thinking` suffix (`claude-sonnet-4-5-thinking`)
+and an effort suffix (`-low` … `-max`) name the base model and ask for thinking / that effort
+(`Resolution.variant`; the relay applies it to a request that did not say otherwise).
 
 An id the catalogue lacks is served as the policy says (`Q2API_UNKNOWN_MODEL`):
 
@@ -22,11 +25,14 @@ from q2api.amazonq.catalogue import Catalogue, CatalogueModel
 from q2api.models.table import (
     DEFAULT_Q_MODEL,
     LONG_CONTEXT_WINDOW,
+    PLAIN,
     ModelChoice,
+    ModelVariant,
     claude_style_id,
     model_family,
     newest_of_family,
     split_long_context,
+    split_variant,
     upstream_model_id,
 )
 
@@ -53,6 +59,7 @@ class Resolution:
     requested: str
     substituted: bool  # served by another model than the one asked for
     why: str = ""  # for a substitution: the policy that chose it
+    variant: ModelVariant = PLAIN  # what the id's `-thinking` / effort suffixes asked for
 
 
 def resolve_against_catalogue(
@@ -67,11 +74,14 @@ def resolve_against_catalogue(
     name, long_context = split_long_context(requested)
     target = _alias_target(requested, name, aliases or {})
     exact = split_long_context(target)[0] if target else name
+    variant = PLAIN
+    if catalogue.get(exact) is None:
+        exact, variant = split_variant(exact)
     wanted = upstream_model_id(exact)
     # The id as given first: normalising would cut a `-v1` that belongs to a non-Claude model's id.
     found = catalogue.get(exact) or catalogue.get(wanted)
     if found is not None:
-        return Resolution(_choice(found, long_context, known=True), requested, substituted=False)
+        return Resolution(_choice(found, long_context, known=True), requested, substituted=False, variant=variant)
 
     available = _listing(catalogue)
     if policy is UnknownModelPolicy.REJECT:
@@ -81,14 +91,14 @@ def resolve_against_catalogue(
         substitute = catalogue.get(fallback)
         if substitute is None:
             raise ModelNotAvailable(requested, available, f"the default model {fallback!r} is not available either")
-        return Resolution(_choice(substitute, long_context, known=False), requested, True, "default model")
+        return Resolution(_choice(substitute, long_context, known=False), requested, True, "default model", variant)
     family = model_family(wanted)
     if family is None:
         raise ModelNotAvailable(requested, available, "it belongs to no known model family")
     substitute = newest_of_family(catalogue, family[0])
     if substitute is None:
         raise ModelNotAvailable(requested, available, f"no {family[0]} model is available")
-    return Resolution(_choice(substitute, long_context, known=False), requested, True, f"newest {family[0]}")
+    return Resolution(_choice(substitute, long_context, known=False), requested, True, f"newest {family[0]}", variant)
 
 
 def _alias_target(requested: str, name: str, aliases: Mapping[str, str]) -> str | None:
@@ -102,7 +112,15 @@ def _alias_target(requested: str, name: str, aliases: Mapping[str, str]) -> str 
 def _choice(model: CatalogueModel, long_context: bool, *, known: bool) -> ModelChoice:
     # The catalogue's window is the truth; without one, `[1m]` says what the client expects.
     window = model.max_input_tokens or (LONG_CONTEXT_WINDOW if long_context else model.context_window)
-    return ModelChoice(model.model_id, window, known, model.input_types, model.max_output_tokens)
+    return ModelChoice(
+        model.model_id,
+        window,
+        known,
+        model.input_types,
+        model.max_output_tokens,
+        prompt_cache=bool(model.prompt_cache),
+        reasoning=model.reasoning,
+    )
 
 
 def _listing(catalogue: Catalogue) -> tuple[str, ...]:

@@ -17,14 +17,14 @@ from loguru import logger
 from q2api.amazonq.catalogue import Catalogue
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import model_info
-from q2api.anthropic.types import MessagesRequest
+from q2api.anthropic.types import MessagesRequest, OutputConfig, ThinkingConfig
 from q2api.models.resolution import (
     ModelNotAvailable,
     Resolution,
     UnknownModelPolicy,
     resolve_against_catalogue,
 )
-from q2api.models.table import ModelChoice, claude_style_id, model_family
+from q2api.models.table import ModelChoice, ModelVariant, claude_style_id, model_family
 
 UPSTREAM_MODEL_HEADER = "x-q2api-upstream-model"
 
@@ -117,3 +117,14 @@ def clamp_max_tokens(request: MessagesRequest, choice: ModelChoice) -> MessagesR
         return request
     logger.info(f"max_tokens clamped: requested={request.max_tokens} limit={limit} model={choice.q_model_id}")
     return msgspec.structs.replace(request, max_tokens=limit)
+
+
+def with_variant(request: MessagesRequest, variant: ModelVariant) -> MessagesRequest:
+    """`request` with what its model id's suffixes asked for (`-thinking`, an effort), unless the
+    request itself says otherwise (its own `thinking` / `output_config.effort` win)."""
+    changes: dict[str, object] = {}
+    if variant.thinking and request.thinking is None:
+        changes["thinking"] = ThinkingConfig(type="enabled")
+    if variant.effort and (request.output_config is None or request.output_config.effort is None):
+        changes["output_config"] = OutputConfig(effort=variant.effort)
+    return msgspec.structs.replace(request, **changes) if changes else request

@@ -24,6 +24,7 @@ from q2api.amazonq.catalogue import (
     CatalogueModel,
     CatalogueSource,
 )
+from q2api.amazonq.reasoning_fields import ReasoningFields
 
 LONG_CONTEXT_WINDOW = 1_000_000
 LONG_CONTEXT_SUFFIX = "[1m]"
@@ -41,6 +42,10 @@ class ModelChoice:
     # text-only model) with a 400 instead of letting the upstream fail or the part vanish.
     input_types: frozenset[str] = TEXT_AND_IMAGE
     max_output_tokens: int | None = None  # None: the catalogue did not say
+    # The catalogue says the model takes `cachePoint`s (`supportsPromptCache`); unknown counts as no.
+    prompt_cache: bool = False
+    # Native reasoning (`additionalModelRequestFieldsSchema`); None: the `<thinking>` tag convention.
+    reasoning: ReasoningFields | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,35 @@ def input_types_of(q_model_id: str) -> frozenset[str]:
     return TEXT_AND_IMAGE if q_model_id.lower().startswith("claude-") or q_model_id == "auto" else TEXT_ONLY
 
 
+THINKING_SUFFIX = "-thinking"
+EFFORT_SUFFIXES = ("minimal", "low", "medium", "high", "xhigh", "max")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelVariant:
+    """What an id's suffixes ask for beyond the model: `-thinking` (thinking on) and an effort
+    (`claude-4.5-opus-high`, the Cursor spelling; `-high-thinking` both)."""
+
+    thinking: bool = False
+    effort: str | None = None
+
+
+PLAIN = ModelVariant()
+
+
+def split_variant(name: str) -> tuple[str, ModelVariant]:
+    """A lower-case id without its `-thinking` and effort suffixes, and what they asked for.
+    Only Claude ids carry them: another model's id comes back whole."""
+    base, thinking = (name[: -len(THINKING_SUFFIX)], True) if name.endswith(THINKING_SUFFIX) else (name, False)
+    effort = None
+    head, _, tail = base.rpartition("-")
+    if tail in EFFORT_SUFFIXES and head:
+        base, effort = head, tail
+    if (thinking or effort) and model_family(base) is None:
+        return name, PLAIN
+    return base, ModelVariant(thinking, effort)
+
+
 def split_long_context(requested: str) -> tuple[str, bool]:
     """The id lower-cased and stripped of Claude Code's `[1m]` suffix, and whether it had one."""
     name = requested.strip().lower()
@@ -137,6 +171,9 @@ def upstream_model_id(name: str) -> str:
     if match:
         minor = match["minor"]
         version = f"{match['major']}.{minor}" if minor else match["major"]
+        if int(match["major"]) >= 4:
+            # Claude 4 and later are named family first; `claude-4.5-opus` (Cursor) is claude-opus-4.5.
+            return f"claude-{match['family']}-{version}"
         return f"claude-{version}-{match['family']}"
     return name
 

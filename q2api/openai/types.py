@@ -161,6 +161,25 @@ ResponseFormat = TextFormat | JsonObjectFormat | JsonSchemaFormat
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
+class ApproximateLocation(Struct, kw_only=True):
+    city: str | None = None
+    country: str | None = None
+    region: str | None = None
+    timezone: str | None = None
+
+
+class UserLocation(Struct, kw_only=True):
+    type: Literal["approximate"] = "approximate"
+    approximate: ApproximateLocation | None = None
+
+
+class WebSearchOptions(Struct, kw_only=True):
+    """`web_search_options`: search the web before answering (OpenAI's search models)."""
+
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: UserLocation | None = None
+
+
 class ChatCompletionRequest(Struct, kw_only=True):
     model: Annotated[str, Meta(min_length=1)]
     messages: Annotated[list[ChatMessage], Meta(min_length=1)]
@@ -179,6 +198,7 @@ class ChatCompletionRequest(Struct, kw_only=True):
     function_call: FunctionCallMode | FunctionName | None = None
     reasoning_effort: ReasoningEffort | None = None
     response_format: ResponseFormat | None = None
+    web_search_options: WebSearchOptions | None = None
 
     @property
     def output_limit(self) -> int | None:

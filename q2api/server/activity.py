@@ -2,7 +2,7 @@
 
 Each entry is the request's log record (`Exchange`) reduced to what an operator
 watches: when, which model, which account, the status, the time to first token,
-the duration and the tokens. Nothing about the request's contents is kept.
+the duration, the tokens and the credits Amazon Q metered (null when it metered none). Nothing about the request's contents is kept.
 The ring is per worker and starts empty at every start: it is a window on
 recent traffic, not a history (the log line is the history).
 """
@@ -47,6 +47,7 @@ class ActivityLog:
                 "output_tokens": exchange.output_tokens,
                 "account": exchange.account,
                 "capture": exchange.capture,  # the id of its capture file, if one was written
+                "credits": exchange.credits if exchange.credits_metered else None,
             }
         )
 

@@ -52,9 +52,15 @@ class Exchange:
     error: str | None = None
     error_message: str | None = None
     account: str = "-"  # the label of the account that served it, when one did
+    account_id: str | None = None
     capture: str | None = None  # the id of the capture file written for it (q2api.server.captures)
     # Told that the request is over just before its line is written (a capture is decided there).
     on_ending: Callable[[Exchange], None] | None = None
+    # The credits Amazon Q metered for the reply (its `meteringEvent`s, docs/protocol.md#prompt-caching-and-metering), and whether
+    # it metered any: a reply without a metering event has `credits` 0.0 and `credits_metered` False,
+    # which is "unknown", not "free". A usage ledger reads both.
+    credits: float = 0.0
+    credits_metered: bool = False
     # Told about the finished request right after its line is written (the admin API's activity ring).
     on_logged: Callable[[Exchange], None] | None = None
     ended: bool = False
@@ -69,12 +75,19 @@ class Exchange:
         self.prepare_seconds = time.perf_counter() - self.started
 
     def record_upstream(
-        self, request_id: str | None, trace: UpstreamTrace, seconds: float | None, account: str | None = None
+        self,
+        request_id: str | None,
+        trace: UpstreamTrace,
+        seconds: float | None,
+        account: str | None = None,
+        account_id: str | None = None,
     ) -> None:
         """The upstream reply opened, or failed to (`seconds`: until its headers, or its final refusal)."""
         self.upstream_request_id = request_id or "-"
         if account is not None:
             self.account = account
+        if account_id is not None:
+            self.account_id = account_id
         self.upstream_attempts = len(trace.attempts)
         self.upstream_hosts = tuple(trace.hosts)
         self.upstream_seconds = seconds
@@ -89,9 +102,12 @@ class Exchange:
         if with_content and self.first_content_seconds is None:
             self.first_content_seconds = time.perf_counter() - self.started
 
-    def record_reply(self, stop_reason: str | None, output_tokens: int) -> None:
+    def record_reply(self, stop_reason: str | None, output_tokens: int, credits: float | None = None) -> None:
         self.stop_reason = stop_reason
         self.output_tokens = output_tokens
+        if credits is not None:
+            self.credits = credits
+            self.credits_metered = True
 
     def end(self, status: int, error: str | None = None, message: str | None = None) -> None:
         """The request is over: write its line (once, however many ways it ends). `message`: what
@@ -124,6 +140,11 @@ class Exchange:
         fields: dict[str, object] = {}
         if self.capture is not None:
             fields["capture"] = self.capture
+        if self.credits_metered:
+            metrics.observe_credits(
+                account_id=self.account_id, account=self.account, model=self.upstream_model, credits=self.credits
+            )
+
         logger.bind(
             request_id=self.request_id,
             model=self.model,
@@ -143,7 +164,14 @@ class Exchange:
             response_bytes=self.response_bytes,
             stop_reason=self.stop_reason or "-",
             output_tokens=self.output_tokens,
+            credits=_credits_field(self.credits) if self.credits_metered else "-",
             **fields,
         ).info(f"POST {self.route}" + (f" error={self.error}" if self.error else ""))
         if self.on_logged is not None:
             self.on_logged(self)
+
+
+def _credits_field(credits: float) -> str:
+    """Credits as the log shows them: Amazon Q meters to 0.01 (docs/protocol.md#prompt-caching-and-metering); a few more digits
+    keep the sum of several calls exact without printing float noise."""
+    return f"{credits:.6f}".rstrip("0").rstrip(".") if credits else "0"

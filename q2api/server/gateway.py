@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -29,6 +29,7 @@ from q2api.models.routing import ModelRouter
 from q2api.server import metrics
 from q2api.server.activity import ActivityLog
 from q2api.server.captures.recorder import Captures
+from q2api.server.exchange_log import Exchange
 from q2api.server.readiness import log_store_contents
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import (
@@ -38,6 +39,7 @@ from q2api.server.wiring import (
     refresh_endpoints,
     upstream_config,
     upstream_session,
+    web_searcher,
 )
 from q2api.settings import Settings
 
@@ -95,8 +97,9 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             upstream=UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER),
             settings=settings,
             models=models,
-            on_exchange_logged=activity.record if settings.admin_key else None,
+            on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None),
             captures=captures,
+            searcher=web_searcher(settings, session, pool),
         )
         await discovery.start()
         stack.push_async_callback(discovery.stop)
@@ -114,6 +117,19 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             activity=activity,
             captures=captures,
         )
+
+
+def _after_each_request(discovery: AccountDiscovery, activity: ActivityLog | None) -> Callable[[Exchange], None]:
+    """What happens once a request's log line is written: its metered credits move its account's
+    known figure, and the admin API's activity ring (when there is an admin API) keeps it."""
+
+    def logged(exchange: Exchange) -> None:
+        if exchange.credits_metered and exchange.account_id is not None:
+            discovery.note_metered(exchange.account_id, exchange.credits)
+        if activity is not None:
+            activity.record(exchange)
+
+    return logged
 
 
 def gateway_of(request: Request) -> Gateway:

@@ -163,6 +163,12 @@ CAPTURES = Counter(
     ["reason"],
     registry=_REGISTRY,
 )
+CREDITS = Counter(
+    "q2api_credits",
+    "Credits Amazon Q metered for the replies served (its meteringEvent), by account and Amazon Q model.",
+    ["account_id", "account", "model"],
+    registry=_REGISTRY,
+)
 ACCOUNT_CREDITS_USED = Gauge(
     "q2api_account_credits_used",
     "Credits the account has used in its current period (Amazon Q getUsageLimits), last value seen.",
@@ -241,6 +247,11 @@ def count_tool_loop(kind: str, mode: str) -> None:
 
 def count_capture(reason: str) -> None:
     CAPTURES.labels(reason).inc()
+
+
+def observe_credits(*, account_id: str | None, account: str, model: str, credits: float) -> None:
+    """The credits one reply was metered (called where its log line is written)."""
+    CREDITS.labels(account_id=account_id or "-", account=account or "-", model=model or NO_MODEL).inc(max(credits, 0.0))
 
 
 def stream_started() -> None:

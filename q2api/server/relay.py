@@ -31,23 +31,26 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
+from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
+from q2api.conversion.cache_points import with_cache_points
 from q2api.conversion.checkpoints import CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, session_conversation_id
 from q2api.conversion.pipeline import convert_guarded
+from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
-from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
+from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.captures.recorder import CaptureRecorder, Captures
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.off_loop import run_off_loop
-from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
+from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import Settings
@@ -68,6 +71,7 @@ class Prepared:
     request: MessagesRequest
     conversion: Conversion
     input_tokens: int
+    payload: GenerateAssistantResponseRequest  # the conversion's body, with cache points where asked
 
 
 class MessagesRelay:
@@ -79,10 +83,13 @@ class MessagesRelay:
         models: ModelRouter,
         on_exchange_logged: Callable[[Exchange], None] | None = None,
         captures: Captures | None = None,
+        searcher: WebSearcher | None = None,
     ) -> None:
         """`on_exchange_logged` is told about each request once its log line is written; `captures`
-        writes the capture files of failed requests."""
+        writes the capture files of failed requests; `searcher` runs the web searches of requests
+        that offer Anthropic's web search tool."""
         self._upstream = upstream
+        self._searcher = searcher
         self._on_exchange_logged = on_exchange_logged
         self._settings = settings
         self._models = models
@@ -96,8 +103,9 @@ class MessagesRelay:
         # Lines logged here carry the request id: DirectRoutesApp put it in the log context.
         request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
-        model = self._models.resolve(request.model).choice
-        request = clamp_max_tokens(request, model)
+        resolution = self._models.resolve(request.model)
+        model = resolution.choice
+        request = with_variant(clamp_max_tokens(request, model), resolution.variant)
         # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
         session = session_conversation_id(request)
         resume = CONVERSION_CHECKPOINTS.find(session, request.messages) if session else None
@@ -131,7 +139,10 @@ class MessagesRelay:
         )
         input_tokens = estimate_request_tokens(request)
         exchange.record_conversion(conversion.model.q_model_id, input_tokens)
-        return Prepared(call, request, conversion, input_tokens)
+        payload = conversion.payload
+        if self._settings.prompt_cache == "auto" and conversion.model.prompt_cache:
+            payload = with_cache_points(conversion, request, call.cache_breakpoints())
+        return Prepared(call, request, conversion, input_tokens, payload)
 
     # ------------------------------------------------------------ the endpoint
 
@@ -167,7 +178,7 @@ class MessagesRelay:
     ) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
-            payload=prepared.conversion.payload,
+            payload=prepared.payload,
             model=request.model,
             input_tokens=prepared.input_tokens,
             context_window=prepared.conversion.model.context_window,
@@ -175,10 +186,16 @@ class MessagesRelay:
             tool_use_ids=prepared.conversion.tool_use_ids,
             stop_sequences=tuple(request.stop_sequences or ()),
             max_tokens=request.max_tokens,
+            # Also for a model that reasons natively (its reasoning comes in frames of its own): one
+            # that still writes tags gets them split, by the same rules as any other.
             thinking_tags=request.thinking is not None and request.thinking.enabled,
+            web_search=prepared.conversion.web_search,
+            first_search=requested_search(request, prepared.conversion.web_search),
         )
         try:
-            reply = await Reply.open(self._upstream, plan, exchange, recorder.trace if recorder else None)
+            reply = await Reply.open(
+                self._upstream, plan, exchange, recorder.trace if recorder else None, searcher=self._searcher
+            )
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error))
         if recorder is not None:

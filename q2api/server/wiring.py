@@ -11,10 +11,12 @@ from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.pool import AccountPool
 from q2api.accounts.records import EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints
+from q2api.amazonq.account_access import Credential
 from q2api.amazonq.catalogue import Catalogue
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.service_api import ServiceApi
 from q2api.amazonq.upstream import UpstreamConfig, create_session
+from q2api.amazonq.web_search import WebSearchClient
 from q2api.conversion.loop_guard import LoopPolicy
 from q2api.conversion.trimming import TrimPolicy
 from q2api.models.resolution import UnknownModelPolicy
@@ -54,6 +56,19 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         read_timeout=settings.read_timeout,
         max_retries=settings.max_retries,
     )
+
+
+def web_searcher(settings: Settings, session: aiohttp.ClientSession, pool: AccountPool) -> WebSearchClient:
+    """Web searches through Kiro's MCP endpoint on the account that serves each reply.
+
+    The host is the gateway's one endpoint for every account today; per-account hosts replace
+    `host_of` (it is given the account's credential)."""
+    endpoint = settings.endpoint
+
+    def host_of(credential: Credential) -> str:
+        return endpoint
+
+    return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0)
 
 
 def loop_policy(settings: Settings) -> LoopPolicy:

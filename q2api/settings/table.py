@@ -44,6 +44,7 @@ AuthMethodSetting = Literal["auto", "idc", "social"]
 LogFormat = Literal["text", "json"]
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 UnknownModel = Literal["family", "reject", "default"]
+PromptCache = Literal["auto", "off"]
 
 DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
@@ -282,6 +283,18 @@ class Settings:
             turn saying what was left out; `off`: never. For clients that cannot compact (Claude Code
             compacts when it gets `prompt is too long`). See
             [Operating](operating.md#history-trimming).""",
+    )
+    prompt_cache: PromptCache = setting(
+        "Q2API_PROMPT_CACHE",
+        Choice[PromptCache](("auto", "off")),
+        default="auto",
+        group=Group.CONVERSION,
+        description="""
+            Prompt caching: `auto` turns a request's `cache_control` breakpoints (at most 4) into
+            Amazon Q `cachePoint`s for models whose catalogue says they take them
+            (`supportsPromptCache`); `off` sends none. Either way the cache figures a reply reports
+            are only Amazon Q's own, never an estimate. See
+            [Clients](clients.md#prompt-caching).""",
     )
     # -- streaming and timeouts ----------------------------------------------------------
     ping_interval: float = setting(

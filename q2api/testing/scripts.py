@@ -111,6 +111,16 @@ def usage_event(input_tokens: int, output_tokens: int, cache_read: int = 0, cach
     return event("metadataEvent", {"tokenUsage": usage})
 
 
+def metering_event(credits: float) -> Send:
+    """What Amazon Q meters a reply (docs/protocol.md#prompt-caching-and-metering: `{"unit":"credit","unitPlural":"credits","usage":0.03}`)."""
+    return event("meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": credits})
+
+
+def citation_event(link: str, text: str = "", location: int = 0) -> Send:
+    """A citation of the reply text (docs/protocol.md#event-types `citationEvent`)."""
+    return event("citationEvent", {"target": {"location": location}, "citationText": text, "citationLink": link})
+
+
 def context_usage_event(percentage: float) -> Send:
     return event("contextUsageEvent", {"contextUsagePercentage": percentage})
 
@@ -321,14 +331,14 @@ def service_unavailable() -> ErrorReply:
 
 def echo_reply(request_body: object) -> StreamReply:
     """The default reply: says plainly that it is simulated and quotes the user's message."""
-    said = _current_user_text(request_body)
+    said = current_user_text(request_body)
     text = "This reply comes from q2api's simulated Amazon Q upstream (no real model was called)."
     if said:
         text += f" You said: {said[:200]}"
     return text_reply(text, chunks=max(1, min(8, len(text) // 12)))
 
 
-def _current_user_text(body: object) -> str:
+def current_user_text(body: object) -> str:
     try:
         return str(body["conversationState"]["currentMessage"]["userInputMessage"]["content"])  # type: ignore[index]
     except (KeyError, TypeError):

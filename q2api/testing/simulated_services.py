@@ -23,6 +23,7 @@ from aiohttp import web
 from q2api.models.table import SERVED_MODELS
 from q2api.testing import scripts
 from q2api.testing.scripts import ErrorReply
+from q2api.testing.simulated_reasoning import NATIVE_REASONING_SCHEMA
 
 SERVICE_TARGET_PREFIX = "AmazonCodeWhispererService."
 REST = "rest"
@@ -37,9 +38,11 @@ def catalogue_entry(
     max_input_tokens: int = 200_000,
     max_output_tokens: int = 64_000,
     input_types: tuple[str, ...] = ("TEXT", "IMAGE"),
+    reasoning_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One `models[]` entry of a `ListAvailableModels` answer."""
-    return {
+    """One `models[]` entry of a `ListAvailableModels` answer; `reasoning_schema`: its
+    `additionalModelRequestFieldsSchema` (a model that reasons natively, docs/protocol.md#native-thinking)."""
+    entry: dict[str, Any] = {
         "modelId": model_id,
         "modelName": name or model_id,
         "description": f"simulated {model_id}",
@@ -49,6 +52,9 @@ def catalogue_entry(
         "rateMultiplier": 1.0,
         "rateUnit": "credit",
     }
+    if reasoning_schema is not None:
+        entry["additionalModelRequestFieldsSchema"] = reasoning_schema
+    return entry
 
 
 def usage_document(
@@ -72,14 +78,19 @@ def usage_document(
     }
 
 
+# The models the simulator lists as reasoning natively (PPK PR #97 saw Opus 4.8 do so live; its choice).
+NATIVE_REASONING_MODELS = frozenset({"claude-opus-5.5", "claude-opus-4.8"})
+
+
 def default_catalogue() -> list[dict[str, Any]]:
-    """The built-in table, as Amazon Q would list it."""
+    """The built-in table, as Amazon Q would list it (the Opus models with a reasoning schema)."""
     return [
         catalogue_entry(
             model.q_model_id,
             name=model.display_name,
             max_input_tokens=model.context_window,
             input_types=tuple(sorted(kind.upper() for kind in model.input_types)),
+            reasoning_schema=NATIVE_REASONING_SCHEMA if model.q_model_id in NATIVE_REASONING_MODELS else None,
         )
         for model in SERVED_MODELS
     ]

@@ -10,7 +10,17 @@ One aiohttp server plays four services:
 * `POST /token`: the AWS SSO OIDC refresh grant;
 * `POST /refreshToken`: the Kiro social refresh;
 * `POST /client/register`, `POST /device_authorization` and the device-code
-  grant of `POST /token`: device-code login (:mod:`q2api.testing.simulated_oidc`).
+  grant of `POST /token`: device-code login (:mod:`q2api.testing.simulated_oidc`);
+* `POST /mcp`: Kiro's web search (`sim.mcp`, :mod:`q2api.testing.simulated_mcp`).
+
+GenerateAssistantResponse also plays native reasoning (`sim.reasoning`,
+:mod:`q2api.testing.simulated_reasoning`): it checks `additionalModelRequestFields` against the
+model's catalogue schema and the history's reasoning signatures (a rejected-signature mode
+included), and its own replies to a request that asks for reasoning start with signed
+`reasoningContentEvent` frames. With `usage_frames = True` every streamed reply ends with the
+closing frames of :mod:`q2api.testing.simulated_accounting` — token usage with cache figures
+computed from the request's cache points, credits, context use — after its own frames (off by
+default: scripted replies then stay exactly as scripted).
 
 It records every request, knows which access tokens it has issued (with
 `check_tokens=True` others get the real 403 "bearer token invalid"), and counts
@@ -38,7 +48,10 @@ from aiohttp import web
 
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
+from q2api.testing.simulated_accounting import SimulatedAccounting
+from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
+from q2api.testing.simulated_reasoning import SimulatedReasoning, reasoning_frames, wants_reasoning
 from q2api.testing.simulated_services import AWS_JSON, SERVICE_TARGET_PREFIX, SimulatedServices
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
@@ -95,6 +108,10 @@ class SimulatedUpstream:
         # access token -> the refresh token it was issued for, so each account can see its own catalogue
         self.token_accounts: dict[str, str] = {}
         self.services = SimulatedServices(self.token_accounts, self._token_accepted)
+        self.mcp = SimulatedMcp(self._token_accepted)
+        self.reasoning = SimulatedReasoning()
+        self.accounting = SimulatedAccounting()
+        self.usage_frames = False  # end every streamed reply with usage, credits and context frames
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
@@ -122,6 +139,7 @@ class SimulatedUpstream:
         app.router.add_post("/device_authorization", self._device_call(self.device.start))
         app.router.add_get("/ListAvailableModels", self.services.rest)
         app.router.add_get("/getUsageLimits", self.services.rest)
+        app.router.add_post("/mcp", self.mcp.handle)
         # handler_cancellation: a client disconnect cancels the handler at once,
         # which is how the simulator notices it even in the middle of a pause.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
@@ -232,10 +250,15 @@ class SimulatedUpstream:
                 AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token
             )
         self.requests.append(record)
+        account = self.token_accounts.get(record.access_token or "", "sim")
         if self.check_tokens and record.access_token not in self.valid_access_tokens:
             reply: Reply = scripts.bearer_invalid()
         else:
-            reply = self.services.invalid_model(record.body, record.access_token) or self._next_reply(record)
+            reply = (
+                self.services.invalid_model(record.body, record.access_token)
+                or self.reasoning.check(record.body, self._reasoning_schema(record), account)
+                or self._next_reply(record, account)
+            )
         if isinstance(reply, ErrorReply):
             return web.Response(status=reply.status, body=reply.body, headers={**_request_id(), **reply.headers})
         if isinstance(reply, Hangup):
@@ -243,19 +266,38 @@ class SimulatedUpstream:
             if request.transport is not None:
                 request.transport.abort()
             raise asyncio.CancelledError  # nothing to send: end the handler quietly
-        return await self._stream(request, reply)
+        closing = self.accounting.closing_frames(record.body, account, reply.steps) if self.usage_frames else []
+        return await self._stream(request, reply.then(closing) if closing else reply)
+
+    def _reasoning_schema(self, record: RecordedRequest) -> dict[str, Any] | None:
+        try:
+            model = record.body["conversationState"]["currentMessage"]["userInputMessage"].get("modelId")
+        except (KeyError, TypeError, AttributeError):
+            return None
+        for entry in self.services.catalogue_for(record.access_token):
+            if entry.get("modelId") == model:
+                schema = entry.get("additionalModelRequestFieldsSchema")
+                return schema if isinstance(schema, dict) else None
+        return None
 
     def _token_accepted(self, access_token: str | None) -> bool:
         return not self.check_tokens or access_token in self.valid_access_tokens
 
-    def _next_reply(self, record: RecordedRequest) -> Reply:
+    def _next_reply(self, record: RecordedRequest, account: str = "sim") -> Reply:
         if self.replies:
             return self.replies.popleft()
         if self.responder is not None:
             chosen = self.responder(record)
             if chosen is not None:
                 return chosen
-        return scripts.echo_reply(record.body)
+        echo = scripts.echo_reply(record.body)
+        if wants_reasoning(record.body):
+            said = scripts.current_user_text(record.body)[:120]
+            thought = reasoning_frames(
+                f"Reasoning about: {said}", account, fragments=self.reasoning.signature_fragments
+            )
+            return scripts.stream(echo.steps[:1], thought, echo.steps[1:])
+        return echo
 
     async def _stream(self, request: web.Request, reply: StreamReply) -> web.StreamResponse:
         response = web.StreamResponse(

@@ -6,6 +6,12 @@ docs/protocol.md#how-the-sdk-reacts-to-a-bad-stream).
 `"text": ""` and a thinking block with `"thinking": ""` and `"signature": ""`,
 and a thinking block always gets a `signature_delta` before it stops. What to
 write, and when, is the translator's business.
+
+The upstream's signature may come in several `reasoningContentEvent` fragments
+that only work joined (docs/protocol.md#native-thinking, kiro2cc-proxy #12): the fragments seen
+while a thinking block is open (or before the next one opens) are concatenated.
+Server-tool blocks (`server_tool_use`, `web_search_tool_result`) and citations
+(`citations_delta` on a text block) are written here too.
 """
 
 from __future__ import annotations
@@ -15,7 +21,14 @@ import hashlib
 from enum import Enum
 from typing import Any
 
-from q2api.anthropic.events import BlockDelta, ContentBlock, ContentBlockDeltaEvent, StreamEvent
+from q2api.anthropic.events import (
+    BlockDelta,
+    ContentBlock,
+    ContentBlockDeltaEvent,
+    StreamEvent,
+    WebSearchResult,
+    WebSearchToolResultError,
+)
 
 
 class OpenBlock(Enum):
@@ -25,7 +38,7 @@ class OpenBlock(Enum):
 
 
 class ContentBlocks:
-    __slots__ = ("_held_space", "_signature", "_thinking_digest", "count", "index", "open")
+    __slots__ = ("_held_space", "_pending_citations", "_signature", "_thinking_digest", "count", "index", "open")
 
     def __init__(self) -> None:
         self.open = OpenBlock.NONE
@@ -34,6 +47,7 @@ class ContentBlocks:
         self._held_space = ""  # whitespace-only text waiting for a text block (see `text`)
         self._thinking_digest: Any = None
         self._signature: str | None = None  # the upstream's, for the open or next thinking block
+        self._pending_citations: list[dict[str, Any]] = []  # for the next text block
 
     def text(self, text: str, out: list[StreamEvent]) -> None:
         if self.open is not OpenBlock.TEXT:
@@ -47,6 +61,10 @@ class ContentBlocks:
             if self._held_space:
                 text = self._held_space + text
                 self._held_space = ""
+            if self._pending_citations:
+                for citation in self._pending_citations:
+                    out.append(_delta(self.index, {"type": "citations_delta", "citation": citation}))
+                self._pending_citations = []
         out.append(_delta(self.index, {"type": "text_delta", "text": text}))
 
     def thinking(self, text: str, out: list[StreamEvent]) -> None:
@@ -58,7 +76,27 @@ class ContentBlocks:
         out.append(_delta(self.index, {"type": "thinking_delta", "thinking": text}))
 
     def note_signature(self, signature: str) -> None:
-        self._signature = signature
+        """A signature fragment of the open (or next) thinking block: fragments are joined."""
+        self._signature = (self._signature or "") + signature
+
+    def citation(self, citation: dict[str, Any], out: list[StreamEvent]) -> None:
+        """A citation of the open text block, else of the next one."""
+        if self.open is OpenBlock.TEXT:
+            out.append(_delta(self.index, {"type": "citations_delta", "citation": citation}))
+        else:
+            self._pending_citations.append(citation)
+
+    def server_tool_use(self, tool_use_id: str, name: str, input_json: str, out: list[StreamEvent]) -> None:
+        """A whole server_tool_use block, its input in one delta (as the API streams tool input)."""
+        self._start({"type": "server_tool_use", "id": tool_use_id, "name": name, "input": {}}, out)
+        out.append(_delta(self.index, {"type": "input_json_delta", "partial_json": input_json}))
+        out.append({"type": "content_block_stop", "index": self.index})
+
+    def web_search_result(
+        self, tool_use_id: str, content: list[WebSearchResult] | WebSearchToolResultError, out: list[StreamEvent]
+    ) -> None:
+        self._start({"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": content}, out)
+        out.append({"type": "content_block_stop", "index": self.index})
 
     def redacted_thinking(self, data: str, out: list[StreamEvent]) -> None:
         self._start({"type": "redacted_thinking", "data": data}, out)

@@ -18,8 +18,19 @@ When a tag counts (the rule, chosen to avoid false positives):
   of N backticks up to the next run of N backticks or the end of the line).
   So a reply that *talks about* the tag — ``use `<thinking>` tags`` or a
   code sample — keeps it as text. Tilde fences are not recognised.
-* Inside thinking, the first ``</thinking>`` closes it, wherever it is; a
-  tool call or another block also ends it (`leave_thinking`).
+* Inside thinking, a ``</thinking>`` closes it where it stands as a real end
+  tag, not where the model quotes it: not inside markdown code of the thinking
+  text (inline span or fence, tracked as above), not right after or right
+  before a quote character (`` ` `` ``"`` ``'``), and not followed on its line by
+  a blank and more words (``</thinking> tags mark…`` is prose). It is real when
+  a line break follows (after optional blanks), when the reply or the block
+  ends there, or when the answer follows it directly (``</thinking>Answer``).
+  This follows KRS `src/anthropic/stream.rs::find_real_thinking_end_tag`
+  (quote characters around the tag make it a mention; a real end tag is
+  followed by a line break, or only blanks at the end of a block) but keeps a
+  tag glued to the answer as an end, as Kiro replies have it; text held back
+  to decide is at most the tag and the blanks after it. A tool call or
+  another block also ends thinking (`leave_thinking`).
 * Whitespace right after ``</thinking>`` (normally a blank line) is dropped
   so the answer's text block does not start with newlines.
 * Blanks before ``<thinking>`` on its line are dropped (blanks that start a
@@ -67,13 +78,14 @@ _END = (SegmentKind.THINKING_END, "")
 # The characters that can change the scanner's state in TEXT mode.
 _TEXT_SPECIAL = re.compile(r"[`\n<]")
 _BLANKS = " \t"
+_QUOTES = "`\"'"
 _TEXT_MODE = SplitterMode.TEXT
 
 
 class ThinkingTagSplitter:
     """Incremental `<thinking>` tag splitter; `feed(chunk)` → segments, `flush()` at the end."""
 
-    __slots__ = ("_code", "_code_ticks", "_held", "_line_start", "enabled", "mode")
+    __slots__ = ("_code", "_code_ticks", "_held", "_last_thought", "_line_start", "enabled", "mode")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
@@ -81,7 +93,8 @@ class ThinkingTagSplitter:
         self._held = ""  # a suffix that may still become a tag or a longer backtick run
         self._code = CodeSpan.NONE
         self._code_ticks = 0  # length of the backtick run that opened the current code span
-        self._line_start = True  # only blanks so far on the current line (outside thinking)
+        self._line_start = True  # only blanks so far on the current line
+        self._last_thought = ""  # the last character of thinking text given out (is a tag quoted?)
 
     def take_plain(self, chunk: str) -> str | None:
         """Fast path: the text of a chunk that holds no tag character, or None (use `feed`).
@@ -113,14 +126,10 @@ class ThinkingTagSplitter:
     def flush(self) -> list[Segment]:
         """End of stream: release whatever was held back."""
         held, self._held = self._held, ""
-        if not held:
-            return []
-        if self.mode is SplitterMode.THINKING:
-            return [(_THINKING, held)]
-        if self.mode is SplitterMode.AFTER_THINKING:
+        if not held or self.mode is SplitterMode.AFTER_THINKING:
             return []
         out: list[Segment] = []
-        self._scan(held, out, final=True)
+        self._scan(held, out, final=True)  # inside thinking, a held end tag is real at the end
         return out
 
     def drain(self) -> list[Segment]:
@@ -131,7 +140,11 @@ class ThinkingTagSplitter:
         held, self._held = self._held, ""
         if not held or self.mode is SplitterMode.AFTER_THINKING:
             return []
-        return [(_THINKING if self.mode is SplitterMode.THINKING else _TEXT, held)]
+        if self.mode is SplitterMode.THINKING:
+            out: list[Segment] = []
+            self._scan_thinking(held, out, final=True)  # a held end tag before a block boundary is real
+            return out
+        return [(_TEXT, held)]
 
     def leave_thinking(self) -> None:
         """Another kind of block started: an unterminated `<thinking>` is over."""
@@ -193,6 +206,8 @@ class ThinkingTagSplitter:
                     if text.startswith(OPEN_TAG, index):
                         _append(out, _TEXT, text[:index].rstrip(_BLANKS))
                         self.mode = SplitterMode.THINKING
+                        self._line_start = True  # the thinking starts a line of its own (a fence may open it)
+                        self._last_thought = ""
                         return text[index + len(OPEN_TAG) :]
                     if not final and OPEN_TAG.startswith(text[index:]):
                         # Hold the partial tag with the blanks before it (its indent).
@@ -204,18 +219,76 @@ class ThinkingTagSplitter:
                 position = index + 1
 
     def _scan_thinking(self, text: str, out: list[Segment], final: bool) -> str:
-        index = text.find(CLOSE_TAG)
-        if index >= 0:
-            _append(out, _THINKING, text[:index])
-            out.append(_END)
-            self.mode = SplitterMode.AFTER_THINKING
-            return text[index + len(CLOSE_TAG) :]
-        keep = 0 if final else _partial_suffix_length(text, CLOSE_TAG)
-        if keep:
-            self._held = text[-keep:]
-            text = text[:-keep]
-        _append(out, _THINKING, text)
-        return ""
+        """Scan THINKING mode; return the unscanned rest after the real end tag, else ""."""
+        position = 0
+        end = len(text)
+        search = _TEXT_SPECIAL.search
+        while True:
+            match = search(text, position)
+            if match is None:
+                self._note_plain(text[position:])
+                self._think(out, text)
+                return ""
+            index = match.start()
+            if self._line_start and text[position:index].strip(_BLANKS):
+                self._line_start = False
+            char = text[index]
+            if char == "\n":
+                self._line_start = True
+                if self._code is CodeSpan.INLINE:
+                    self._code = CodeSpan.NONE
+                position = index + 1
+            elif char == "`":
+                run_end = index + 1
+                while run_end < end and text[run_end] == "`":
+                    run_end += 1
+                if run_end == end and not final:
+                    self._think(out, text[:index])
+                    self._held = text[index:]
+                    return ""
+                self._on_backtick_run(run_end - index)
+                position = run_end
+            else:  # "<"
+                if self._code is CodeSpan.NONE and text.startswith(CLOSE_TAG, index):
+                    real = self._real_end_tag(text, index, final)
+                    if real is None:  # the characters that decide have not arrived yet
+                        self._think(out, text[:index])
+                        self._held = text[index:]
+                        return ""
+                    if real:
+                        self._think(out, text[:index])
+                        out.append(_END)
+                        self.mode = SplitterMode.AFTER_THINKING
+                        return text[index + len(CLOSE_TAG) :]
+                    position = index + len(CLOSE_TAG)
+                    self._line_start = False
+                    continue
+                if self._code is CodeSpan.NONE and not final and CLOSE_TAG.startswith(text[index:]):
+                    self._think(out, text[:index])
+                    self._held = text[index:]
+                    return ""
+                self._line_start = False
+                position = index + 1
+
+    def _real_end_tag(self, text: str, index: int, final: bool) -> bool | None:
+        """Whether the `</thinking>` at `index` ends thinking (see the module docstring); None: undecided yet."""
+        before = text[index - 1] if index else self._last_thought
+        if before and before in _QUOTES:
+            return False
+        after = text[index + len(CLOSE_TAG) :]
+        rest = after.lstrip(_BLANKS)
+        if not rest:
+            return True if final else None
+        if after[0] in _QUOTES:
+            return False
+        if rest[0] in "\r\n":
+            return True
+        return rest is after  # glued to the answer: an end; a blank and more words: prose
+
+    def _think(self, out: list[Segment], text: str) -> None:
+        if text:
+            out.append((_THINKING, text))
+            self._last_thought = text[-1]
 
     def _on_backtick_run(self, length: int) -> None:
         code = self._code

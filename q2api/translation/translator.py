@@ -16,6 +16,13 @@ Phases (`Phase`)::
                           IN_TEXT | IN_THINKING | IN_TOOL_USE ┘
     any phase ──finish() / stop sequence / max_tokens──▶ DONE
     any phase ──exception frame / bad payload / fail()──▶ FAILED
+    finish() with server-tool calls made ──▶ AWAITING_TOOLS ──resume()──▶ IDLE (next upstream call)
+                                                            └─end()────▶ DONE
+
+AWAITING_TOOLS: the upstream call ended with calls of a server tool (web search)
+that the server runs (q2api.translation.server_tools); the server writes their
+blocks (`server_tool_use`, `server_tool_result`), then either resumes the same
+message with the next upstream call's frames or ends it (`end`).
 
 IN_TOOL_USE means a tool call's input is being buffered: no Anthropic block is
 open for it yet (q2api/tool_input.py says why). The phase is derived from the
@@ -37,10 +44,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.events import MessageStopEvent, StartedMessage, StreamEvent, Usage, error_event
+from q2api.anthropic.events import (
+    MessageStopEvent,
+    StartedMessage,
+    StreamEvent,
+    Usage,
+    WebSearchResult,
+    WebSearchToolResultError,
+    error_event,
+)
 from q2api.translation.anomalies import AnomalyKind, StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
 from q2api.translation.error_mapping import bad_payload, in_stream_failure
+from q2api.translation.server_tools import ServerToolCall, new_call
 from q2api.translation.stop_conditions import OutputTokenCounter, StopSequenceMatcher
 from q2api.translation.thinking_split import SegmentKind, ThinkingTagSplitter
 from q2api.translation.tool_input import ToolInputBuffer, ToolInputVerdict, missing_stop_finding, truncation_finding
@@ -58,6 +74,7 @@ class Phase(Enum):
     IN_TEXT = "in_text"
     IN_THINKING = "in_thinking"
     IN_TOOL_USE = "in_tool_use"  # buffering a tool call's input; its block is not started yet
+    AWAITING_TOOLS = "awaiting_tools"  # server-tool calls to run before the message goes on
     DONE = "done"
     FAILED = "failed"
 
@@ -65,6 +82,7 @@ class Phase(Enum):
 class Lifecycle(Enum):
     NOT_STARTED = "not_started"
     STREAMING = "streaming"
+    AWAITING_TOOLS = "awaiting_tools"
     DONE = "done"
     FAILED = "failed"
 
@@ -90,7 +108,10 @@ class StreamTranslator:
         context_window: int = 200_000,
         thinking_tags: bool = True,
         message_id: str | None = None,
+        server_tools: Mapping[str, str] | None = None,
     ) -> None:
+        """`server_tools`: Amazon Q tool name → the server tool it stands for (`web_search`): calls
+        of these are withheld from the client and collected in `server_calls`."""
         self.model = model
         self.message_id = message_id or f"msg_{uuid.uuid4().hex[:24]}"
         self.context_window = context_window
@@ -113,13 +134,22 @@ class StreamTranslator:
         self._counter = OutputTokenCounter(max_tokens)
         self._pending_tool: ToolInputBuffer | None = None
         self._judged_tool_ids: set[str] = set()
+        self._thinking_tags = thinking_tags
+        self._server_tools = dict(server_tools or {})
+        self.server_calls: list[ServerToolCall] = []  # made in the current upstream call
+        self.web_search_requests = 0  # searches run for this reply (usage.server_tool_use)
+        self._result_titles: dict[str, str] = {}  # url → title of the search results shown, for citations
+        # An upstream call was read (its usage counts): false while a first search runs before any call.
+        self._usage_seen = True
         self._handlers: dict[object, Callable[[dict[str, Any], list[Event]], None]] = {
             "assistantResponseEvent": self._on_assistant_response,
             "reasoningContentEvent": self._on_reasoning,
             "toolUseEvent": self._on_tool_use,
             "metadataEvent": lambda payload, out: self._usage.note_metadata(payload),
             "contextUsageEvent": lambda payload, out: self._usage.note_context_usage(payload),
+            "meteringEvent": lambda payload, out: self._usage.note_metering(payload),
             "invalidStateEvent": self._on_invalid_state,
+            "citationEvent": self._on_citation,
         }
 
     # ------------------------------------------------------------------ status
@@ -147,9 +177,22 @@ class StreamTranslator:
         return self.lifecycle is Lifecycle.DONE or self.lifecycle is Lifecycle.FAILED
 
     @property
+    def credits(self) -> float | None:
+        """The credits Amazon Q metered for this reply (docs/protocol.md#prompt-caching-and-metering); None when it sent no metering event."""
+        return self._usage.credits
+
+    @property
     def usage(self) -> Usage:
         """Cumulative usage so far (the final one once finished)."""
-        return self._usage.snapshot(self._counter.total)
+        usage = self._usage.snapshot(self._counter.total)
+        if self._server_tools:
+            usage["server_tool_use"] = {"web_search_requests": self.web_search_requests, "web_fetch_requests": 0}
+        return usage
+
+    @property
+    def awaiting_tools(self) -> bool:
+        """The upstream call ended with server-tool calls to run (`server_calls`)."""
+        return self.lifecycle is Lifecycle.AWAITING_TOOLS
 
     # ------------------------------------------------------------------ public steps
 
@@ -255,6 +298,10 @@ class StreamTranslator:
             self._settle_text(out)
         if self._pending_tool is not None and not self.finished:
             self._judge_tool(out, stream_ended=True)
+        if not self.finished and self.server_calls:
+            self._blocks.close(out)
+            self.lifecycle = Lifecycle.AWAITING_TOOLS
+            return out
         if not self.finished:
             if not self.has_content and not self.tools_withheld:
                 self.findings.append(
@@ -266,6 +313,55 @@ class StreamTranslator:
                 reason = "tool_use"
             else:
                 reason = "end_turn"
+            self._end(out, reason)
+        return out
+
+    # ------------------------------------------------------------------ server tools
+
+    def expect_server_calls(self, calls: list[ServerToolCall]) -> None:
+        """Calls decided before any upstream call (a request that only asks for a search): the
+        message starts by awaiting them."""
+        if self.lifecycle is Lifecycle.NOT_STARTED or (self.lifecycle is _STREAMING and not self.has_content):
+            self.lifecycle = Lifecycle.AWAITING_TOOLS
+            self.server_calls = list(calls)
+            self._usage_seen = False
+
+    def server_tool_use(self, call: ServerToolCall) -> list[Event]:
+        """The `server_tool_use` block of a call the server is about to run."""
+        out = self.start()
+        self._blocks.server_tool_use(call.id, call.name, orjson.dumps(call.input).decode(), out)
+        return out
+
+    def web_search_result(
+        self, call: ServerToolCall, content: list[WebSearchResult] | WebSearchToolResultError, *, searched: bool
+    ) -> list[Event]:
+        """The `web_search_tool_result` block answering `call`; `searched`: a search was run (counted in usage)."""
+        out: list[Event] = []
+        if searched:
+            self.web_search_requests += 1
+        if isinstance(content, list):
+            self._result_titles.update((result["url"], result["title"]) for result in content)
+        self._blocks.web_search_result(call.id, content, out)
+        return out
+
+    def resume(self, input_estimate: int) -> None:
+        """The message goes on with the next upstream call's frames (its request estimated at `input_estimate`)."""
+        if self.lifecycle is not Lifecycle.AWAITING_TOOLS:
+            return
+        self.server_calls = []
+        self._splitter = ThinkingTagSplitter(enabled=self._thinking_tags)
+        if self._usage_seen:
+            self._usage.next_call(input_estimate)
+        else:
+            self._usage.input_estimate = input_estimate  # the first upstream call of the reply
+        self._usage_seen = True
+        self.lifecycle = _STREAMING
+
+    def end(self, reason: str) -> list[Event]:
+        """End the message now with `reason` (`tool_use` after client tools, `pause_turn` at the call limit)."""
+        out: list[Event] = []
+        if not self.finished:
+            self.lifecycle = _STREAMING
             self._end(out, reason)
         return out
 
@@ -346,6 +442,22 @@ class StreamTranslator:
         if payload.get("stop") is True:
             pending.stopped = True
             self._judge_tool(out)
+
+    def _on_citation(self, payload: dict[str, Any], out: list[Event]) -> None:
+        """`citationEvent {citationLink, citationText?, target}` (docs/protocol.md#event-types) → a citation of the text."""
+        link = payload.get("citationLink")
+        if type(link) is not str or not link:
+            return
+        text = payload.get("citationText")
+        self._blocks.citation(
+            {
+                "type": "web_search_result_location",
+                "url": link,
+                "title": self._result_titles.get(link),
+                "cited_text": text if type(text) is str else "",
+            },
+            out,
+        )
 
     def _on_invalid_state(self, payload: dict[str, Any], out: list[Event]) -> None:
         detail = {"reason": payload.get("reason"), "message": payload.get("message")}
@@ -437,6 +549,15 @@ class StreamTranslator:
             # Cut before any input arrived: "no input" cannot be told from "input lost".
             verdict = ToolInputVerdict.TRUNCATED
         name = self._tool_names.get(pending.name, pending.name)
+        server_tool = self._server_tools.get(pending.name)
+        if server_tool is not None and verdict in (ToolInputVerdict.COMPLETE, ToolInputVerdict.EMPTY):
+            # Not the client's tool: the server runs it once this upstream call ends.
+            self._counter.add(input_json)
+            tool_input = _loads(input_json)
+            self.server_calls.append(
+                new_call(server_tool, tool_input if type(tool_input) is dict else {}, pending.tool_use_id or None)
+            )
+            return
         if verdict is ToolInputVerdict.COMPLETE or verdict is ToolInputVerdict.EMPTY:
             if not pending.stopped:
                 self.findings.append(missing_stop_finding(pending, name))

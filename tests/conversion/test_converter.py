@@ -511,14 +511,15 @@ def test_base64_text_document_is_decoded():
 
 
 def test_server_tool_artefacts_are_dropped_and_reported():
+    # Web search blocks are carried as context now (issue 21); other server artefacts are still dropped.
     conversion = valid(
         convert(
             [
-                user("search"),
+                user("run"),
                 assistant(
                     [
-                        {"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "x"}},
-                        {"type": "web_search_tool_result", "tool_use_id": "srv1", "content": []},
+                        {"type": "server_tool_use", "id": "srv1", "name": "code_execution", "input": {"code": "1"}},
+                        {"type": "code_execution_tool_result", "tool_use_id": "srv1", "content": {}},
                         text("found it"),
                     ]
                 ),
@@ -528,6 +529,46 @@ def test_server_tool_artefacts_are_dropped_and_reported():
     )
     assert history(conversion)[1]["assistantResponseMessage"] == {"content": "found it"}
     assert kinds(conversion).count("server_block_dropped") == 2
+
+
+def test_earlier_web_search_blocks_travel_as_context_text():
+    result = {
+        "type": "web_search_result",
+        "title": "Python 3.14",
+        "url": "https://python.test/314",
+        "page_age": "May 1, 2026",
+    }
+    conversion = valid(
+        convert(
+            [
+                user("search"),
+                assistant(
+                    [
+                        {"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "py 3.14"}},
+                        {"type": "web_search_tool_result", "tool_use_id": "srv1", "content": [result]},
+                        {"type": "server_tool_use", "id": "srv2", "name": "web_search", "input": {"query": "nothing"}},
+                        {"type": "web_search_tool_result", "tool_use_id": "srv2", "content": []},
+                        {"type": "server_tool_use", "id": "srv3", "name": "web_search", "input": {"query": "down"}},
+                        {
+                            "type": "web_search_tool_result",
+                            "tool_use_id": "srv3",
+                            "content": {"type": "web_search_tool_result_error", "error_code": "unavailable"},
+                        },
+                        text("found it"),
+                    ]
+                ),
+                user("thanks"),
+            ]
+        )
+    )
+    content = history(conversion)[1]["assistantResponseMessage"]["content"]
+    assert "[I searched the web for: py 3.14]" in content
+    assert "- Python 3.14 <https://python.test/314> (May 1, 2026)" in content
+    assert "[The web search found nothing.]" in content
+    assert "[The web search failed: unavailable]" in content
+    assert content.endswith("found it")
+    assert kinds(conversion).count("server_block_as_text") == 6
+    assert "server_block_dropped" not in kinds(conversion)
 
 
 def test_search_result_block_becomes_text():

@@ -101,17 +101,21 @@ def test_history_tools_listed_even_without_any_tools():
     assert validate_conversation(conversion.payload) == ()
 
 
-def test_server_tools_are_dropped_and_reported():
+def test_server_tools_but_web_search_are_dropped_and_reported():
+    # Issue 21: the web search server tool is offered as the `web_search` tool the gateway runs;
+    # the other server tools still cannot run on Amazon Q.
     conversion = convert(
         [user("go")],
         tools=[
             {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
             {"type": "bash_20250124", "name": "bash"},
+            {"type": "code_execution_20250522", "name": "code_execution"},
             tool("Bash"),
         ],
     )
-    assert [spec["name"] for spec in specs(conversion)] == ["Bash"]
+    assert [spec["name"] for spec in specs(conversion)] == ["web_search", "Bash"]
     assert kinds(conversion).count("server_tool_dropped") == 2
+    assert conversion.web_search is not None and conversion.web_search.max_uses == 5
 
 
 def test_custom_type_tool_is_kept():

@@ -131,8 +131,9 @@ def test_unknown_and_ignorable_events_are_ignored_and_counted():
         "weirdFutureEvent": 1,
         "codeReferenceEvent": 1,
         "followupPromptEvent": 1,
-        "meteringEvent": 1,
     }
+    # The metering event is read now (issue 21): the reply's credits, not an ignored event.
+    assert translator.credits == 0.1
 
 
 # ---------------------------------------------------------------------- thinking

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 from loguru import logger
 
+from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, openai_error
@@ -43,6 +44,11 @@ class ChatCall:
 
     def claude_document(self) -> Any:
         return msgspec.to_builtins(self.translated.request)
+
+    def cache_breakpoints(self) -> CacheBreakpoints:
+        # OpenAI requests carry no breakpoints (OpenAI caches prefixes by itself); the cached
+        # tokens Amazon Q reports still reach `prompt_tokens_details.cached_tokens`.
+        return NO_BREAKPOINTS
 
     def encoder(self) -> EventEncoder:
         return ChatChunkEncoder(self.translated.options, created=self.created, report=_report)

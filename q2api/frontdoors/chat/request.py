@@ -16,7 +16,8 @@ The mapping, message by message:
   user turn;
 * `tools` / `functions`, `tool_choice` / `function_call`, `parallel_tool_calls`, `stop`,
   `max_completion_tokens` / `max_tokens`, `reasoning_effort` and `response_format` → their Claude
-  counterparts. What Amazon Q cannot enforce (a forced or named tool, no parallel calls) is
+  counterparts; `web_search_options` → Anthropic's web search tool (its `user_location` too), which
+  the relay runs like any Claude request's (q2api.conversion.web_search). What Amazon Q cannot enforce (a forced or named tool, no parallel calls) is
   reported by the converter, as on the Claude side.
 """
 
@@ -37,6 +38,7 @@ from q2api.anthropic.types import (
     ImageBlock,
     Message,
     MessagesRequest,
+    OutputConfig,
     TextBlock,
     ThinkingConfig,
     Tool,
@@ -61,6 +63,7 @@ from q2api.openai.types import (
     TextPart,
     ToolMessage,
     UserMessage,
+    WebSearchOptions,
 )
 
 # The OpenAI API's default is "as much as the model can write": no local cut unless asked.
@@ -68,6 +71,7 @@ DEFAULT_MAX_TOKENS = 128_000
 # `reasoning_effort` → the thinking budget Amazon Q's models are told (Claude's minimum is 1024).
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 16384, "high": 32768, "xhigh": 65536}
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
+WEB_SEARCH_TOOL_TYPE = "web_search_20250305"
 _DATA_URL = re.compile(r"^data:(?P<media_type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<data>.*)$", re.DOTALL)
 
 
@@ -107,6 +111,9 @@ def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
     if not builder.messages:
         raise InvalidChatRequest("messages", "the request holds no user or assistant message")
     tools, tool_origins = _tools(chat)
+    if chat.web_search_options is not None:
+        tools.append(_web_search_tool(chat.web_search_options))
+        tool_origins[f"tools.{len(tools) - 1}"] = "web_search_options"
     check = response_check(chat.response_format)
     system = builder.system
     if check is not None:
@@ -116,6 +123,7 @@ def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
         None if effort in (None, "none") else ThinkingConfig(type="enabled", budget_tokens=THINKING_BUDGETS[effort])
     )
     request = MessagesRequest(
+        output_config=OutputConfig(effort=effort) if thinking is not None and effort else None,
         model=chat.model,
         messages=builder.messages,
         system=system or None,
@@ -314,6 +322,17 @@ def _tools(chat: ChatCompletionRequest) -> tuple[list[Tool], dict[str, str]]:
         )
         origins[f"tools.{position}"] = origin
     return tools, origins
+
+
+def _web_search_tool(options: WebSearchOptions) -> Tool:
+    location = options.user_location.approximate if options.user_location is not None else None
+    user_location = None
+    if location is not None:
+        fields = {"city": location.city, "country": location.country, "region": location.region}
+        user_location = {"type": "approximate", **{k: v for k, v in fields.items() if v}}
+        if location.timezone:
+            user_location["timezone"] = location.timezone
+    return Tool(name="web_search", type=WEB_SEARCH_TOOL_TYPE, user_location=user_location)
 
 
 def _tool_choice(chat: ChatCompletionRequest, names: set[str]) -> ToolChoice | None:
