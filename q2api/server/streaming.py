@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -47,8 +48,11 @@ class ReplyStream(Response):
         ping_interval: float,
         send_timeout: float,
         headers: dict[str, str] | None = None,
+        finishing: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`finishing` is awaited before the last write of a reply that succeeded."""
         self._reply = reply
+        self._finishing = finishing
         self._held = held
         self._encoder = encoder
         self._ping_interval = ping_interval
@@ -86,6 +90,8 @@ class ReplyStream(Response):
             if last:
                 # The end of the body rides on the last events' write: one socket write, not two.
                 chunk += encoder.trailer()
+                if self._finishing is not None and reply.failure is None:
+                    await self._finishing()
             if chunk or last:
                 self._sending_since = loop.time()
                 await send({"type": "http.response.body", "body": chunk, "more_body": not last})
