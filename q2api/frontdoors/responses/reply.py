@@ -211,8 +211,13 @@ class ResponseBuilder:
 
     def _on_block_stop(self, index: int, out: list[Event]) -> None:
         item = self._by_block.pop(index, None)
-        if item is not None:
-            self._close(item, "completed", out)
+        if item is None:
+            return
+        if item.kind is Kind.MESSAGE and self._options.check is not None:
+            # With `text.format` the text is final only once the whole reply passed the check (the
+            # SDK parses it at `output_text.done`): the message closes at the end, or the response fails.
+            return
+        self._close(item, "completed", out)
 
     def _close(self, item: _OpenItem, status: shapes.ItemStatus, out: list[Event]) -> None:
         text = item.text
@@ -251,8 +256,6 @@ class ResponseBuilder:
     # ------------------------------------------------------------------ the end
 
     def _finish(self, out: list[Event]) -> None:
-        for item in self._unfinished():
-            self._close(item, "incomplete", out)
         reason = _INCOMPLETE.get(self._stop_reason or "end_turn")
         check = self._options.check
         if check is not None and reason is None:
@@ -262,6 +265,8 @@ class ResponseBuilder:
                 error = invalid_response(problem)
                 self._fail(error.code or "server_error", error.message, out)
                 return
+        for item in self._unfinished():  # the messages a `text.format` check held back
+            self._close(item, "completed" if reason is None else "incomplete", out)
         self._phase = Phase.FINISHED
         if reason is None:
             self.final = self._response("completed", with_usage=True)

@@ -245,9 +245,7 @@ class _MessagesBuilder:
         if isinstance(item.content, str):
             blocks = [(TextBlock(text=item.content), f"{where}.content")] if item.content else []
         else:
-            blocks = [
-                (_block(part, f"{where}.content[{n}]"), f"{where}.content[{n}]") for n, part in enumerate(item.content)
-            ]
+            blocks = [_block(part, f"{where}.content[{n}]") for n, part in enumerate(item.content)]
         self._append(item.role, blocks, where)
 
     def _append(self, role: str, blocks: list[tuple[ContentBlock, str]], where: str) -> None:
@@ -287,15 +285,16 @@ def _plain_text(content: str | list[MessagePart], where: str) -> str:
     return "\n".join(texts)
 
 
-def _block(part: MessagePart, where: str) -> ContentBlock:
+def _block(part: MessagePart, where: str) -> tuple[ContentBlock, str]:
+    """A part as a Claude block, and the client's field a later stage's complaint about it names."""
     if isinstance(part, InputText | OutputText):
-        return TextBlock(text=part.text)
+        return TextBlock(text=part.text), where
     if isinstance(part, Refusal):
-        return TextBlock(text=part.refusal)
+        return TextBlock(text=part.refusal), where
     if isinstance(part, InputImage):
-        return _image(part, where)
+        return _image(part, where), f"{where}.image_url"
     if isinstance(part, InputFile):
-        return _document(part, where)
+        return _document(part, where), f"{where}.file_data"
     if isinstance(part, InputAudio):
         raise InvalidChatRequest(f"{where}.type", "audio input is not supported: Amazon Q takes text and images")
     raise AssertionError(f"unhandled part {part!r}")  # every MessagePart is handled above
@@ -304,7 +303,7 @@ def _block(part: MessagePart, where: str) -> ContentBlock:
 def _result_blocks(parts: list[Any], where: str) -> list[ToolResultContentBlock]:
     blocks: list[ToolResultContentBlock] = []
     for number, part in enumerate(parts):
-        block = _block(part, f"{where}[{number}]")
+        block, _ = _block(part, f"{where}[{number}]")
         assert isinstance(block, TextBlock | ImageBlock | DocumentBlock)
         blocks.append(block)
     return blocks
