@@ -237,7 +237,7 @@ async def test_a_failure_mid_stream_is_a_failed_response_and_nothing_is_stored(g
     async with openai_client(gw) as client:
         async with client.responses.stream(model=MODEL, input="hi") as stream:
             events = [event async for event in stream]
-            with pytest.raises(RuntimeError, match="response.completed"):
+            with pytest.raises(RuntimeError, match=r"response\.completed"):
                 await stream.get_final_response()
         failed = events[-1]
         assert [event.type for event in events][-2:] == ["error", "response.failed"]
