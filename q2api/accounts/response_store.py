@@ -44,9 +44,9 @@ class StoredResponse:
         """The conversation's items this response adds: its input, then its output."""
         return [*self.input_items, *self.response.get("output", ())]
 
-    def record(self) -> bytes:
+    def record(self) -> str:
         """The JSON column: input items and response."""
-        return orjson.dumps({"input_items": self.input_items, "response": self.response})
+        return orjson.dumps({"input_items": self.input_items, "response": self.response}).decode()
 
 
 def stored_response(

@@ -81,7 +81,7 @@ TABLES = (
         created_at            REAL NOT NULL,
         expires_at            REAL NOT NULL,
         model                 TEXT NOT NULL,
-        record                BLOB NOT NULL
+        record                TEXT NOT NULL
     )
     """,
     "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)",

@@ -90,7 +90,7 @@ account_rests = sa.Table(
 )
 
 # Stored Responses API conversations (q2api.accounts.shared_responses): one row per response, its
-# input items and `response` object as JSON. MySQL's BLOB stops at 64 KiB: a Codex turn is larger.
+# input items and `response` object as JSON text. MySQL's TEXT stops at 64 KiB: a Codex turn is larger.
 responses = sa.Table(
     "q2api_responses",
     metadata,
@@ -100,7 +100,7 @@ responses = sa.Table(
     sa.Column("created_at", TIMESTAMP, nullable=False),
     sa.Column("expires_at", TIMESTAMP, nullable=False, index=True),
     sa.Column("model", sa.String(255), nullable=False),
-    sa.Column("record", sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql"), nullable=False),
+    sa.Column("record", sa.Text().with_variant(mysql.LONGTEXT(), "mysql"), nullable=False),
 )
 
 schema_migrations = sa.Table(
