@@ -3,20 +3,22 @@
 #   docker run -p 8000:8000 -e AMAZONQ_REFRESH_TOKEN=… -v q2api-data:/data q2api
 # Several replicas: see docker-compose.yml and the README ("Several replicas").
 
-FROM python:3.12-slim AS build
+# Python 3.11: the version requirements.lock is made for and CI tests on.
+FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY q2api ./q2api
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# q2api and its dependencies at the releases in requirements.lock (the ones CI tested), as wheels.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c requirements.lock .
 
-FROM python:3.12-slim
+FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     Q2API_DATA_DIR=/data
 RUN useradd --system --uid 10001 --user-group --home-dir /data --create-home --shell /usr/sbin/nologin q2api \
     && chmod 0700 /data
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index /wheels/*.whl && rm -rf /wheels
 USER q2api
 WORKDIR /data
 VOLUME ["/data"]

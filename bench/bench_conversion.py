@@ -54,7 +54,7 @@ from q2api.server import relay as relay_module
 from q2api.server.exchange_log import Exchange
 from q2api.server.relay import MessagesRelay
 from q2api.settings import Settings
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 
 PREPARE_BUDGET_MS = 0.75
 

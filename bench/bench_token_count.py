@@ -3,7 +3,7 @@
     python bench/bench_token_count.py [--runs 300]
 
 Prints median and p90 of `estimate_request_tokens` on Claude Code-shaped requests
-(q2api/testing/claude_code_request.py) of several sizes, and of `estimate_text_tokens` on
+(tests/support/claude_code_request.py) of several sizes, and of `estimate_text_tokens` on
 short streamed deltas and on one long string.
 """
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from q2api.anthropic.token_count import estimate_request_tokens, estimate_text_tokens
 from q2api.anthropic.types import parse_messages_request
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 
 
 def measure(func: Callable[[], object], runs: int) -> tuple[float, float]:

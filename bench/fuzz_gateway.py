@@ -3,7 +3,7 @@
     .venv/bin/python bench/fuzz_gateway.py [--examples 20000] [--seed N]
 
 The CI test (tests/server/test_fuzz_gateway.py) posts a thousand bodies; this
-posts as many as asked, from the same strategies (q2api/testing/fuzz_bodies.py),
+posts as many as asked, from the same strategies (tests/support/fuzz_bodies.py),
 to a gateway on the simulated upstream, and prints the statuses it saw. On the
 first bad answer hypothesis shrinks the body to a small reproducer and the run
 fails with it (exit status 1).
@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, seed, settings
 from loguru import logger
 
 from q2api.settings import load_settings
-from q2api.testing.fuzz_bodies import cases, problem_with
 from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream
+from tests.support.fuzz_bodies import cases, problem_with
 
 CLIENT_KEY = "fuzz-client-key"
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(BENCH.parent))
 from bench.gateway_sections.rig import TINY_REQUEST, gateway_request
 from bench.support.lean_client import batch, checked, wave
 from bench.support.processes import GatewayProcess, SimulatorProcess
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 
 # Frames that mean the event loop is waiting for work, not doing it.
 IDLE_FRAMES = ("select (selectors.py", "epoll_wait", "epoll_pwait")

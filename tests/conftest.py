@@ -2,6 +2,8 @@
 
 `gw`: a gateway with default settings on a fresh simulator (tests/support/gateway_harness.py).
 `log_lines`: every loguru line (TRACE and up) with its bound fields, as text.
+Property tests, and tests that start a gateway, a process, a browser or a database connection, are
+marked `slow` (tests/support/tiers.py): `pytest -m "not slow"` is the quick tier.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ import pytest
 from loguru import logger
 
 from tests.support.gateway_harness import Gateway, open_gateway
+from tests.support.tiers import slow_reason
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if slow_reason(item) is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from bench.support.proc_stats import ForeignLoad, PeakRate, RssSampler, cpu_seco
 from bench.support.processes import API_KEY, GatewayProcess, SimulatorProcess
 from bench.support.report import Report, size
 from bench.support.wave_summary import WaveSummary
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 
 TINY_REQUEST = {
     "model": "claude-sonnet-4-5",

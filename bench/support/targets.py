@@ -9,7 +9,7 @@ from __future__ import annotations
 # Time to first token added over the simulator alone, at concurrency 1 (median).
 TTFT_ADDED_TINY = 0.0005
 TTFT_ADDED_AGENT = 0.0015
-AGENT_REQUEST_KB = 200  # q2api.testing.claude_code_request.claude_code_request(size_kb=200)
+AGENT_REQUEST_KB = 200  # tests.support.claude_code_request.claude_code_request(size_kb=200)
 
 # Gateway CPU per 200-chunk reply.
 CPU_CHUNKS = 200

@@ -6,8 +6,8 @@ and the official `anthropic` SDK talks to it: a streamed text reply, then a
 streamed tool call; then the official `openai` SDK streams a chat completion
 through the OpenAI front door, and holds a two-turn Responses API conversation
 (`POST /v1/responses` streamed, then continued with `previous_response_id`) —
-both skipped, saying so, when `openai` is not installed. Nothing here reads the user's environment or `.env` for settings,
-and no byte leaves the machine.
+both skipped, saying so, when `openai` is not installed. Nothing here reads the
+user's environment or `.env` for settings, and no byte leaves the machine.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ q2api demo -- the Amazon Q upstream in this demo is SIMULATED.
 No Amazon Q account is used and nothing leaves this machine: the gateway and a
 scripted stand-in for Amazon Q both listen on 127.0.0.1 only.
 """
+# The official SDKs the demo drives the gateway with are an extra, not a runtime dependency.
+MISSING_EXTRA = (
+    "q2api demo: the `demo` extra (the official anthropic and openai SDKs) is not installed; "
+    'install it with: pip install "q2api[demo]" (from a clone: pip install -e ".[demo]")'
+)
 
 GREETING = (
     "Hello from q2api! Your request went through the real gateway: it was converted to an Amazon Q "
@@ -61,14 +66,12 @@ OPENAI_GREETING = (
 
 
 def run_demo() -> int:
-    print(BANNER, flush=True)
     try:
         import anthropic
     except ImportError:
-        print(
-            "q2api demo: the `anthropic` package is missing; install it with `pip install anthropic`.", file=sys.stderr
-        )
+        print(MISSING_EXTRA, file=sys.stderr)
         return 1
+    print(BANNER, flush=True)
     # Quiet logs: the demo's output is the conversation, not the gateway's request log.
     configure_logging("WARNING", "text")
     _bypass_proxies_for_loopback()
@@ -162,7 +165,7 @@ def _stream_chat_completion(base_url: str, client_key: str) -> None:
     try:
         import openai
     except ImportError:
-        print("   skipped: the `openai` package is not installed (`pip install openai` to try this step).")
+        print("   skipped: the `openai` package is not installed (it comes with the `demo` extra).")
         return
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=client_key, max_retries=0, timeout=30.0)
     finish_reason, usage = None, None
@@ -192,7 +195,7 @@ def _responses_conversation(base_url: str, client_key: str) -> None:
     try:
         import openai
     except ImportError:
-        print("   skipped: the `openai` package is not installed (`pip install openai` to try this step).")
+        print("   skipped: the `openai` package is not installed (it comes with the `demo` extra).")
         return
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=client_key, max_retries=0, timeout=30.0)
     try:

@@ -415,7 +415,7 @@ def test_server_tool_artefacts_are_counted() -> None:
 
 
 def test_claude_code_request_is_estimated_plausibly() -> None:
-    from q2api.testing.claude_code_request import claude_code_request
+    from tests.support.claude_code_request import claude_code_request
 
     body = orjson.dumps(claude_code_request(size_kb=200))
     estimate = estimate_request_tokens(parse_messages_request(body), include_upstream_prompt=False)

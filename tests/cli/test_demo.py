@@ -73,3 +73,33 @@ def test_demo_reports_a_failed_request_plainly_and_exits_non_zero(tmp_path):
     assert "q2api demo failed: the gateway answered with an error" in done.stderr
     assert "prompt is too long" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_demo_without_the_demo_extra_names_the_extra_in_one_line(monkeypatch, capsys):
+    # A None entry in sys.modules makes `import anthropic` raise ImportError, as on an install without it.
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    from q2api.cli.main import main
+
+    code = main(["demo"])
+
+    assert code == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.endswith("\n")
+    assert "`demo` extra" in err and 'pip install "q2api[demo]"' in err
+
+
+def test_the_gateway_needs_neither_sdk_of_the_demo_extra(tmp_path):
+    # Every q2api module imports with the demo extra's SDKs unimportable: `pip install q2api` serves.
+    done = run_demo_process(
+        tmp_path,
+        "import importlib, pkgutil, sys",
+        "sys.modules['anthropic'] = sys.modules['openai'] = None",
+        "import q2api",
+        "names = [m.name for m in pkgutil.walk_packages(q2api.__path__, 'q2api.') if m.name != 'q2api.__main__']",
+        "for name in names: importlib.import_module(name)",
+        "print(len(names), 'modules imported')",
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "modules imported" in done.stdout

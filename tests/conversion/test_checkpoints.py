@@ -15,7 +15,7 @@ from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.checkpoints import Checkpoint, CheckpointStore
 from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
 from q2api.models.table import resolve_model
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 from tests.support.conversation_strategies import conversations
 
 

@@ -10,7 +10,7 @@ from q2api.conversion.converter import ConversionOptions, convert_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.report import Severity
 from q2api.models.table import resolve_model
-from q2api.testing.claude_code_request import DEFERRED_TOOL_NAME, MCP_TOOL_NAME, claude_code_request, claude_code_tools
+from tests.support.claude_code_request import DEFERRED_TOOL_NAME, MCP_TOOL_NAME, claude_code_request, claude_code_tools
 from tests.support.converter_helpers import all_text, all_tool_results, current, history, kinds
 
 

@@ -6,7 +6,7 @@ import orjson
 
 from q2api.conversion.debug_summary import REDACTED, conversion_summary, redacted_claude_request, redacted_payload
 from q2api.conversion.report import Finding, FindingKind
-from q2api.testing.claude_code_request import claude_code_request
+from tests.support.claude_code_request import claude_code_request
 from tests.support.converter_helpers import PNG, assistant, convert, image, text, tool_result, tool_use, user
 
 

@@ -1,6 +1,6 @@
 """Fuzz: thousands of hostile bodies against the real gateway — never a 500, always the envelope, no traceback.
 
-The bodies come from q2api/testing/fuzz_bodies.py; `python -m bench.fuzz_gateway`
+The bodies come from tests/support/fuzz_bodies.py; `python -m bench.fuzz_gateway`
 runs the same check on many more. One gateway (on the simulated upstream, whose
 default reply echoes the request) serves the whole module from background
 threads, so a plain synchronous client can post bodies quickly.
@@ -14,9 +14,9 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from q2api.testing.fuzz_bodies import cases, problem_with
 from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream
+from tests.support.fuzz_bodies import cases, problem_with
 from tests.support.gateway_harness import CLIENT_KEY, capture_logs, gateway_settings
 
 EXAMPLES = 1000  # a thousand bodies a CI run: about 20 s of CPU; bench.fuzz_gateway runs more

@@ -368,7 +368,7 @@ async def test_the_next_turn_of_a_session_resumes_its_conversion_and_sends_the_s
 
     from q2api.conversion.checkpoints import CheckpointStore
     from q2api.server import relay
-    from q2api.testing.claude_code_request import claude_code_request
+    from tests.support.claude_code_request import claude_code_request
 
     class RecordingStore(CheckpointStore):
         def __init__(self) -> None:

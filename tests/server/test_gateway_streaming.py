@@ -18,9 +18,9 @@ import httpx2
 import pytest
 
 from q2api.testing import scripts
-from q2api.testing.claude_code_request import MCP_TOOL_NAME, claude_code_request
 from q2api.testing.scripts import Pause
 from q2api.translation.translator import StreamTranslator
+from tests.support.claude_code_request import MCP_TOOL_NAME, claude_code_request
 from tests.support.gateway_harness import MODEL, Gateway, RawEvent, capture_logs, open_gateway, read_sse, user
 
 MESSAGE = {"model": MODEL, "max_tokens": 200}
