@@ -9,6 +9,7 @@ and a client that leaves closing the upstream request.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -293,3 +294,48 @@ async def test_a_client_that_leaves_closes_the_upstream_request(gw: Gateway):
     assert gw.sim.streams_completed == 0
     (line,) = [line for line in logs.lines if line.message.startswith("POST /v1/responses")]
     assert line.extra["status"] == 499 and "error=client_disconnected" in line.message
+
+
+def nested_json(levels: int) -> str:
+    return '{"a":' * levels + "{}" + "}" * levels
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        (
+            f'{{"model": "{MODEL}", "input": "hi", "tools": [{{"type": "function", "name": "f", "parameters": {nested_json(600)}}}]}}',
+            "tools[0].parameters",
+            "nested more than 128",
+        ),
+        (
+            f'{{"model": "{MODEL}", "input": [{{"type": "function_call", "call_id": "c", "name": "f", "arguments": {json.dumps(nested_json(600))}}}]}}',
+            "input[0].arguments",
+            "nested more than 128",
+        ),
+        (
+            f'{{"model": "{MODEL}", "input": "hi", "text": {{"format": {{"type": "json_schema", "name": "x", "schema": {nested_json(600)}}}}}}}',
+            "text.format.schema",
+            "nested more than 128",
+        ),
+        (
+            f'{{"model": "{MODEL}", "input": "hi", "prompt_cache_key": {nested_json(5000)}}}',
+            None,
+            "nested too deeply to parse",
+        ),
+        ('{"model": "m", "input": "\udcff"}', None, "not valid UTF-8"),
+    ],
+    ids=["tool_schema", "arguments", "text_format_schema", "ignored_field", "utf8"],
+)
+async def test_hostile_bodies_are_400s(gw: Gateway, body: str, param: str | None, message: str):
+    """Never a 500: deep free-form JSON (which the upstream encoders could not follow) and bodies that are not UTF-8."""
+    async with gw.http() as http:
+        response = await http.post(
+            "/v1/responses",
+            content=body.encode("utf-8", "surrogateescape"),
+            headers={"content-type": "application/json"},
+        )
+    assert response.status_code == 400, response.text
+    error = assert_openai_envelope(response.json()["error"])
+    assert error["param"] == param and message in error["message"]
+    assert gw.sim.requests == []

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from q2api.anthropic.types import (
     Base64DocumentSource,
     Base64ImageSource,
@@ -77,6 +79,10 @@ from q2api.openai.responses_types import (
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, JsonSchemaSpec
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
+# Free-form JSON the gateway forwards (tool schemas, call arguments) or evaluates (the text.format
+# schema) goes no deeper than the Claude door lets it: past this the encoders' recursion runs out.
+MAX_JSON_DEPTH = 128
+_encode_json = msgspec.json.Encoder().encode
 NAMESPACE_SEPARATOR = "__"
 HISTORY_PARAM = "previous_response_id"  # where an item of the stored conversation came from
 # OpenAI's limits on `metadata`.
@@ -221,6 +227,7 @@ class _MessagesBuilder:
             self._add_message(item, where)
         elif isinstance(item, FunctionCallItem):
             tool_input = arguments_object(item.arguments, f"{where}.arguments")
+            refuse_too_deep(tool_input, f"{where}.arguments")
             name = claude_tool_name(item.name, item.namespace)
             self._append("assistant", [(ToolUseBlock(id=item.call_id, name=name, input=tool_input), where)], where)
         elif isinstance(item, FunctionCallOutputItem):
@@ -386,6 +393,7 @@ def _tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, ToolName]
         origins[f"tools.{len(tools)}"] = origin
         names[name] = ToolName(function.name, namespace)
         schema = function.parameters or dict(_EMPTY_SCHEMA)
+        refuse_too_deep(schema, f"{origin}.parameters")
         tools.append(Tool(name=name, input_schema=schema, description=function.description))
 
     for index, raw in enumerate(responses.tools or ()):
@@ -438,6 +446,7 @@ def _text_check(responses: ResponsesRequest) -> ResponseCheck | None:
     if isinstance(text_format, TextFormatJsonObject):
         return response_check(JsonObjectFormat())
     if isinstance(text_format, TextFormatJsonSchema):
+        refuse_too_deep(text_format.schema, "text.format.schema")
         spec = JsonSchemaSpec(
             name=text_format.name,
             schema=text_format.schema,
@@ -451,3 +460,17 @@ def _text_check(responses: ResponsesRequest) -> ResponseCheck | None:
             problem: str = getattr(error, "problem", error.message)
             raise InvalidChatRequest("text.format.schema", problem) from None
     return None
+
+
+def refuse_too_deep(document: Any, param: str) -> None:
+    """A 400 naming `param` when `document` nests deeper than MAX_JSON_DEPTH."""
+    encoded = _encode_json(document)
+    if encoded.count(b"{") + encoded.count(b"[") <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep (the common case, counted in C)
+    pending: list[tuple[Any, int]] = [(document, 1)]  # walked iteratively: no recursion to exhaust
+    while pending:
+        value, depth = pending.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if depth > MAX_JSON_DEPTH and children:
+            raise InvalidChatRequest(param, f"nested more than {MAX_JSON_DEPTH} levels deep")
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))

@@ -16,9 +16,11 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from q2api.anthropic.errors import AnthropicError
 from q2api.conversion.converter import convert_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.responses.request import claude_request
+from q2api.openai.errors import OpenAIError
 from q2api.openai.responses_types import parse_responses_request
 from tests.support.converter_helpers import all_text, all_tool_results, table_options
 
@@ -95,3 +97,72 @@ def test_every_function_output_reaches_amazon_q(case):
             assert output in corpus, (call_id, output)
     # The stored items are read back the way the store keeps them: typed, with ids.
     assert all(item["id"] and item["type"] for item in translated.items)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab\u00e9 ", max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["type", "role", "content", "text", "name", "call_id", "output", "arguments", "x"]),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+ITEM_TYPES = st.sampled_from(
+    ["message", "function_call", "function_call_output", "reasoning", "item_reference", None, 7]
+)
+FIELDS = st.sampled_from(
+    [
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_output_tokens",
+        "reasoning",
+        "text",
+        "metadata",
+        "store",
+        "truncation",
+        "include",
+        "temperature",
+    ]
+)
+
+
+@st.composite
+def hostile_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "claude-sonnet-4-5", "input": [{"role": "user", "content": "hi"}]}
+    for _ in range(draw(st.integers(0, 3))):
+        item = draw(
+            st.dictionaries(
+                st.sampled_from(["role", "content", "call_id", "name", "arguments", "output", "summary", "id"]),
+                JSON_VALUES,
+                max_size=4,
+            )
+        )
+        kind = draw(ITEM_TYPES)
+        if kind is not None:
+            item["type"] = kind
+        body["input"].append(item)
+    for field in draw(st.lists(FIELDS, max_size=3, unique=True)):
+        body[field] = draw(JSON_VALUES)
+    return body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_bodies())
+def test_any_body_is_translated_or_refused_with_a_400(body):
+    """Whatever a client sends, the door and the converter answer with a request or a 4xx naming why."""
+    try:
+        translated = claude_request(parse_responses_request(orjson.dumps(body)))
+    except OpenAIError as error:
+        assert 400 <= error.status < 500 and error.message
+        return
+    try:
+        convert_request(translated.request, table_options("claude-sonnet-4-5"))
+    except AnthropicError as error:
+        assert 400 <= error.status < 500 and error.message
