@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sqlite3
 from typing import Any
 
 import httpx2
@@ -339,3 +340,24 @@ async def test_hostile_bodies_are_400s(gw: Gateway, body: str, param: str | None
     error = assert_openai_envelope(response.json()["error"])
     assert error["param"] == param and message in error["message"]
     assert gw.sim.requests == []
+
+
+async def test_a_store_that_fails_degrades_to_a_logged_warning_and_503s(gw: Gateway, tmp_path):
+    """The reply still goes out when its response cannot be stored; reading the store is a 503, never a 500."""
+    with sqlite3.connect(tmp_path / "q2api.sqlite3") as db:
+        db.execute("DROP TABLE responses")  # every later read or write of it fails
+    gw.sim.enqueue(scripts.text_reply("answered anyway"))
+    async with openai_client(gw) as client:
+        with capture_logs() as logs:
+            response = await client.responses.create(model=MODEL, input="hi")
+        assert response.output_text == "answered anyway"
+        assert any("was answered but not stored" in line.message for line in logs.lines)
+        for attempt in (
+            client.responses.retrieve(response.id),
+            client.responses.create(model=MODEL, input="more", previous_response_id=response.id),
+        ):
+            with pytest.raises(openai.InternalServerError) as caught:
+                await attempt
+            assert caught.value.status_code == 503
+            assert assert_openai_envelope(caught.value.body)["code"] == "store_unavailable"
+    assert "Traceback" not in logs.text
