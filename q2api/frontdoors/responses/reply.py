@@ -30,7 +30,8 @@ import orjson
 
 from q2api.anthropic.events import StreamEvent, Usage
 from q2api.frontdoors.chat.reply import invalid_response
-from q2api.frontdoors.responses.request import ReplyOptions, ToolName, new_id
+from q2api.frontdoors.responses.request import ReplyOptions, new_id
+from q2api.frontdoors.responses.tools import ToolName
 from q2api.openai import responses_shapes as shapes
 
 Report = Callable[[str], None]

@@ -17,10 +17,10 @@ The mapping, item by item, in order (the stored conversation first, then `input`
 * `function_call` items → `tool_use` blocks of the assistant turn, `function_call_output` items →
   `tool_result` blocks of one user turn (consecutive items of one kind share their turn, so a
   round of parallel calls and its outputs stay together);
-* function tools (a `namespace` tool's functions included, named `namespace__name`),
-  `tool_choice`, `parallel_tool_calls`, `max_output_tokens`, `reasoning.effort` and `text.format`
-  → their Claude counterparts. Hosted tools (`web_search`, `file_search`, …) are refused: the
-  backend has none of them.
+* function tools (tools.py: a `namespace` tool's functions included, named `namespace__name`;
+  hosted tools refused), `tool_choice`, `parallel_tool_calls`, `max_output_tokens`,
+  `reasoning.effort` and `text.format` → their Claude counterparts; free-form JSON nested too
+  deep is refused (depth.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import msgspec
 
 from q2api.anthropic.types import (
     Base64DocumentSource,
@@ -44,19 +42,18 @@ from q2api.anthropic.types import (
     TextBlock,
     ThinkingBlock,
     ThinkingConfig,
-    Tool,
-    ToolChoice,
     ToolResultBlock,
     ToolResultContentBlock,
     ToolUseBlock,
 )
 from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS, arguments_object, data_url_parts
 from q2api.frontdoors.chat.response_format import ResponseCheck, response_check
+from q2api.frontdoors.responses.depth import refuse_too_deep
+from q2api.frontdoors.responses.tools import ToolName, claude_tool_choice, claude_tool_name, claude_tools
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import (
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionTool,
     InputAudio,
     InputFile,
     InputImage,
@@ -64,7 +61,6 @@ from q2api.openai.responses_types import (
     InputText,
     MessageItem,
     MessagePart,
-    NamespaceTool,
     OtherItem,
     OutputText,
     ReasoningItem,
@@ -74,16 +70,9 @@ from q2api.openai.responses_types import (
     TextFormatJsonSchema,
     input_items,
     read_item,
-    read_tool,
 )
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, JsonSchemaSpec
 
-_EMPTY_SCHEMA = {"type": "object", "properties": {}}
-# Free-form JSON the gateway forwards (tool schemas, call arguments) or evaluates (the text.format
-# schema) goes no deeper than the Claude door lets it: past this the encoders' recursion runs out.
-MAX_JSON_DEPTH = 128
-_encode_json = msgspec.json.Encoder().encode
-NAMESPACE_SEPARATOR = "__"
 HISTORY_PARAM = "previous_response_id"  # where an item of the stored conversation came from
 # OpenAI's limits on `metadata`.
 _METADATA_PAIRS, _METADATA_KEY, _METADATA_VALUE = 16, 64, 512
@@ -102,14 +91,6 @@ ITEM_ID_PREFIXES = {
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(24)}"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolName:
-    """A tool as the client named it (a function of a namespace carries both names)."""
-
-    name: str
-    namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +138,7 @@ def claude_request(
         builder.add(item, f"input[{index}]")
     if not builder.messages:
         raise InvalidChatRequest("input", "the request holds no user or assistant message")
-    tools, tool_names, tool_origins = _tools(responses)
+    tools, tool_names, tool_origins = claude_tools(responses)
     check = _text_check(responses)
     system = builder.system
     if check is not None:
@@ -172,7 +153,7 @@ def claude_request(
         messages=builder.messages,
         system=system or None,
         tools=tools or None,
-        tool_choice=_tool_choice(responses, tool_names),
+        tool_choice=claude_tool_choice(responses, tool_names),
         thinking=thinking,
         max_tokens=responses.max_output_tokens or DEFAULT_MAX_TOKENS,
         stream=bool(responses.stream),
@@ -376,71 +357,6 @@ def _raw_items(responses: ResponsesRequest) -> list[dict[str, Any]]:
     return responses.input
 
 
-# ---------------------------------------------------------------- tools
-
-
-def claude_tool_name(name: str, namespace: str | None) -> str:
-    return f"{namespace}{NAMESPACE_SEPARATOR}{name}" if namespace else name
-
-
-def _tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, ToolName], dict[str, str]]:
-    tools: list[Tool] = []
-    names: dict[str, ToolName] = {}
-    origins: dict[str, str] = {}
-
-    def add(function: FunctionTool, namespace: str | None, origin: str) -> None:
-        name = claude_tool_name(function.name, namespace)
-        origins[f"tools.{len(tools)}"] = origin
-        names[name] = ToolName(function.name, namespace)
-        schema = function.parameters or dict(_EMPTY_SCHEMA)
-        refuse_too_deep(schema, f"{origin}.parameters")
-        tools.append(Tool(name=name, input_schema=schema, description=function.description))
-
-    for index, raw in enumerate(responses.tools or ()):
-        where = f"tools[{index}]"
-        tool = read_tool(raw, where)
-        if isinstance(tool, FunctionTool):
-            add(tool, None, where)
-        elif isinstance(tool, NamespaceTool):
-            for number, inner_raw in enumerate(tool.tools):
-                inner_where = f"{where}.tools[{number}]"
-                inner = read_tool(inner_raw, inner_where)
-                if not isinstance(inner, FunctionTool):
-                    raise InvalidChatRequest(f"{inner_where}.type", "a namespace holds function tools only")
-                add(inner, tool.name, inner_where)
-        else:
-            hint = _HOSTED_TOOL_HINTS.get(tool.type, "")
-            raise InvalidChatRequest(
-                f"{where}.type",
-                f"hosted tool {tool.type!r} is not supported: the Amazon Q backend runs no OpenAI-hosted tools, "
-                f"only function tools the client runs itself.{hint}",
-                code="unsupported_tool",
-            )
-    return tools, names, origins
-
-
-def _tool_choice(responses: ResponsesRequest, names: Mapping[str, ToolName]) -> ToolChoice | None:
-    choice = responses.tool_choice
-    no_parallel = True if responses.parallel_tool_calls is False else None
-    if choice is None:
-        return ToolChoice(type="auto", disable_parallel_tool_use=True) if no_parallel else None
-    if isinstance(choice, str):
-        mode = {"auto": "auto", "none": "none", "required": "any"}[choice]
-        return ToolChoice(type=mode, disable_parallel_tool_use=no_parallel)  # type: ignore[arg-type]
-    kind = choice.get("type")
-    if kind != "function":
-        raise InvalidChatRequest(
-            "tool_choice.type",
-            f"{kind!r} is not supported: tool_choice takes auto, none, required or a function by name",
-        )
-    name = choice.get("name")
-    namespace = choice.get("namespace")
-    claude_name = claude_tool_name(name, namespace) if isinstance(name, str) else None
-    if claude_name is None or claude_name not in names:
-        raise InvalidChatRequest("tool_choice.name", f"{name!r} is not one of the request's function tools")
-    return ToolChoice(type="tool", name=claude_name, disable_parallel_tool_use=no_parallel)
-
-
 def _text_check(responses: ResponsesRequest) -> ResponseCheck | None:
     text_format = responses.text.format if responses.text else None
     if isinstance(text_format, TextFormatJsonObject):
@@ -460,17 +376,3 @@ def _text_check(responses: ResponsesRequest) -> ResponseCheck | None:
             problem: str = getattr(error, "problem", error.message)
             raise InvalidChatRequest("text.format.schema", problem) from None
     return None
-
-
-def refuse_too_deep(document: Any, param: str) -> None:
-    """A 400 naming `param` when `document` nests deeper than MAX_JSON_DEPTH."""
-    encoded = _encode_json(document)
-    if encoded.count(b"{") + encoded.count(b"[") <= MAX_JSON_DEPTH:
-        return  # too few brackets to nest that deep (the common case, counted in C)
-    pending: list[tuple[Any, int]] = [(document, 1)]  # walked iteratively: no recursion to exhaust
-    while pending:
-        value, depth = pending.pop()
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        if depth > MAX_JSON_DEPTH and children:
-            raise InvalidChatRequest(param, f"nested more than {MAX_JSON_DEPTH} levels deep")
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))

@@ -9,7 +9,8 @@ import pytest
 
 from q2api.anthropic.types import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS
-from q2api.frontdoors.responses.request import ToolName, TranslatedResponses, claude_request
+from q2api.frontdoors.responses.request import TranslatedResponses, claude_request
+from q2api.frontdoors.responses.tools import ToolName
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.responses_types import parse_responses_request
 
