@@ -1,4 +1,4 @@
-"""Fuzz run: many hostile bodies against the real gateway — never a 5xx, always the envelope, no traceback.
+"""Fuzz run: many hostile bodies against the real gateway's doors — never a 5xx, always the door's envelope, no traceback.
 
     .venv/bin/python bench/fuzz_gateway.py [--examples 20000] [--seed N]
 
@@ -29,7 +29,7 @@ from loguru import logger
 from q2api.settings import load_settings
 from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream
-from tests.support.fuzz_bodies import cases, problem_with
+from tests.support.fuzz_chat_bodies import door_cases, door_problem
 
 CLIENT_KEY = "fuzz-client-key"
 
@@ -50,16 +50,17 @@ def fuzz_against(
     logger.add(watch, level="DEBUG", diagnose=False)
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # the simulator's own noise when a reply is cut
     statuses: collections.Counter[tuple[str, int]] = collections.Counter()
-    with httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}, timeout=60) as http:
+    headers = {"x-api-key": CLIENT_KEY, "content-type": "application/json"}
+    with httpx2.Client(base_url=base_url, headers=headers, timeout=60) as http:
 
         @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-        @given(case=cases)
+        @given(case=door_cases)
         def fuzz(case: tuple[str, bytes]) -> None:
             endpoint, body = case
             bad_log_lines.clear()
             response = http.post(endpoint, content=body)
             statuses[(endpoint, response.status_code)] += 1
-            problem = problem_with(response.status_code, response.content)
+            problem = door_problem(endpoint, response.status_code, response.content)
             assert problem is None, problem
             assert not bad_log_lines, "".join(bad_log_lines)
 

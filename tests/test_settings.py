@@ -94,12 +94,25 @@ def test_lists_and_model_map_are_parsed() -> None:
         ("AMAZONQ_AUTH_METHOD", "password"),
         ("Q2API_MODEL_MAP", "claude-only"),
         ("Q2API_MAX_BODY_BYTES", "12"),
+        ("Q2API_ALLOWED_HOSTS", "gateway.lan:8000"),
+        ("Q2API_ALLOWED_HOSTS", "http://gateway.lan"),
+        ("Q2API_ALLOWED_HOSTS", "*gateway"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:
     with pytest.raises(SettingsError) as caught:
         load_settings({variable: value}, env_file=None)
     assert variable in str(caught.value)
+
+
+def test_allowed_hosts_are_names_in_lower_case() -> None:
+    settings = load_settings(
+        {"Q2API_ALLOWED_HOSTS": "Gateway.LAN., 10.0.0.5, [fd00::1], my_service, *.Corp.Example, *"}, env_file=None
+    )
+    assert settings.allowed_hosts == ("gateway.lan", "10.0.0.5", "fd00::1", "my_service", "*.corp.example", "*")
+    assert load_settings({}, env_file=None).allowed_hosts == ()
+    with pytest.raises(SettingsError, match="list names without a port"):
+        load_settings({"Q2API_ALLOWED_HOSTS": "gateway.lan:8000"}, env_file=None)
 
 
 def test_client_id_without_secret_is_rejected() -> None:

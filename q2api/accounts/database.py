@@ -45,11 +45,21 @@ class Database:
         self._writes: set[asyncio.Task[object]] = set()  # shielded writes still running
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
+        # hide_parameters: SQLAlchemy's errors would otherwise quote each statement's parameters (token
+        # ciphertexts, labels) in their message, and so in every traceback that chains them.
         self.engine: AsyncEngine = create_async_engine(
-            engine_url, connect_args=connect_args, pool_pre_ping=True, isolation_level=_ISOLATION
+            engine_url,
+            connect_args=connect_args,
+            pool_pre_ping=True,
+            isolation_level=_ISOLATION,
+            hide_parameters=True,
         )
         self._lock_engine: AsyncEngine = create_async_engine(
-            engine_url, connect_args=connect_args, poolclass=sa.NullPool, isolation_level=_ISOLATION
+            engine_url,
+            connect_args=connect_args,
+            poolclass=sa.NullPool,
+            isolation_level=_ISOLATION,
+            hide_parameters=True,
         )
 
     async def read(self, work: Work[T]) -> T:

@@ -3,7 +3,8 @@
 `postgresql://…` (or `postgres://…`) is served by asyncpg, `mysql://…` or
 `mariadb://…` by aiomysql, both through SQLAlchemy's asyncio extension. The
 password never leaves this object unmasked except towards the driver:
-`masked` is what logs, errors and the CLI show.
+`masked` is what logs, errors and the CLI show (with a password given as a query
+parameter, `?password=` or `?sslpassword=`, hidden too).
 
 The query string keeps the meaning it has for each database's own clients:
 libpq's parameters for PostgreSQL (`sslmode`, `sslrootcert`, `options`,
@@ -45,6 +46,11 @@ _DRIVERS: dict[str, tuple[DatabaseKind, str]] = {
 _ASYNCPG_DIALECT_PARAMETERS = frozenset({"prepared_statement_cache_size"})
 # PyMySQL-style TLS parameters (SQLAlchemy would hand them to aiomysql as a dict, which it cannot use).
 _MYSQL_TLS_PARAMETERS = frozenset({"ssl_ca", "ssl_capath", "ssl_cert", "ssl_key", "ssl_cipher", "ssl_check_hostname"})
+_MASK = "***"
+_ENCODED_MASK = urllib.parse.quote(_MASK, safe="")
+# Query parameters that carry a secret: libpq's `password` and `sslpassword` (the TLS key's
+# passphrase), PyMySQL's `password`/`passwd`, and any other name that says it is one.
+_SECRET_PARAMETER_WORDS = ("password", "passwd", "secret", "token")
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -54,8 +60,11 @@ class DatabaseUrl:
 
     @property
     def masked(self) -> str:
-        """The URL with its password replaced by `***`: safe for logs."""
-        return self.url.set(drivername=self.kind).render_as_string(hide_password=True)
+        """The URL with its passwords replaced by `***` (the one before `@`, and `?password=`,
+        `?sslpassword=`…): safe for logs."""
+        hidden = {name: _MASK for name in self.url.query if _is_secret_parameter(name)}
+        shown = self.url.set(drivername=self.kind).update_query_dict(hidden).render_as_string(hide_password=True)
+        return shown.replace(f"={_ENCODED_MASK}", f"={_MASK}")  # the query is %-encoded; the mask reads better as is
 
     def engine_arguments(self) -> tuple[sa.URL, dict[str, Any]]:
         """The URL and `connect_args` to create the engine with (may read TLS files: raises OSError)."""
@@ -105,6 +114,11 @@ def mask_database_url(raw: str) -> str:
     except ValueError:
         scheme, separator, _ = raw.partition("://")
         return f"{scheme}://***" if separator else "***"
+
+
+def _is_secret_parameter(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_PARAMETER_WORDS)
 
 
 def _mysql_tls_context(parameters: Mapping[str, str | tuple[str, ...]]) -> ssl.SSLContext:

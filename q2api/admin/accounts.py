@@ -15,6 +15,7 @@ from q2api.accounts.records import Account, AccountStats, AccountStatus
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
+from q2api.server.cross_site import is_json_content_type
 from q2api.server.gateway import Gateway
 
 _MAX_BODY_BYTES = 64 * 1024
@@ -182,6 +183,10 @@ async def existing_account(request: Request, gateway: Gateway) -> Account:
 
 
 async def decode_body(request: Request, kind: type[T]) -> T:
+    declared = request.headers.get("content-type")
+    if not is_json_content_type(declared):
+        shown = repr(declared[:100]) if declared else "none"
+        raise AdminError(415, "unsupported_media_type", f"Content-Type must be application/json (got {shown})")
     body = await request.body()
     if len(body) > _MAX_BODY_BYTES:
         raise AdminError(413, "request_too_large", f"the body exceeds {_MAX_BODY_BYTES} bytes")
@@ -189,7 +194,7 @@ async def decode_body(request: Request, kind: type[T]) -> T:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as exc:
         raise AdminError(400, "invalid_request", f"invalid body: {exc}") from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         raise AdminError(400, "invalid_request", "the body must be a JSON object") from None
 
 

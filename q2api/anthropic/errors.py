@@ -25,6 +25,7 @@ ERROR_TYPE_BY_STATUS: dict[int, str] = {
     405: "invalid_request_error",
     409: "conflict_error",
     413: "request_too_large",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     500: "api_error",
     502: "api_error",

@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from q2api.anthropic.errors import InvalidRequest
-from q2api.anthropic.json_levels import NotPlainJSON, json_levels
+from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 
 JSONObject = dict[str, Any]
 
@@ -300,11 +300,6 @@ def _invalid_from(exc: msgspec.MsgspecError) -> InvalidRequest:
     return InvalidRequest("", f"request body is not valid JSON: {text}")
 
 
-# Tool inputs and schemas are free-form JSON forwarded to Amazon Q, a few levels deeper
-# again; past 128 levels no real schema goes, and the encoders' recursion limits are near.
-MAX_JSON_DEPTH = 128
-
-
 def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
     try:
         return decoder.decode(body)
@@ -314,26 +309,6 @@ def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
         raise InvalidRequest("", f"request body is not valid UTF-8 (byte {exc.start})") from None
     except RecursionError:
         raise InvalidRequest("", "request body is nested too deeply to parse") from None
-
-
-_encode = msgspec.json.Encoder().encode
-
-
-def _check_depth(path: str, document: Any) -> None:
-    """Refuse a free-form JSON value nested deeper than MAX_JSON_DEPTH."""
-    encoded = _encode(document)
-    if encoded.count(b"{") + encoded.count(b"[") <= MAX_JSON_DEPTH:
-        return  # too few brackets to nest that deep (the common case, counted in C)
-    # Walked iteratively: no Python recursion to exhaust.
-    pending: list[tuple[Any, int]] = [(document, 1)]
-    while pending:
-        value, depth = pending.pop()
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
-        if children is None:
-            continue
-        if depth > MAX_JSON_DEPTH:
-            raise InvalidRequest(path, f"nested more than {MAX_JSON_DEPTH} levels deep")
-        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
 def _check_forwarded_documents(request: _RequestCommon) -> None:
@@ -347,23 +322,24 @@ def _check_forwarded_documents(request: _RequestCommon) -> None:
         for block in message.content
         if type(block) is ToolUseBlock
     ]
-    # All of them at once, level by level: a Claude Code turn resends ~100 of them. The levels
-    # past the last container hold only scalars, so this may count one level too many, never
-    # too few; the exact walk below says which document, if any, goes too deep.
-    try:
-        if all(depth <= MAX_JSON_DEPTH for depth, _ in enumerate(json_levels([*schemas, *inputs]), start=1)):
-            return
-    except NotPlainJSON:
-        pass
-    for index, tool in enumerate(request.tools or ()):
-        if tool.input_schema is not None:
-            _check_depth(f"tools.{index}.input_schema", tool.input_schema)
+    too_deep = first_too_deep([*schemas, *inputs])
+    if too_deep is not None:
+        raise InvalidRequest(_forwarded_document_paths(request)[too_deep], TOO_DEEP)
+
+
+def _forwarded_document_paths(request: _RequestCommon) -> list[str]:
+    """The paths of the documents `_check_forwarded_documents` looks at, in its order."""
+    paths = [
+        f"tools.{index}.input_schema" for index, tool in enumerate(request.tools or ()) if tool.input_schema is not None
+    ]
     for message_index, message in enumerate(request.messages):
-        if not isinstance(message.content, list):
-            continue
-        for block_index, block in enumerate(message.content):
-            if isinstance(block, ToolUseBlock):
-                _check_depth(f"messages.{message_index}.content.{block_index}.input", block.input)
+        if isinstance(message.content, list):
+            paths += [
+                f"messages.{message_index}.content.{block_index}.input"
+                for block_index, block in enumerate(message.content)
+                if isinstance(block, ToolUseBlock)
+            ]
+    return paths
 
 
 def parse_messages_request(body: bytes) -> MessagesRequest:

@@ -35,6 +35,7 @@ from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.cli.accounts_import import run_import
 from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.cli.store_copy import copy_accounts
+from q2api.log_text import one_line
 from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 from q2api.settings.command_inputs import NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
@@ -125,10 +126,10 @@ def format_table(
     now = time.time() if now is None else now
     rows = [TABLE_COLUMNS] + [
         (
-            view.id,
-            view.label,
+            one_line(view.id),
+            one_line(view.label),
             view.auth_method,
-            _status(view),
+            one_line(_status(view)),
             _requests((stats or {}).get(view.id)),
             credits_cell((credits or {}).get(view.id)),
             _expiry(view, now),
@@ -244,9 +245,11 @@ async def _add(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_REFUSED
         account, replaced = await store_new_account(store, new, verified)
     if replaced:
-        print(f"Updated the credentials of account {account.id} ({account.label}, {account.auth_method}).")
+        print(
+            f"Updated the credentials of account {one_line(account.id)} ({one_line(account.label)}, {account.auth_method})."
+        )
     else:
-        print(f"Added account {account.id} ({account.label}, {account.auth_method}).")
+        print(f"Added account {one_line(account.id)} ({one_line(account.label)}, {account.auth_method}).")
     if args.no_verify:
         print("Not checked (--no-verify): the first request it serves will tell whether the token works.")
     print("A running `q2api serve` uses it within a few seconds.")
@@ -300,7 +303,7 @@ async def _remove(args: argparse.Namespace, settings: Settings) -> int:
         if account is None:
             return EXIT_NOT_FOUND
         await store.remove(account.id)
-    print(f"Removed account {account.id} ({account.label}).")
+    print(f"Removed account {one_line(account.id)} ({one_line(account.label)}).")
     if account.id == ENV_ACCOUNT_ID and settings.has_env_account:
         print("Note: AMAZONQ_REFRESH_TOKEN / AMAZONQ_ACCESS_TOKEN are still set, so the next start adds it again.")
     return EXIT_OK
@@ -324,7 +327,9 @@ async def _switch(args: argparse.Namespace, settings: Settings, *, enabled: bool
             return EXIT_NOT_FOUND
         await store.update(account.id, enabled=enabled)
     what = "Enabled" if enabled else "Disabled"
-    print(f"{what} account {account.id} ({account.label}); a running gateway follows within a few seconds.")
+    print(
+        f"{what} account {one_line(account.id)} ({one_line(account.label)}); a running gateway follows within a few seconds."
+    )
     return EXIT_OK
 
 

@@ -31,6 +31,7 @@ from q2api.accounts.kiro_import import (
     read_kiro_ide,
 )
 from q2api.accounts.opening import opened_account_store
+from q2api.log_text import one_line
 from q2api.settings import Settings
 
 EXIT_OK = 0
@@ -41,13 +42,13 @@ async def run_import(args: argparse.Namespace, settings: Settings) -> int:
     explicit = args.kiro_ide is not None or args.kiro_cli is not None
     logins, problems, looked_in = _collect(args, explicit)
     for problem in problems:
-        print(f"q2api accounts import: {problem}", file=sys.stderr)
+        print(f"q2api accounts import: {one_line(problem)}", file=sys.stderr)
     now = time.time()
     usable = []
     for login in logins:
         if login.registration_expired(now):
             print(
-                f"q2api accounts import: skipped {login.origin}: its client registration expired on "
+                f"q2api accounts import: skipped {one_line(login.origin)}: its client registration expired on "
                 f"{_date(login.registration_expires_at)}; sign in to {login.source} again, then import again",
                 file=sys.stderr,
             )
@@ -76,9 +77,13 @@ async def run_import(args: argparse.Namespace, settings: Settings) -> int:
                 region=_region(login),
             )
             verb = "Updated" if label in existing else "Imported"
-            provider = f", {login.provider}" if login.provider else ""
-            region = f", region {account.region}" if account.region else ""
-            print(f"{verb} account {account.id} ({label}, {login.auth_method}{provider}{region}) from {login.origin}")
+            # What the imported files say (a provider name, the label made from them) reaches a terminal: escaped.
+            provider = f", {one_line(login.provider)}" if login.provider else ""
+            region = f", region {one_line(account.region)}" if account.region else ""
+            print(
+                f"{verb} account {one_line(account.id)} ({one_line(label)}, {login.auth_method}{provider}{region}) "
+                f"from {one_line(login.origin)}"
+            )
     print("A running `q2api serve` uses them within a few seconds.")
     return EXIT_OK if not problems else EXIT_NOTHING_IMPORTED
 

@@ -18,6 +18,7 @@ from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.service_api import ServiceApi
+from q2api.log_text import one_line
 from q2api.models.table import builtin_catalogue
 from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings
@@ -70,6 +71,7 @@ def credits_cell(credits: Credits | None) -> str:
 
 
 def usage_row(account_id: str, label: str, credits: Credits | None) -> tuple[str, ...]:
+    account_id, label = one_line(account_id), one_line(label)  # stored text, shown on a terminal
     if credits is None:
         return (account_id, label, "unknown", "-", "-", "-", "-")
     return (

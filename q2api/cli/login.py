@@ -11,6 +11,7 @@ from q2api.accounts.logins import complete_device_login
 from q2api.accounts.records import Account
 from q2api.accounts.store_protocol import AccountStore
 from q2api.cli.accounts import opened_store
+from q2api.log_text import one_line
 from q2api.server.wiring import refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 
@@ -39,7 +40,7 @@ def run_login(args: argparse.Namespace) -> int:
     except DeviceLoginError as exc:
         print(f"q2api login: {exc}; nothing stored", file=sys.stderr)
         return EXIT_LOGIN_FAILED
-    print(f"Signed in: account {account.id} ({account.label}, idc) is stored.")
+    print(f"Signed in: account {one_line(account.id)} ({one_line(account.label)}, idc) is stored.")
     print("A running `q2api serve` uses it within a few seconds.")
     return EXIT_OK
 

@@ -52,6 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from q2api.cli.env_check import deprecated_variables, unknown_variables
     from q2api.cli.metrics_dir import metrics_directory
+    from q2api.server.cross_site import open_gateway_warning
     from q2api.server.logging_setup import configure_logging
     from q2api.server.transport import transport_limits, uvicorn_options
     from q2api.settings import VARIABLES, SettingsError, load_settings
@@ -75,6 +76,11 @@ def _serve(args: argparse.Namespace) -> int:
         notice.warning() for notice in unknown_variables(os.environ)
     ]:
         logger.warning(warning)
+    exposed = open_gateway_warning(
+        args.host, has_client_keys=bool(settings.api_keys), allowed_hosts=settings.allowed_hosts
+    )
+    if exposed is not None:
+        logger.warning(exposed)
     # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
     with metrics_directory():
         uvicorn.run(

@@ -17,6 +17,7 @@ import sys
 
 from q2api.accounts.opening import opened_account_store
 from q2api.accounts.store_protocol import AccountStore
+from q2api.log_text import one_line
 from q2api.settings import Settings
 
 
@@ -33,11 +34,13 @@ async def copy_accounts(args: argparse.Namespace, settings: Settings) -> int:
         copied = skipped = 0
         for account in await source.accounts():
             if account.id in present and not args.replace:
-                print(f"skipped {account.id} ({account.label}): already in the target (--replace overwrites it)")
+                print(
+                    f"skipped {one_line(account.id)} ({one_line(account.label)}): already in the target (--replace overwrites it)"
+                )
                 skipped += 1
                 continue
             await target.import_account(account)
-            print(f"copied {account.id} ({account.label}, {account.auth_method})")
+            print(f"copied {one_line(account.id)} ({one_line(account.label)}, {account.auth_method})")
             copied += 1
         print(f"{copied} account(s) copied, {skipped} skipped")
     return 0

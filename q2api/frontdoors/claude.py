@@ -29,6 +29,10 @@ class ClaudeCall:
     def answer(self, message: dict[str, Any]) -> object:
         return message
 
+    @property
+    def checks_reply(self) -> bool:
+        return False
+
     def client_error(self, error: AnthropicError) -> AnthropicError:
         return error
 

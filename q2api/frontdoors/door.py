@@ -49,6 +49,12 @@ class DoorCall(Protocol):
         """The JSON body of a non-streaming reply, from the aggregated Claude message."""
         ...
 
+    @property
+    def checks_reply(self) -> bool:
+        """True when answering, or ending the stream, checks the whole reply (against a client's schema):
+        work whose cost the client chooses, which the server does off the event loop."""
+        ...
+
     def client_error(self, error: AnthropicError) -> AnthropicError:
         """`error` as this request's client sees it (a door may rename fields or statuses)."""
         ...

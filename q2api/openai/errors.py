@@ -22,6 +22,7 @@ ERROR_TYPE_BY_STATUS: dict[int, str] = {
     405: "invalid_request_error",
     409: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_error",
 }
 SERVER_ERROR = "server_error"

@@ -213,3 +213,7 @@ def parse_chat_request(body: bytes) -> ChatCompletionRequest:
         raise InvalidChatRequest(path or None, problem) from None
     except msgspec.DecodeError as exc:
         raise InvalidChatRequest(None, f"request body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidChatRequest(None, f"request body is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:  # nesting msgspec cannot follow, even in a field the door ignores (`metadata`)
+        raise InvalidChatRequest(None, "request body is nested too deeply to parse") from None

@@ -30,6 +30,7 @@ from q2api.frontdoors.door import FrontDoor
 from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
 from q2api.openai.shapes import model_list
 from q2api.server import metrics
+from q2api.server.cross_site import HostAllowList, require_json
 from q2api.server.direct_routes import DirectRoutesApp
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
@@ -54,9 +55,20 @@ class Surface(Protocol):
         ...
 
 
+def _slash_hint(request: Request) -> str:
+    """For a path that only a trailing slash keeps from being a route: where the client meant to go."""
+    path = request.url.path
+    meant = path.rstrip("/")
+    if meant == path or not any(getattr(route, "path", None) == meant for route in request.app.routes):
+        return ""
+    return f" (no trailing slash: {meant})"
+
+
 def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starlette:
     client_keys = ClientKeys(list(settings.api_keys))
-    responses = ResponsesRoutes(settings, client_keys)
+    # Without client keys, only loopback names and the listed ones are answered (DNS rebinding).
+    hosts = HostAllowList(settings.allowed_hosts, enforced=not client_keys.required)
+    responses = ResponsesRoutes(settings, client_keys, hosts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
@@ -73,7 +85,8 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
         request_id = request.state.request_id  # given by DirectRoutesApp
         relay = gateway_of(request).relay
         try:
-            client_keys.check(request)
+            admit(request)
+            require_json(request)
             body = await read_body(request, settings.max_body_bytes)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
@@ -86,15 +99,21 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     async def chat_completions(request: Request) -> Response:
         return await relayed(request, CHAT_DOOR)
 
-    async def count_tokens(request: Request) -> Response:
+    def admit(request: Request) -> None:
+        """The client may use the API: its Host may be answered, and it has a client key if keys are set."""
+        hosts.check(request)
         client_keys.check(request)
+
+    async def count_tokens(request: Request) -> Response:
+        admit(request)
+        require_json(request)
         body = await read_body(request, settings.max_body_bytes)
         parsed = parse_count_tokens_request(body)
         # Without Amazon Q's hidden prompt: Claude Code sums many count_tokens calls per conversation.
         return json_response({"input_tokens": estimate_request_tokens(parsed, include_upstream_prompt=False)})
 
     async def list_models(request: Request) -> Response:
-        client_keys.check(request)
+        admit(request)
         models = gateway_of(request).models
         # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
         return json_response(
@@ -149,7 +168,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
-            error = AnthropicError(404, f"no such endpoint: {request.method} {request.url.path}")
+            error = AnthropicError(404, f"no such endpoint: {request.method} {request.url.path}{_slash_hint(request)}")
         elif exc.status_code == 405:
             # Keep Starlette's `Allow` header: it tells the client which method would work.
             error = AnthropicError(
@@ -191,5 +210,8 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
         },
         lifespan=lifespan,
     )
+    # Starlette would answer `/v1/messages/` with a redirect to an absolute URL built from the
+    # request's Host header, which the client chooses: a 404 that names the right path instead.
+    app.router.redirect_slashes = False
     app.state.transport_limits = transport_limits(settings)  # read by the server's protocol (transport.py)
     return app

@@ -22,6 +22,7 @@ from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
 from q2api.log_text import one_line
 from q2api.server import metrics
+from q2api.server.cross_site import NO_RETRY
 from q2api.server.transport import BODY_TIMED_OUT
 
 REQUEST_ID_HEADER = "request-id"
@@ -171,13 +172,13 @@ class ClientKeys:
             scheme, _, token = authorization.partition(" ")
             presented = token.strip() if scheme.lower() == "bearer" else None
         if not presented:
-            raise AnthropicError(401, "x-api-key header or Authorization: Bearer is required")
+            raise AnthropicError(401, "x-api-key header or Authorization: Bearer is required", headers=NO_RETRY)
         candidate = presented.encode()
         matched = False
         for key in self._keys:
             matched |= hmac.compare_digest(candidate, key)
         if not matched:
-            raise AnthropicError(401, "invalid x-api-key")
+            raise AnthropicError(401, "invalid x-api-key", headers=NO_RETRY)
         return presented
 
 

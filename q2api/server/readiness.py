@@ -6,16 +6,21 @@ from loguru import logger
 
 from q2api.accounts.pool import AccountPool
 from q2api.accounts.store_protocol import AccountStore
+from q2api.log_text import one_line
 
 
 async def log_store_contents(store: AccountStore) -> None:
     """One line naming the store (absolute path or masked URL), one per account in it (labels and states, no secret)."""
     accounts = await store.accounts()
-    logger.info(f"account store: {store.location} ({len(accounts)} account(s))")
+    logger.info(f"account store: {one_line(store.location)} ({len(accounts)} account(s))")
     for account in accounts:
         state = account.status.value if account.enabled else "disabled"
-        detail = f" ({account.status_detail})" if account.status_detail else ""
-        logger.info(f"account {account.id} ({account.label}, {account.auth_method}): {state}{detail}")
+        detail = f" ({one_line(account.status_detail)})" if account.status_detail else ""
+        # Labels come from whoever added the account (an import names it after a file's contents):
+        # escaped, so none can forge a line or drive the terminal.
+        logger.info(
+            f"account {one_line(account.id)} ({one_line(account.label)}, {account.auth_method}): {state}{detail}"
+        )
 
 
 async def readiness(store: AccountStore, pool: AccountPool) -> str | None:

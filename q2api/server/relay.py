@@ -23,12 +23,9 @@ cancelling is what closes the upstream request.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from loguru import logger
 from starlette.requests import Request
@@ -49,6 +46,7 @@ from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
+from q2api.server.off_loop import run_off_loop
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
 from q2api.server.wiring import loop_policy
@@ -62,7 +60,6 @@ OFF_LOOP_BODY_BYTES = 1 << 20
 # every turn is converted once (q2api.conversion.checkpoints). A checkpoint holds ~1.8x its
 # request in memory; 4 MiB of requests is ~20 Claude Code sessions of 200 KB in ~7 MB.
 CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=4 << 20)
-_T = TypeVar("_T")
 # Awaited once a reply has succeeded, before its last byte is sent (the Responses door stores the
 # response there, so that a client continuing it at once finds it).
 Finishing = Callable[[], Awaitable[None]]
@@ -152,8 +149,9 @@ class MessagesRelay:
         call: DoorCall | None = None
         try:
             if len(body) > OFF_LOOP_BODY_BYTES:
-                call = await _off_loop(door.read, body)
-                prepared = await _off_loop(self.prepare, call, exchange)
+                # Pure work on a large body, off the loop: its size does not show up as every other stream's latency.
+                call = await run_off_loop(door.read, body)
+                prepared = await run_off_loop(self.prepare, call, exchange)
             else:
                 call = door.read(body)
                 prepared = self.prepare(call, exchange)
@@ -209,7 +207,8 @@ class MessagesRelay:
                 # keeps only the type, and loses the status (502, 504) and headers (retry-after).
                 raise reply.failure
             # Raises a 500 for an unfinished reply, or the door's refusal of the message.
-            answer = call.answer(aggregator.message())
+            message = aggregator.message()
+            answer = await run_off_loop(call.answer, message) if call.checks_reply else call.answer(message)
         except AnthropicError as error:
             error = call.client_error(error)
             reply.close(error=error)
@@ -244,6 +243,7 @@ class MessagesRelay:
             ping_interval=self._settings.ping_interval,
             send_timeout=self._settings.send_timeout,
             finishing=finishing,
+            end_off_loop=call.checks_reply,
         )
 
     # ------------------------------------------------------------ helpers
@@ -261,10 +261,3 @@ class MessagesRelay:
     def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
         exchange.end(error.status, error.error_type)
         return error_response(error, exchange.request_id, door)
-
-
-async def _off_loop(work: Callable[..., _T], *args: Any) -> _T:
-    """Pure work on a large body runs in a worker thread, so its size does not show up as every
-    other stream's latency (the GIL is handed back every few milliseconds)."""
-    context = contextvars.copy_context()  # the request id of the log lines written meanwhile
-    return await asyncio.to_thread(context.run, work, *args)

@@ -42,6 +42,7 @@ from q2api.frontdoors.responses.door import (
 )
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.server.cross_site import HostAllowList, require_json
 from q2api.server.edge import ClientKeys, error_response, json_response, read_body
 from q2api.server.gateway import gateway_of
 from q2api.settings import Settings
@@ -79,9 +80,15 @@ def _store_unavailable(error: Exception) -> ChatError:
 
 
 class ResponsesRoutes:
-    def __init__(self, settings: Settings, client_keys: ClientKeys) -> None:
+    def __init__(self, settings: Settings, client_keys: ClientKeys, hosts: HostAllowList) -> None:
         self._settings = settings
         self._client_keys = client_keys
+        self._hosts = hosts
+
+    def _owner(self, request: Request) -> str:
+        """The caller's owner string, once its Host and client key are admitted (403 / 401 otherwise)."""
+        self._hosts.check(request)
+        return response_owner(self._client_keys.check(request))
 
     # ------------------------------------------------------------ POST /v1/responses
 
@@ -90,7 +97,8 @@ class ResponsesRoutes:
         gateway = gateway_of(request)
         relay = gateway.relay
         try:
-            owner = response_owner(self._client_keys.check(request))
+            owner = self._owner(request)
+            require_json(request)
             body = await read_body(request, self._settings.max_body_bytes)
             parsed = read_responses_request(body)
             door = ResponsesDoor(parsed)
@@ -146,7 +154,7 @@ class ResponsesRoutes:
         return json_response(stored.response)
 
     async def delete(self, request: Request) -> Response:
-        owner = response_owner(self._client_keys.check(request))
+        owner = self._owner(request)
         response_id = request.path_params["response_id"]
         try:
             deleted = await gateway_of(request).responses.delete(response_id, owner)
@@ -174,7 +182,7 @@ class ResponsesRoutes:
         return json_response(shapes.item_list(page, has_more=has_more))
 
     async def _find(self, request: Request) -> StoredResponse:
-        owner = response_owner(self._client_keys.check(request))
+        owner = self._owner(request)
         response_id = request.path_params["response_id"]
         try:
             stored = await gateway_of(request).responses.get(response_id, owner)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -28,6 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 from q2api.anthropic.events import StreamEvent
 from q2api.frontdoors.door import EventEncoder
 from q2api.server import metrics
+from q2api.server.off_loop import run_off_loop
 from q2api.server.reply import Reply
 
 
@@ -48,10 +49,14 @@ class ReplyStream(Response):
         ping_interval: float,
         send_timeout: float,
         headers: dict[str, str] | None = None,
+        end_off_loop: bool = False,
         finishing: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """`finishing` is awaited before the last write of a reply that succeeded."""
+        """`end_off_loop`: the events that end the reply are encoded in a worker thread (the encoder
+        checks the whole reply there, at a cost the client chose). `finishing` is awaited before the
+        last write of a reply that succeeded."""
         self._reply = reply
+        self._end_off_loop = end_off_loop
         self._finishing = finishing
         self._held = held
         self._encoder = encoder
@@ -83,7 +88,7 @@ class ReplyStream(Response):
         reply, encoder = self._reply, self._encoder
         loop = asyncio.get_running_loop()
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        chunk = encoder.encode(self._held)
+        chunk = await self._encode_end(self._held) if self._end_off_loop else encoder.encode(self._held)
         self._held = []
         while True:
             last = reply.finished
@@ -100,7 +105,15 @@ class ReplyStream(Response):
             if last or self._abandoned is not None:
                 return
             events = await reply.read(timeout=self._ping_interval)
-            chunk = encoder.ping if events is None else encoder.encode(events) if events else b""
+            if events and self._end_off_loop:
+                chunk = await self._encode_end(events)
+            else:
+                chunk = encoder.ping if events is None else encoder.encode(events) if events else b""
+
+    async def _encode_end(self, events: Sequence[StreamEvent]) -> bytes:
+        if any(event["type"] == "message_delta" for event in events):
+            return await run_off_loop(self._encoder.encode, events)
+        return self._encoder.encode(events)
 
     async def _watch(self, receive: Receive, body: asyncio.Task[None]) -> None:
         """End the body when the client disconnects, or when a write makes no progress for too long."""

@@ -9,6 +9,8 @@ variable's name is passed in at parse time so every refusal names it.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -167,21 +169,40 @@ class CommaList:
         return ",".join(value)
 
 
+# A DNS name or an IPv4 address, `*.` before it for every name below it (underscores too: container and
+# compose service names may have them).
+_HOST_NAME = re.compile(r"^(\*\.)?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
+
+
 @dataclasses.dataclass(frozen=True)
 class HostList:
-    """Host names (`*.example.com` patterns included) or `*`; a URL given by mistake is refused."""
+    """Host names as a `Host` header names them, without port: `gateway.lan`, `10.0.0.5`, `[fd00::1]`,
+    `*.example.com` (every name below it), or `*` (any). Lower-cased, brackets and a trailing dot dropped;
+    a port or a URL given by mistake is refused."""
 
-    accepts: str = "comma-separated host names, or `*`"
+    accepts: str = "comma-separated host names without port (`*.example.com` for every name below it), or `*`"
 
     def __call__(self, name: str, raw: str) -> tuple[str, ...]:
-        hosts = _items(raw)
-        for host in hosts:
-            if "/" in host or " " in host:
-                raise SettingsError(f"{name} entries must be host names like api.example.com or *, got {host!r}")
-        return hosts
+        hosts = []
+        for item in _items(raw):
+            host = item.lower().rstrip(".").removeprefix("[").removesuffix("]")
+            if host == "*" or _HOST_NAME.match(host) or _is_ipv6(host):
+                hosts.append(host)
+                continue
+            hint = ": list names without a port" if ":" in host and "/" not in host else ""
+            raise SettingsError(f"{name} entries must be host names like gateway.lan or *, got {item!r}{hint}")
+        return tuple(hosts)
 
     def write(self, value: tuple[str, ...]) -> str:
         return ",".join(value)
+
+
+def _is_ipv6(value: str) -> bool:
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,16 +75,20 @@ class Settings:
         shown_as=_count_keys,
         description="""
             Client keys, comma-separated, accepted as `x-api-key` or `Authorization: Bearer`.
-            Empty = no client auth, and a warning at start-up.""",
+            Empty = no client auth (only loopback names and `Q2API_ALLOWED_HOSTS` are answered),
+            and a warning at start-up.""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",
         HostList(),
-        default=("*",),
+        default=(),
         group=Group.CLIENT_ACCESS,
         description="""
-            Host names the gateway answers to (the request's `Host` header), comma-separated;
-            `*` = any host.""",
+            Without client keys, the `Host` names the API answers besides loopback ones
+            (`localhost`, `127.0.0.1`, `[::1]`, any port): comma-separated names or addresses
+            without port (`gateway.lan,10.0.0.5`), `*.example.com` for every name below it, `*`
+            for any. Other names get 403, so that a web page cannot reach a keyless gateway by
+            pointing its own domain at it (DNS rebinding). Ignored when client keys are set.""",
     )
     # -- the account from the environment ----------------------------------------------
     refresh_token: str | None = setting(

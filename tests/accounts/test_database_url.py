@@ -60,3 +60,31 @@ async def test_libpq_parameters_reach_the_postgresql_session(postgresql_url: str
         await store.add(auth_method="social", refresh_token="r", label="work")
         assert [account.label for account in await store.accounts()] == ["work"]
         assert run_sql(postgresql_url, sessions_so_named) >= 1  # the store's pooled connection, still open
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://q2api@db/q2api?password={PASSWORD}&sslmode=require",
+        f"postgresql://q2api@db/q2api?sslmode=verify-full&sslkey=/k.pem&sslpassword={PASSWORD}",
+        f"mysql://root@db/q2api?password={PASSWORD}",
+        f"postgresql://q2api:{PASSWORD}@db/q2api?password={PASSWORD}",
+    ],
+    ids=["password", "sslpassword", "mysql password", "both places"],
+)
+def test_a_password_given_as_a_query_parameter_is_masked_wherever_the_url_is_shown(url: str) -> None:
+    from q2api.accounts.database_url import mask_database_url
+    from q2api.settings import SettingsError, load_settings
+
+    parsed = parse_database_url(url)
+    assert PASSWORD not in parsed.masked and "=***" in parsed.masked
+    assert PASSWORD not in repr(parsed) and PASSWORD not in mask_database_url(url)
+    assert PASSWORD not in repr(
+        load_settings({"Q2API_DATABASE_URL": url, "Q2API_SECRET_KEY": TEST_SECRET_KEY}, env_file=None)
+    )
+    with pytest.raises(SettingsError) as refused:  # the message names the store it refuses
+        load_settings({"Q2API_DATABASE_URL": url}, env_file=None)
+    assert PASSWORD not in str(refused.value) and "q2api" in str(refused.value)
+    # The driver still gets it.
+    engine_url, connect_args = parsed.engine_arguments()
+    assert PASSWORD in str(connect_args.get("dsn", "")) + str(dict(engine_url.query))

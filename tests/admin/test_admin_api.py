@@ -128,7 +128,9 @@ async def test_a_bad_add_body_is_a_400_naming_the_field(admin, body: dict[str, A
 
 async def test_a_body_that_is_not_json_is_a_400(admin) -> None:
     _, http = admin
-    response = await http.post("/admin/api/accounts", content=b"{not json")
+    response = await http.post(
+        "/admin/api/accounts", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert "JSON" in assert_admin_error(response, 400, "invalid_request")
 
 

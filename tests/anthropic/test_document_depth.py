@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from q2api.anthropic.errors import InvalidRequest
-from q2api.anthropic.types import MAX_JSON_DEPTH, parse_messages_request
+from q2api.anthropic.json_levels import MAX_JSON_DEPTH
+from q2api.anthropic.types import parse_messages_request
 
 
 def depth(value: Any) -> int:

@@ -51,7 +51,7 @@ async def test_json_response_format_is_instructed_and_checked(gw: Gateway):
     async with openai_client(gw) as client:
         good = await client.chat.completions.create(model=MODEL, messages=[user("n?")], response_format=json_schema)
         instructions = gw.upstream_body()["conversationState"]["history"][0]["userInputMessage"]["content"]
-        with pytest.raises(openai.InternalServerError) as prose:
+        with pytest.raises(openai.UnprocessableEntityError) as prose:
             await client.chat.completions.create(
                 model=MODEL, messages=[user("n?")], response_format={"type": "json_object"}
             )

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from q2api.anthropic.types import MAX_JSON_DEPTH
+from q2api.anthropic.json_levels import MAX_JSON_DEPTH
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, REQUEST_ID, assert_error_envelope, capture_logs
 

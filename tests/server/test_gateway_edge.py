@@ -22,6 +22,8 @@ from q2api.testing.gateway_server import GatewayThread
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.gateway_harness import (
     CLIENT_KEY,
+    JSON_BODY,
+    JSON_CLIENT_HEADERS,
     MODEL,
     REQUEST_ID,
     assert_error_envelope,
@@ -48,7 +50,7 @@ def base_url(upstream, tmp_path_factory) -> Iterator[str]:
 
 @pytest.fixture()
 def client(base_url) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}, timeout=10) as http:
+    with httpx2.Client(base_url=base_url, headers=JSON_CLIENT_HEADERS, timeout=10) as http:
         yield http
 
 
@@ -191,7 +193,7 @@ def test_get_on_messages_is_405_naming_the_allowed_method(client) -> None:
     ids=["none", "wrong-x-api-key", "empty-x-api-key", "wrong-bearer", "basic-scheme"],
 )
 def test_a_missing_or_wrong_client_key_is_401(base_url, headers) -> None:
-    with httpx2.Client(base_url=base_url) as http:
+    with httpx2.Client(base_url=base_url, headers=JSON_BODY) as http:
         for method, path in (("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens"), ("GET", "/v1/models")):
             response = http.request(method, path, content=orjson.dumps(request_body()), headers=headers)
             assert response.status_code == 401, (path, response.text)
@@ -200,7 +202,7 @@ def test_a_missing_or_wrong_client_key_is_401(base_url, headers) -> None:
 
 
 def test_every_other_route_writes_one_log_line_with_its_status(base_url) -> None:
-    with capture_logs() as logs, httpx2.Client(base_url=base_url, headers={"x-api-key": CLIENT_KEY}) as http:
+    with capture_logs() as logs, httpx2.Client(base_url=base_url, headers=JSON_CLIENT_HEADERS) as http:
         responses = [
             ("INFO", "POST /v1/messages/count_tokens", http.post("/v1/messages/count_tokens", json=request_body())),
             ("INFO", "GET /v1/models", http.get("/v1/models")),
@@ -213,7 +215,7 @@ def test_every_other_route_writes_one_log_line_with_its_status(base_url) -> None
 
 
 def test_requests_refused_at_the_edge_still_get_their_log_line(base_url) -> None:
-    with capture_logs() as logs, httpx2.Client(base_url=base_url) as http:
+    with capture_logs() as logs, httpx2.Client(base_url=base_url, headers=JSON_BODY) as http:
         refused_key = http.post(
             "/v1/messages", content=orjson.dumps(request_body()), headers={"x-api-key": "presented-key-7f3a"}
         )
@@ -239,7 +241,7 @@ def test_requests_refused_at_the_edge_still_get_their_log_line(base_url) -> None
     ids=["x-api-key", "bearer", "empty-x-api-key-and-bearer"],
 )
 def test_the_client_key_is_accepted_in_either_header(base_url, headers) -> None:
-    with httpx2.Client(base_url=base_url) as http:
+    with httpx2.Client(base_url=base_url, headers=JSON_BODY) as http:
         response = http.post("/v1/messages", content=orjson.dumps(request_body()), headers=headers)
     assert response.status_code == 200, response.text
     assert response.json()["type"] == "message"
@@ -258,14 +260,17 @@ def test_the_sdk_authenticates_with_its_default_header(base_url) -> None:
 def test_no_key_is_needed_when_none_is_configured(upstream, tmp_path) -> None:
     settings = gateway_settings(upstream, tmp_path, Q2API_API_KEYS="")
     assert settings.api_keys == ()
-    with GatewayThread(settings) as open_gateway, httpx2.Client(base_url=open_gateway.base_url) as http:
+    with (
+        GatewayThread(settings) as open_gateway,
+        httpx2.Client(base_url=open_gateway.base_url, headers=JSON_BODY) as http,
+    ):
         response = http.post("/v1/messages", content=orjson.dumps(request_body()))
         assert response.status_code == 200, response.text
         assert http.get("/v1/models").status_code == 200
 
 
 def test_healthz_needs_no_key_and_shows_no_secret(base_url) -> None:
-    with httpx2.Client(base_url=base_url) as http:
+    with httpx2.Client(base_url=base_url, headers=JSON_BODY) as http:
         response = http.get("/healthz")
     assert response.status_code == 200
     document = response.json()
@@ -394,7 +399,7 @@ async def test_a_gateway_bug_is_a_plain_500_envelope_without_internals(tmp_path,
 
     monkeypatch.setattr(MessagesRelay, "handle", broken)
     async with SimulatedUpstream() as sim, running_gateway(gateway_settings(sim, tmp_path)) as url:
-        async with httpx2.AsyncClient(base_url=url, headers={"x-api-key": CLIENT_KEY}) as http:
+        async with httpx2.AsyncClient(base_url=url, headers=JSON_CLIENT_HEADERS) as http:
             response = await http.post("/v1/messages", content=orjson.dumps(request_body()))
     assert response.status_code == 500
     message = assert_error_envelope(response.json(), "api_error")

@@ -330,10 +330,11 @@ async def test_structured_output_is_parsed_and_checked(gw: Gateway):
         assert "JSON schema" in instruction and "celsius" in instruction
 
         gw.sim.enqueue(scripts.text_reply("Sure! It is 18C in Paris."))
-        with pytest.raises(openai.InternalServerError) as caught:
+        with pytest.raises(openai.UnprocessableEntityError) as caught:
             await client.responses.parse(model=MODEL, input="again", text_format=Weather)
     error = assert_openai_envelope(caught.value.body)
     assert error["code"] == "invalid_response_format" and "not valid JSON" in error["message"]
+    assert error["param"] == "text.format" and caught.value.response.headers["x-should-retry"] == "false"
 
 
 async def test_structured_output_that_fails_mid_stream_is_a_failed_response(gw: Gateway):

@@ -146,6 +146,15 @@ async def test_upstream_failures_map_to_openai_errors(name: str, stream: bool, t
             "text.format.schema",
             "not a valid JSON schema",
         ),
+        (
+            {
+                "text": {
+                    "format": {"type": "json_schema", "name": "x", "schema": {"$ref": "https://example.com/s.json"}}
+                }
+            },
+            "text.format.schema",
+            "",
+        ),
         ({"background": True}, "background", "not supported"),
         ({"metadata": {f"k{n}": "v" for n in range(17)}}, "metadata", "at most 16"),
         ({"conversation": "conv_1"}, "conversation", "previous_response_id"),
@@ -166,6 +175,7 @@ async def test_upstream_failures_map_to_openai_errors(name: str, stream: bool, t
         "tool_choice_name",
         "tool_choice_hosted",
         "schema",
+        "remote_schema_ref",
         "background",
         "metadata",
         "conversation",
@@ -190,6 +200,16 @@ async def test_the_sdk_raises_bad_request_for_a_hosted_tool(gw: Gateway):
             await client.responses.create(model=MODEL, input="news?", tools=[{"type": "web_search"}])
     error = assert_openai_envelope(caught.value.body)
     assert error["code"] == "unsupported_tool" and 'web_search = "disabled"' in error["message"]
+
+
+async def test_a_body_that_is_not_sent_as_json_is_a_415(gw: Gateway):
+    async with gw.http() as http:
+        response = await http.post(
+            "/v1/responses", content=b'{"model": "m", "input": "hi"}', headers={"content-type": "text/plain"}
+        )
+    assert response.status_code == 415
+    assert_openai_envelope(response.json()["error"])
+    assert gw.sim.requests == []
 
 
 async def test_a_body_that_is_not_json_is_a_400(gw: Gateway):

@@ -77,7 +77,11 @@ def status_and_error(answer: bytes) -> tuple[int, str]:
     return status, document["error"]["type"]
 
 
-REQUEST_LINE = b"POST /v1/messages HTTP/1.1\r\nHost: gateway\r\nx-api-key: " + CLIENT_KEY.encode() + b"\r\n"
+REQUEST_LINE = (
+    b"POST /v1/messages HTTP/1.1\r\nHost: gateway\r\ncontent-type: application/json\r\nx-api-key: "
+    + CLIENT_KEY.encode()
+    + b"\r\n"
+)
 
 
 async def test_an_oversized_header_is_431_before_it_is_buffered(limited) -> None:

@@ -136,7 +136,7 @@ def encoded(document: Any) -> bytes:
     return json.dumps(document).encode()
 
 
-_INVALID_UTF8 = (b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80")
+INVALID_UTF8 = (b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80")
 
 
 @st.composite
@@ -147,7 +147,7 @@ def _damaged(draw: st.DrawFn) -> bytes:
     if damage == "cut":
         return body[:at]
     if damage == "invalid utf-8":
-        return body[:at] + draw(st.sampled_from(_INVALID_UTF8)) + body[at:]
+        return body[:at] + draw(st.sampled_from(INVALID_UTF8)) + body[at:]
     depth = draw(st.integers(200, 1500))
     return b"[" * depth + body + b"]" * depth
 

@@ -34,6 +34,9 @@ MODEL = "claude-sonnet-5-5"
 CLIENT_KEY = "q2api-test-client-key-5f1e9a7c"
 ADMIN_KEY = "q2api-test-admin-key-8c2d4e6f"
 REQUEST_ID = re.compile(r"^req_[0-9a-f]{24}$")
+# What a raw client sends, like the SDKs: the JSON content type the gateway requires of a body, and its key.
+JSON_BODY = {"content-type": "application/json"}
+JSON_CLIENT_HEADERS = {"x-api-key": CLIENT_KEY, **JSON_BODY}
 
 # Secrets that must never reach a log line or an error message: the client and admin
 # keys, OIDC client secrets and device codes, and any refresh or access token the simulator issues.
@@ -115,10 +118,8 @@ class Gateway:
     settings: Settings
 
     def http(self, **options: Any) -> httpx2.AsyncClient:
-        """A raw client that carries the client key, for looking below the SDK."""
-        return httpx2.AsyncClient(
-            base_url=self.base_url, headers={"x-api-key": CLIENT_KEY}, **{"timeout": 10, **options}
-        )
+        """A raw client that carries the client key and says its bodies are JSON, for looking below the SDK."""
+        return httpx2.AsyncClient(base_url=self.base_url, headers=JSON_CLIENT_HEADERS, **{"timeout": 10, **options})
 
     def upstream_body(self, index: int = -1) -> dict[str, Any]:
         """The JSON body of a GenerateAssistantResponse call the simulator received."""

@@ -50,6 +50,10 @@ class ChatCall:
     def answer(self, message: dict[str, Any]) -> object:
         return chat_completion(message, self.translated.options, created=self.created, report=_report)
 
+    @property
+    def checks_reply(self) -> bool:
+        return self.translated.options.check is not None
+
     def client_error(self, error: AnthropicError) -> AnthropicError:
         """The error in OpenAI terms; a later stage's 400 names a field of the Claude form, so the
         client is told its own field instead."""

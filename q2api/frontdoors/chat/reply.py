@@ -12,7 +12,8 @@ answer through `MessageAggregator`), so the two OpenAI shapes agree by construct
 * an `error` event → `data: {"error": {...}}`, which the openai SDK raises, and no `[DONE]`.
 
 With `response_format` the finished text is checked first: a reply that fails is answered with
-an error (a 500 `invalid_response_format`, or the error chunk in a stream), not a success.
+an error (a 422 `invalid_response_format` that no client retries, or the error chunk in a
+stream), not a success.
 """
 
 from __future__ import annotations
@@ -58,12 +59,24 @@ def completion_id(message_id: str) -> str:
     return "chatcmpl-" + message_id.removeprefix("msg_")
 
 
+# A reply that failed its check is answered with a status the SDKs never retry, and told so: a
+# retry is another whole completion (another credit), and the model was already told the format.
+# 422 is final for every client that goes by status (the official SDKs retry 408, 409, 429 and
+# 5xx); `x-should-retry: false` is read first by both official SDKs. The `type` stays
+# `server_error`: the request was valid, the model's reply was not.
+INVALID_RESPONSE_STATUS = 422
+NO_RETRY = {"x-should-retry": "false"}
+
+
 def invalid_response(problem: str) -> OpenAIError:
     return OpenAIError(
-        500,
+        INVALID_RESPONSE_STATUS,
         f"response_format could not be honoured: {problem}. Amazon Q has no JSON mode; q2api instructs the "
         "model and checks its reply",
+        error_type="server_error",
+        param="response_format",
         code="invalid_response_format",
+        headers=NO_RETRY,
     )
 
 

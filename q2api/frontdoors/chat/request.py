@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 from q2api.anthropic.types import (
     Base64DocumentSource,
     Base64ImageSource,
@@ -43,7 +44,7 @@ from q2api.anthropic.types import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from q2api.frontdoors.chat.response_format import ResponseCheck, response_check
+from q2api.frontdoors.chat.response_format import SCHEMA_PARAM, ResponseCheck, response_check
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import (
     AssistantMessage,
@@ -54,6 +55,7 @@ from q2api.openai.types import (
     FunctionMessage,
     ImagePart,
     InputAudioPart,
+    JsonSchemaFormat,
     NamedToolChoice,
     SystemMessage,
     TextPart,
@@ -96,6 +98,7 @@ class TranslatedRequest:
 
 
 def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
+    _check_free_form_documents(chat)
     if chat.n not in (None, 1):
         raise InvalidChatRequest("n", "only n=1 is supported: Amazon Q returns one choice per request")
     builder = _MessagesBuilder()
@@ -132,6 +135,27 @@ def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
         check=check,
     )
     return TranslatedRequest(request, options, {**builder.origins, **tool_origins})
+
+
+def _check_free_form_documents(chat: ChatCompletionRequest) -> None:
+    """The schemas the gateway forwards upstream (tool parameters) or evaluates (the response schema) must
+    nest no deeper than the encoders and the validator can follow (tool-call arguments: `_arguments`)."""
+    located = [
+        *(
+            (f"tools[{index}].function.parameters", tool.function.parameters)
+            for index, tool in enumerate(chat.tools or ())
+        ),
+        *(
+            (f"functions[{index}].parameters", function.parameters)
+            for index, function in enumerate(chat.functions or ())
+        ),
+    ]
+    if isinstance(chat.response_format, JsonSchemaFormat):
+        located.append((SCHEMA_PARAM, chat.response_format.json_schema.schema))
+    present = [(param, document) for param, document in located if document is not None]
+    too_deep = first_too_deep([document for _, document in present])
+    if too_deep is not None:
+        raise InvalidChatRequest(present[too_deep][0], TOO_DEEP)
 
 
 class _MessagesBuilder:
@@ -269,6 +293,8 @@ def arguments_object(text: str, param: str) -> dict[str, object]:
         raise InvalidChatRequest(param, "the arguments are not valid JSON") from None
     if not isinstance(value, dict):
         raise InvalidChatRequest(param, "the arguments must be a JSON object")
+    if first_too_deep([value]) is not None:  # they travel upstream as the tool call's input
+        raise InvalidChatRequest(param, TOO_DEEP)
     return value
 
 

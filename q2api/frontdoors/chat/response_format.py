@@ -2,19 +2,24 @@
 
 Amazon Q has no structured-output switch, so `json_object` and `json_schema` become an
 instruction in the system prompt, and the finished reply is checked (parsed, and validated
-against the schema with `jsonschema`). A reply that fails is reported to the client as an
-error, never passed off as valid JSON.
+against the schema with `jsonschema`, within the limits q2api.frontdoors.client_schema sets:
+no retrieval, RE2 patterns, a deadline). A reply that fails is reported to the client as an
+error, never passed off as valid JSON. A schema that cannot be checked safely is refused
+with the request, before any upstream call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, ResponseFormat
+
+if TYPE_CHECKING:
+    from q2api.frontdoors.client_schema import CompiledSchema
 
 _JSON_ONLY = (
     "Answer with one valid JSON document and nothing else: no prose before or after it, no Markdown "
@@ -27,7 +32,7 @@ class ResponseCheck:
     """What the reply must be; `schema` is None for `json_object` (any JSON object)."""
 
     instruction: str
-    schema: dict[str, Any] | None = None
+    schema: CompiledSchema | None = None
 
     def problem(self, text: str) -> str | None:
         """Why `text` is not what was asked for, or None when it is."""
@@ -37,14 +42,10 @@ class ResponseCheck:
             return f"the reply is not valid JSON ({exc})"
         if self.schema is None:
             return None if isinstance(value, dict) else "the reply is JSON but not a JSON object"
-        from jsonschema import validators
-        from jsonschema.exceptions import best_match
+        return self.schema.mismatch(value)
 
-        error = best_match(validators.validator_for(self.schema)(self.schema).iter_errors(value))
-        if error is None:
-            return None
-        where = "/".join(str(part) for part in error.absolute_path) or "the top level"
-        return f"the reply does not match the JSON schema at {where}: {error.message}"
+
+SCHEMA_PARAM = "response_format.json_schema.schema"
 
 
 def response_check(response_format: ResponseFormat | None) -> ResponseCheck | None:
@@ -53,20 +54,17 @@ def response_check(response_format: ResponseFormat | None) -> ResponseCheck | No
     if isinstance(response_format, JsonSchemaFormat):
         spec = response_format.json_schema
         schema = spec.schema or {}
-        # jsonschema is imported by the first request that asks for a schema (idle RSS of every worker).
-        from jsonschema import validators
-        from jsonschema.exceptions import SchemaError
+        # jsonschema and RE2 are imported by the first request that asks for a schema (idle RSS of every worker).
+        from q2api.frontdoors.client_schema import SchemaRefused, compile_client_schema
 
         try:
-            validators.validator_for(schema).check_schema(schema)
-        except SchemaError as exc:
-            raise InvalidChatRequest(
-                "response_format.json_schema.schema", f"not a valid JSON schema: {exc.message}"
-            ) from None
+            compiled = compile_client_schema(schema)
+        except SchemaRefused as exc:
+            raise InvalidChatRequest(SCHEMA_PARAM, str(exc)) from None
         about = f" ({spec.description})" if spec.description else ""
         instruction = (
             f"{_JSON_ONLY} It must conform to this JSON schema, named {spec.name!r}{about}:\n"
             f"{orjson.dumps(schema).decode()}"
         )
-        return ResponseCheck(instruction, schema)
+        return ResponseCheck(instruction, compiled)
     return None

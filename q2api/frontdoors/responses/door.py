@@ -87,11 +87,14 @@ class ResponsesCall:
         builder.add_all(claude_events_of(message))
         final = builder.final
         assert final is not None  # the played stream always ends
-        if final["status"] == "failed":  # the reply failed `text.format`: an error, never passed off as valid
-            error = final["error"]
-            raise ChatError(OpenAIError(500, error["message"], code=error["code"]))
+        if builder.refusal is not None:  # the reply failed `text.format`: an error, never passed off as valid
+            raise ChatError(builder.refusal)
         self.outcome = final
         return final
+
+    @property
+    def checks_reply(self) -> bool:
+        return self.translated.options.check is not None
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
         """The error in OpenAI terms; a later stage's 400 names a field of the Claude form, so the

@@ -29,10 +29,11 @@ from typing import Any, assert_never
 import orjson
 
 from q2api.anthropic.events import StreamEvent, Usage
-from q2api.frontdoors.chat.reply import invalid_response
+from q2api.frontdoors.chat.reply import INVALID_RESPONSE_STATUS, NO_RETRY
 from q2api.frontdoors.responses.request import ReplyOptions, new_id
 from q2api.frontdoors.responses.tools import ToolName
 from q2api.openai import responses_shapes as shapes
+from q2api.openai.errors import OpenAIError
 
 Report = Callable[[str], None]
 Event = dict[str, Any]
@@ -47,6 +48,19 @@ _STREAM_ERROR_CODES = {
     "rate_limit_error": "rate_limit_exceeded",
     "invalid_request_error": "invalid_prompt",
 }
+
+
+def invalid_text_format(problem: str) -> OpenAIError:
+    """A reply that failed `text.format`: the chat door's 422 (no SDK retries it), in this door's words."""
+    return OpenAIError(
+        INVALID_RESPONSE_STATUS,
+        f"text.format could not be honoured: {problem}. Amazon Q has no JSON mode; q2api instructs the "
+        "model and checks its reply",
+        error_type="server_error",
+        param="text.format",
+        code="invalid_response_format",
+        headers=NO_RETRY,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +119,7 @@ class ResponseBuilder:
         self._usage: Usage = {}
         self._stop_reason: str | None = None
         self.final: dict[str, Any] | None = None
+        self.refusal: OpenAIError | None = None  # the reply failed `text.format`: what a JSON answer raises
 
     # ------------------------------------------------------------------ events
 
@@ -263,8 +278,8 @@ class ResponseBuilder:
             problem = check.problem("".join(item.text for item in self._items if item.kind is Kind.MESSAGE))
             if problem is not None:
                 self._report(f"text.format: {problem}")
-                error = invalid_response(problem)
-                self._fail(error.code or "server_error", error.message, out)
+                self.refusal = invalid_text_format(problem)
+                self._fail(self.refusal.code or "server_error", self.refusal.message, out)
                 return
         for item in self._unfinished():  # the messages a `text.format` check held back
             self._close(item, "completed" if reason is None else "incomplete", out)

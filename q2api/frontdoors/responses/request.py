@@ -208,7 +208,6 @@ class _MessagesBuilder:
             self._add_message(item, where)
         elif isinstance(item, FunctionCallItem):
             tool_input = arguments_object(item.arguments, f"{where}.arguments")
-            refuse_too_deep(tool_input, f"{where}.arguments")
             name = claude_tool_name(item.name, item.namespace)
             self._append("assistant", [(ToolUseBlock(id=item.call_id, name=name, input=tool_input), where)], where)
         elif isinstance(item, FunctionCallOutputItem):

@@ -13,6 +13,7 @@ from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import ReplyOptions
 from q2api.frontdoors.chat.response_format import ResponseCheck
+from q2api.frontdoors.client_schema import compile_client_schema
 
 
 def start() -> StreamEvent:
@@ -227,9 +228,9 @@ def test_finish_reasons(stop_reason: str, finish: str):
 
 
 def test_a_completion_that_fails_the_schema_is_an_error():
-    check = ResponseCheck("json", {"type": "object", "required": ["a"]})
+    check = ResponseCheck("json", compile_client_schema({"type": "object", "required": ["a"]}))
     message = aggregated([start(), *text_block(0, '{"b": 1}'), *end("end_turn")])
     with pytest.raises(ChatError) as caught:
         chat_completion(message, ReplyOptions(check=check), created=0, report=print)
-    assert caught.value.status == 500 and caught.value.openai.code == "invalid_response_format"
+    assert caught.value.status == 422 and caught.value.openai.code == "invalid_response_format"
     assert "'a' is a required property" in caught.value.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from q2api.frontdoors.chat.response_format import ResponseCheck
+from q2api.frontdoors.client_schema import compile_client_schema
 from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of, sse_bytes
 from q2api.frontdoors.responses.request import ReplyOptions
 from q2api.frontdoors.responses.tools import ToolName
@@ -120,7 +121,7 @@ def test_an_error_event_fails_the_response_after_what_arrived():
 
 
 def test_a_reply_that_fails_text_format_fails_before_its_text_is_final():
-    check = ResponseCheck("json please", {"type": "object", "required": ["a"]})
+    check = ResponseCheck("json please", compile_client_schema({"type": "object", "required": ["a"]}))
     events, builder = play(message({"type": "text", "text": '{"b": 1}'}), ReplyOptions(check=check))
     assert "response.output_text.done" not in kinds(events) and kinds(events)[-2:] == ["error", "response.failed"]
     assert builder.final["error"]["code"] == "invalid_response_format"  # type: ignore[index]
