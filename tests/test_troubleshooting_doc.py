@@ -1,6 +1,6 @@
 """TROUBLESHOOTING_INFINITE_LOOP.md shows what the code really prints: its example request, run
-through the loop guard and the converter, gives exactly the quoted summary, log lines and 400, and
-the running gateway answers it exactly as quoted."""
+through the loop guard and the converter, gives exactly the quoted summary, log lines and 400, the
+running gateway answers it exactly as quoted, and its capture replays exactly as quoted."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from q2api.conversion.report import FindingKind
 from q2api.models.table import resolve_model
 from q2api.server.conversion_log import LOOP_LINE_PREFIX
 from q2api.settings import ENV_VARIABLES
+from q2api.testing import scripts
+from tests.support.captures import run_cli, wait_for_capture
 from tests.support.gateway_harness import capture_logs, open_gateway
 
 DOC = (Path(__file__).resolve().parent.parent / "TROUBLESHOOTING_INFINITE_LOOP.md").read_text()
@@ -90,3 +92,30 @@ async def test_the_running_gateway_answers_the_example_as_the_doc_says(tmp_path)
 def test_the_doc_names_every_kind_of_finding_a_user_can_see():
     for kind in FindingKind:
         assert f"`{kind}`" in DOC, kind
+
+
+def test_the_quoted_request_line_names_the_capture_of_the_request():
+    for name in ("log", "block-log"):
+        line = next(line for line in example(name).splitlines() if " | INFO    | POST /v1/messages" in line)
+        request_id = re.search(r"request_id=(req_[0-9a-f]+)", line)[1]
+        assert re.search(rf" capture=\d{{8}}T\d{{9}}Z-{request_id}$", line), line
+
+
+async def test_the_example_request_is_captured_and_replays_exactly_as_quoted(tmp_path):
+    captures = tmp_path / "captures"
+    async with open_gateway(tmp_path, Q2API_CAPTURE_DIR=str(captures)) as gw, gw.http() as http:
+        gw.sim.enqueue(scripts.text_reply("index.html is committed."))
+        with capture_logs() as logs:
+            response = await http.post("/v1/messages", content=example("request").encode())
+        assert response.status_code == 200
+        [line] = logs.request_lines()
+        capture_id = line.extra["capture"]
+        await wait_for_capture(captures, capture_id)
+    quoted = example("replay").splitlines()
+    quoted_id = quoted[0].split()[3]
+    status, out, _ = await run_cli(
+        "replay", str(captures / f"{capture_id}.json"), "--convert-only", "--diff", cwd=tmp_path
+    )
+    assert status == 0
+    assert quoted[0] == f"$ q2api replay {quoted_id} --convert-only --diff"
+    assert out.splitlines() == [text.replace(quoted_id, capture_id) for text in quoted[1:]]

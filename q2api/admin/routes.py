@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from q2api.admin import accounts, activity, logins, models
+from q2api.admin import accounts, activity, captures, logins, models
 from q2api.admin.auth import AdminKey
 from q2api.admin.responses import AdminError
 from q2api.server.gateway import Gateway, gateway_of
@@ -50,4 +50,7 @@ def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
         Route(f"{PREFIX}/logins/{{login_id}}", endpoint(logins.login_status), methods=["GET"]),
         Route(f"{PREFIX}/activity", endpoint(activity.list_activity), methods=["GET"]),
         Route(f"{PREFIX}/models", endpoint(models.list_models), methods=["GET"]),
+        Route(f"{PREFIX}/captures", endpoint(captures.list_captures), methods=["GET"]),
+        Route(f"{PREFIX}/captures/{{capture_id}}", endpoint(captures.get_capture), methods=["GET"]),
+        Route(f"{PREFIX}/captures/{{capture_id}}", endpoint(captures.delete_capture), methods=["DELETE"]),
     ]

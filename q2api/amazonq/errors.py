@@ -1,7 +1,7 @@
 """Amazon-Q-side failures: the exception classes and how an error reply is classified.
 
     UpstreamError                      no reply could be obtained from Amazon Q
-    ├── UpstreamHTTPError              (status, code, message, reason, request_id, retry_after); `.kind`
+    ├── UpstreamHTTPError              (status, code, message, reason, request_id, retry_after, body); `.kind`
     ├── UpstreamTimeout                (phase: TimeoutPhase, seconds)
     ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
     ├── RefreshRejected                (account_label, detail): the account needs a new login
@@ -41,6 +41,7 @@ _OVERLOAD_MARKERS = (
 )
 _SUSPENDED_MARKER = "TEMPORARILY_SUSPENDED"
 _MAX_MESSAGE_CHARS = 2000
+_MAX_BODY_KEPT = 64 * 1024
 
 
 class UpstreamError(Exception):
@@ -58,6 +59,7 @@ class UpstreamHTTPError(UpstreamError):
         reason: str | None = None,
         request_id: str | None = None,
         retry_after: int | None = None,
+        body: bytes = b"",
     ) -> None:
         self.status = status
         self.code = code
@@ -65,6 +67,7 @@ class UpstreamHTTPError(UpstreamError):
         self.reason = reason
         self.request_id = request_id
         self.retry_after = retry_after
+        self.body = body  # the answer's body as it came (its first _MAX_BODY_KEPT bytes): for captures
         super().__init__(f"Amazon Q HTTP {status} {code or ''}: {message}".replace("  ", " "))
 
     @property
@@ -243,6 +246,7 @@ def parse_error_reply(
         reason=_string(fields.get("reason")),
         request_id=request_id,
         retry_after=parse_retry_after(headers.get("retry-after")),
+        body=body[:_MAX_BODY_KEPT],
     )
 
 

@@ -23,6 +23,7 @@ from loguru import logger
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from q2api.amazonq.account_access import Credential, CredentialPool
+from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace, host_of
 from q2api.amazonq.errors import (
     FailureKind,
     ModelNotServed,
@@ -42,7 +43,7 @@ from q2api.amazonq.wait_deadline import WaitDeadline
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
 REQUEST_ID_HEADER = "x-amzn-requestid"
-_FIXED_HEADERS = {
+FIXED_HEADERS = {  # every call; Authorization is added per call
     "Content-Type": "application/x-amz-json-1.0",
     "X-Amz-Target": TARGET,
     "x-amzn-codewhisperer-optout": "true",
@@ -200,19 +201,20 @@ class UpstreamClient:
             sock_read=config.read_timeout,
         )
 
-    def open_stream(self, payload: GenerateAssistantResponseRequest) -> OpenedReply:
+    def open_stream(self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None = None) -> OpenedReply:
         """Open a reply for `payload` (the converter's `{"conversationState": ...}`): `async with` it.
+        `trace` gets one record per call made (retries included), however the opening ends.
 
         Raises on entry: UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable,
         RefreshRejected, RefreshUnavailable (all UpstreamError).
         """
-        return OpenedReply(self, payload)
+        return OpenedReply(self, payload, trace)
 
-    async def _open(self, payload: GenerateAssistantResponseRequest) -> UpstreamStream:
+    async def _open(self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None) -> UpstreamStream:
         if not len(self._pool):
             raise NoAccountConfigured()
         started = time.monotonic()
-        attempt = _Attempt(payload)
+        attempt = _Attempt(payload, trace or UpstreamTrace())
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._config.max_retries + 1),
             retry=retry_if_exception(lambda exc: self._should_retry(exc, attempt)),
@@ -237,6 +239,9 @@ class UpstreamClient:
                         upstream_started_at=started,
                         read_timeout=self._config.read_timeout,
                     )
+        except Exception as exc:
+            attempt.trace.failure = exc
+            raise
         finally:
             # tenacity's closures keep `attempt` in a reference cycle until the next garbage
             # collection; without its request body that costs a few hundred bytes, not the body.
@@ -253,13 +258,15 @@ class UpstreamClient:
         try:
             # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
-            response = await self._post(attempt.body_for(manager.profile_arn), token)
+            response = await self._post(attempt, manager, token)
             error = await _read_error(response) if response.status in (401, 403) else None
+            if error is not None:
+                attempt.trace.classify_last(error.kind.value)
             if error is not None and error.kind is FailureKind.BEARER_INVALID:
                 # Expired or revoked early: refresh once (unless another request
                 # already did) and repeat the call once, outside the retry budget.
                 token = await manager.refresh_after_rejection(token)
-                response = await self._post(attempt.body_for(manager.profile_arn), token)
+                response = await self._post(attempt, manager, token)
                 error = None
         except UpstreamError as exc:  # no reply: a dead login, the token service or Amazon Q unreachable
             self._pool.report_failure(manager.account_id, None, detail=str(exc))
@@ -273,6 +280,7 @@ class UpstreamClient:
         if error is None:
             error = await _read_error(response)
         kind = error.kind
+        attempt.trace.classify_last(kind.value)
         self._pool.report_failure(manager.account_id, kind, error.retry_after, detail=str(error))
         if error.suspended:
             await manager.mark_needs_login(f"suspended ({error.reason or error.code or error.status})")
@@ -288,13 +296,33 @@ class UpstreamClient:
         )
         raise error
 
-    async def _post(self, body: bytes, token: str) -> aiohttp.ClientResponse:
-        headers = dict(_FIXED_HEADERS)
+    async def _post(self, attempt: _Attempt, manager: Credential, token: str) -> aiohttp.ClientResponse:
+        """One call, recorded in the request's trace with its host, its account and how it ended."""
+        endpoint = self._config.endpoint
+        body = attempt.body_for(manager.profile_arn)
+        began = attempt.trace.sending(endpoint, body)
+        status: int | None = None
+        failure: BaseException | None = None
+        try:
+            response = await self._send(endpoint, body, token)
+        except BaseException as exc:
+            failure = exc
+            raise
+        else:
+            status = response.status
+            return response
+        finally:
+            outcome = attempt_outcome(failure) if failure is not None else _status_outcome(status)
+            seconds = time.monotonic() - began
+            attempt.trace.record(UpstreamAttempt(host_of(endpoint), manager.label, outcome, status, seconds))
+
+    async def _send(self, endpoint: str, body: bytes, token: str) -> aiohttp.ClientResponse:
+        headers = dict(FIXED_HEADERS)
         headers["Authorization"] = f"Bearer {token}"
         try:
             async with asyncio.timeout(self._config.first_byte_timeout):
                 return await self._session.post(
-                    self._config.endpoint, data=body, headers=headers, timeout=self._timeout, **self._proxy
+                    endpoint, data=body, headers=headers, timeout=self._timeout, **self._proxy
                 )
         except aiohttp.ConnectionTimeoutError:
             raise UpstreamTimeout(TimeoutPhase.CONNECT, self._config.connect_timeout) from None
@@ -345,8 +373,9 @@ class UpstreamClient:
 class _Attempt:
     """What one `open_stream` call carries across its retries."""
 
-    def __init__(self, payload: GenerateAssistantResponseRequest) -> None:
+    def __init__(self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace) -> None:
         self._payload: GenerateAssistantResponseRequest | None = payload
+        self.trace = trace
         self.model = _model_id(payload)
         self._bodies: dict[str | None, bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
@@ -374,16 +403,19 @@ class OpenedReply:
     reply streams; this one lets go of it as soon as the reply is open.
     """
 
-    def __init__(self, client: UpstreamClient, payload: GenerateAssistantResponseRequest) -> None:
+    def __init__(
+        self, client: UpstreamClient, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None
+    ) -> None:
         self._client = client
         self._payload: GenerateAssistantResponseRequest | None = payload
+        self._trace = trace
         self._stream: UpstreamStream | None = None
 
     async def __aenter__(self) -> UpstreamStream:
         payload, self._payload = self._payload, None
         if payload is None:
             raise RuntimeError("an OpenedReply can be entered only once")
-        self._stream = await self._client._open(payload)
+        self._stream = await self._client._open(payload, self._trace)
         return self._stream
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -393,6 +425,11 @@ class OpenedReply:
         """Close the reply (idempotent; also usable from synchronous clean-up code)."""
         if self._stream is not None:
             self._stream.close()
+
+
+def _status_outcome(status: int | None) -> str:
+    """The outcome of a call that got an answer: "ok", or the HTTP status (its kind is known once the body is read)."""
+    return "ok" if status == 200 else f"http_{status}"
 
 
 def _model_id(payload: GenerateAssistantResponseRequest) -> str | None:
@@ -410,9 +447,11 @@ async def _read_error(response: aiohttp.ClientResponse) -> UpstreamHTTPError:
 
 
 __all__ = [
+    "UpstreamAttempt",
     "UpstreamClient",
     "UpstreamConfig",
     "UpstreamError",
     "UpstreamStream",
+    "UpstreamTrace",
     "create_session",
 ]

@@ -71,13 +71,30 @@ def unknown_variables(
             if name in names:
                 continue
             if name.upper().startswith(PREFIXES):
-                close = difflib.get_close_matches(name.upper(), names, n=1, cutoff=SUGGESTION_CUTOFF)
+                close = _closest_setting(name.upper(), names)
             else:
                 close = difflib.get_close_matches(name.upper(), names, n=1, cutoff=NEAR_MISS_CUTOFF)
                 if not close:
                     continue  # another program's variable
             found.append(UnknownVariable(name, source, close[0] if close else None))
     return found
+
+
+def _closest_setting(name: str, names: Iterable[str]) -> list[str]:
+    """The known name closest to `name`, compared without the prefixes settings share: with them,
+    `Q2API_FROBNICATE` would look like `Q2API_CAPTURE` for their common `Q2API_` alone."""
+    by_stem: dict[str, str] = {}
+    for known in sorted(names):
+        by_stem.setdefault(_stem(known), known)
+    close = difflib.get_close_matches(_stem(name), sorted(by_stem), n=1, cutoff=SUGGESTION_CUTOFF)
+    return [by_stem[close[0]]] if close else []
+
+
+def _stem(name: str) -> str:
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
 
 
 def deprecated_variables(env: Mapping[str, str], env_file: str | Path | None = ".env") -> list[DeprecatedVariable]:

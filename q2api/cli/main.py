@@ -1,4 +1,4 @@
-"""`q2api serve | demo | login | accounts …` — the command line.
+"""`q2api serve | demo | login | accounts … | replay | captures …` — the command line.
 
 `q2api` alone prints the help and exits 0 (asking what there is to do is not an error);
 a misspelt or missing command argument exits 2, as argparse does.
@@ -134,6 +134,18 @@ def _login(args: argparse.Namespace) -> int:
     from q2api.cli.login import run_login
 
     return run_login(args)
+
+
+def _captures(args: argparse.Namespace) -> int:
+    from q2api.cli.captures import run_captures_command
+
+    return run_captures_command(args)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from q2api.cli.replay import run_replay
+
+    return run_replay(args)
 
 
 def _positive_int(raw: str) -> int:
@@ -290,6 +302,41 @@ def build_parser() -> argparse.ArgumentParser:
     login.add_argument("--start-url", help="the IAM Identity Center start URL (method idc)")
     login.add_argument("--region", help="the Identity Center's AWS region (default: us-east-1)")
     login.set_defaults(run=_login)
+
+    replay = commands.add_parser(
+        "replay",
+        help="run a capture of a failed request again (send it, or only convert it with this version)",
+        description=(
+            "Run a capture again. By default the captured Amazon Q request is sent with the configured account "
+            "(a fresh token, never the captured one) to see whether Amazon Q still refuses it. --convert-only "
+            "sends nothing: this version converts the captured client request and says whether its findings "
+            "are those captured. --diff shows how the Amazon Q request it builds differs from the captured one."
+        ),
+    )
+    replay.add_argument("capture", metavar="FILE", help="a capture file, or a capture id / request id")
+    replay.add_argument("--convert-only", action="store_true", help="convert with this version; send nothing")
+    replay.add_argument(
+        "--diff", action="store_true", help="diff this version's Amazon Q request with the captured one"
+    )
+    replay.set_defaults(run=_replay)
+
+    captures = commands.add_parser(
+        "captures",
+        help="list, show or remove the capture files of failed requests",
+        description="The capture files in Q2API_CAPTURE_DIR (default: captures inside Q2API_DATA_DIR).",
+    )
+    capture_commands = captures.add_subparsers(dest="captures_command", required=True)
+    listing = capture_commands.add_parser("list", help="every capture, newest first")
+    listing.add_argument("--json", action="store_true", help="the summaries as JSON")
+    show = capture_commands.add_parser(
+        "show", help="what one capture says: the failure, the findings, Amazon Q's answer"
+    )
+    show.add_argument("capture", help="capture id (or its start), request id, or path")
+    show.add_argument("--json", action="store_true", help="the whole capture file")
+    remove = capture_commands.add_parser("rm", help="remove captures")
+    remove.add_argument("captures", nargs="*", help="capture ids (or their start) or request ids")
+    remove.add_argument("--all", action="store_true", help="remove every capture")
+    captures.set_defaults(run=_captures)
     return parser
 
 

@@ -138,7 +138,14 @@ def convert_request(
         tuple(entries[lead : lead + len(builder_turns) - 1]),
         entries_at,
     )
-    return Conversion({"conversationState": state}, model, dict(builder.ids.tool_names), tuple(report), checkpoint)
+    return Conversion(
+        {"conversationState": state},
+        model,
+        dict(builder.ids.tool_names),
+        tuple(report),
+        checkpoint,
+        dict(builder.ids.tool_use_ids),
+    )
 
 
 def _history_entries(

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from q2api.conversion.options import Conversion
 from q2api.conversion.report import Finding
+from q2api.log_text import one_line
 
 SUMMARY_HEADER = "=== Message Conversion Debug ==="
 SUMMARY_FOOTER = "================================"
@@ -39,9 +40,19 @@ def conversion_summary(
         else:
             tool_uses = entry["assistantResponseMessage"].get("toolUses")
             lines.append(f"  History[{position}]: ASSISTANT (toolUses: {bool(tool_uses)})")
+    lines.append(current_line(conversion))
     lines.append(SUMMARY_FOOTER)
     lines.extend(finding.line() for finding in (*conversion.report, *findings))
     return "\n".join(lines)
+
+
+def current_line(conversion: Conversion) -> str:
+    """`  Current: USER (toolResults: 2: toolu_05, toolu_06)`: the message the seed's lost results
+    belonged to, with the ids of the results it carries (as sent to Amazon Q)."""
+    current = conversion.payload["conversationState"]["currentMessage"]["userInputMessage"]
+    results = (current.get("userInputMessageContext") or {}).get("toolResults") or ()
+    ids = ", ".join(one_line(str(result.get("toolUseId"))) for result in results)
+    return f"  Current: USER (toolResults: {len(results)}{': ' + ids if ids else ''})"
 
 
 def redacted_payload(payload: Mapping[str, Any]) -> dict[str, Any]:

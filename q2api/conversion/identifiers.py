@@ -30,22 +30,32 @@ def is_valid_identifier(name: str) -> bool:
 
 class Identifiers:
     """Maps the client's tool names and tool-use ids to Amazon Q ones for one conversion,
-    reporting each change once. `tool_names` is the reverse map the response path needs."""
+    reporting each change once. `tool_names` and `tool_use_ids` are the reverse maps the
+    response path needs.
 
-    __slots__ = ("_ids", "_names", "_report", "tool_names")
+    Every tool call gets an id of its own: a client that reuses one (`call_0` on every turn, as
+    some OpenAI-style clients do, or the same id twice in one turn) has the later call sent under
+    a fresh id — the id's readable prefix, the occurrence, and a hash — and its result follows it
+    (`q2api.conversion.turns` pairs results with the calls of the turn before them)."""
+
+    __slots__ = ("_call_ids", "_ids", "_names", "_report", "tool_names", "tool_use_ids")
 
     def __init__(self, report: list[Finding]) -> None:
         self.tool_names: dict[str, str] = {}  # Q name -> original name (changed names only)
+        self.tool_use_ids: dict[str, str] = {}  # Q id -> original id (changed ids only)
         self._names: dict[str, str] = {}  # original -> Q name
         self._ids: dict[str, str] = {}
+        self._call_ids: set[str] = set()  # Q ids already given to a tool call
         self._report = report
 
     def copy(self, report: list[Finding]) -> Identifiers:
         """The same maps, reporting into `report` from now on; changes to either leave the other as it is."""
         copy = Identifiers(report)
         copy.tool_names.update(self.tool_names)
+        copy.tool_use_ids.update(self.tool_use_ids)
         copy._names.update(self._names)
         copy._ids.update(self._ids)
+        copy._call_ids.update(self._call_ids)
         return copy
 
     def tool_name(self, original: str) -> str:
@@ -77,5 +87,26 @@ class Identifiers:
             self._report.append(
                 Finding(FindingKind.TOOL_USE_ID_RENAMED, message_index, original, f"sent upstream as {q_id!r}")
             )
+            self.tool_use_ids[q_id] = original
         self._ids[original] = q_id
+        return q_id
+
+    def tool_call_id(self, original: str, message_index: int) -> str:
+        """The Amazon Q id of a tool call: `tool_use_id(original)`, unless an earlier call has it."""
+        q_id = self.tool_use_id(original, message_index)
+        if q_id in self._call_ids:
+            occurrence = 2
+            while (fresh := shortened_identifier(f"{original}#{occurrence}")) in self._call_ids:
+                occurrence += 1
+            self._report.append(
+                Finding(
+                    FindingKind.DUPLICATE_TOOL_USE_ID,
+                    message_index,
+                    original,
+                    f"an earlier tool call has this id; sent upstream as {fresh!r}, with its result",
+                )
+            )
+            self.tool_use_ids[fresh] = original
+            q_id = fresh
+        self._call_ids.add(q_id)
         return q_id

@@ -16,9 +16,10 @@ Comparing results is what keeps legitimate work out: polling a build whose outpu
 re-reading a file after editing it, or reading file after file never forms a loop.
 
 Only the trailing run of tool rounds counts. It ends, going backwards, at a user message without
-tool results (the person wrote something new) or at an assistant message without tool calls (the
-model answered in text): without that cut, a conversation that once looped would stay blocked for
-good, since clients resend the whole history. So the way out of a block is a new message.
+tool results or with text of the person's beside them, before or after them (the person wrote
+something new), or at an assistant message without tool calls (the model answered in text):
+without that cut, a conversation that once looped would stay blocked for good, since clients
+resend the whole history. So the way out of a block is a new message.
 
 Pure: `detect_tool_loops` returns findings; the server logs them and, in `block` mode, answers
 with `loop_refusal`.
@@ -35,7 +36,7 @@ from typing import Any
 import msgspec
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.types import Message, MessagesRequest, ToolResultBlock, ToolUseBlock
+from q2api.anthropic.types import Message, MessagesRequest, TextBlock, ToolResultBlock, ToolUseBlock
 from q2api.conversion.report import Finding, FindingKind
 
 
@@ -82,6 +83,7 @@ RoundKey = tuple[tuple[str, bytes, bytes], ...]
 
 _canonical = msgspec.json.Encoder(order="sorted").encode
 _LABEL_CHARS = 60
+_REMINDER_OPEN, _REMINDER_CLOSE = "<system-reminder>", "</system-reminder>"
 
 
 def detect_tool_loops(request: MessagesRequest, policy: LoopPolicy = LoopPolicy()) -> tuple[Finding, ...]:
@@ -125,8 +127,10 @@ def trailing_rounds(messages: Sequence[Message]) -> list[Round]:
 
 
 def _rounds_newest_first(messages: Sequence[Message]) -> Iterator[Round]:
-    results: dict[str, ToolResultBlock] = {}
-    pending: list[ToolCall] = []  # the current assistant turn, which may span several messages
+    # Walking back: the results of the user messages after an assistant turn, by tool_use id, in
+    # the order they were given; the turn's calls (it may span several messages), newest first.
+    results: dict[str, list[ToolResultBlock]] = {}
+    pending: list[tuple[ToolUseBlock, int]] = []
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         blocks = message.content if isinstance(message.content, list) else ()
@@ -134,20 +138,49 @@ def _rounds_newest_first(messages: Sequence[Message]) -> Iterator[Round]:
             continue  # context Claude Code interleaves; neither side acted
         if message.role == "user":
             if pending:
-                yield tuple(reversed(pending))
-                pending = []
+                yield _round(pending, results)
+                pending, results = [], {}
             tool_results = [block for block in blocks if isinstance(block, ToolResultBlock)]
-            if not tool_results:
-                return
+            if not tool_results or _has_new_text(message):
+                return  # the person wrote something new: what came before no longer counts
+            given: dict[str, list[ToolResultBlock]] = {}
             for block in tool_results:
-                results.setdefault(block.tool_use_id, block)
+                given.setdefault(block.tool_use_id, []).append(block)
+            for tool_use_id, blocks_of_id in given.items():
+                results[tool_use_id] = [*blocks_of_id, *results.get(tool_use_id, ())]
             continue
         uses = [block for block in blocks if isinstance(block, ToolUseBlock)]
         if not uses:
             break
-        pending.extend(ToolCall(use.name, use.input, results.get(use.id), index) for use in reversed(uses))
+        pending.extend((use, index) for use in reversed(uses))
     if pending:
-        yield tuple(reversed(pending))
+        yield _round(pending, results)
+
+
+def _round(pending: list[tuple[ToolUseBlock, int]], results: dict[str, list[ToolResultBlock]]) -> Round:
+    """The calls (given newest first) in order, each with its result: a client that gives two calls
+    one id answers them in order; a call left over gets that id's last result."""
+    taken: dict[str, int] = {}
+    calls = []
+    for use, index in reversed(pending):
+        given = results.get(use.id, ())
+        position = taken.get(use.id, 0)
+        taken[use.id] = position + 1
+        result = given[min(position, len(given) - 1)] if given else None
+        calls.append(ToolCall(use.name, use.input, result, index))
+    return tuple(calls)
+
+
+def _has_new_text(message: Message) -> bool:
+    """Whether a user message holds text of the person's besides its tool results, wherever it sits
+    (the Anthropic API allows text after `tool_result` blocks). The `<system-reminder>` blocks
+    Claude Code adds are its own context, not the person writing."""
+    for block in message.content if isinstance(message.content, list) else ():
+        if isinstance(block, TextBlock):
+            text = block.text.strip()
+            if text and not (text.startswith(_REMINDER_OPEN) and text.endswith(_REMINDER_CLOSE)):
+                return True
+    return False
 
 
 def _result_digest(block: ToolResultBlock | None) -> bytes:

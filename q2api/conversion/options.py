@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from q2api.amazonq.types import (
@@ -43,6 +43,8 @@ class Conversion:
     report: tuple[Finding, ...]
     # Where the next request of the conversation can resume (q2api.conversion.checkpoints).
     checkpoint: Checkpoint | None = None
+    # Amazon Q tool-use id -> the client's, for every id that was changed (renamed, or a reused id made unique).
+    tool_use_ids: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def history(self) -> list[ChatMessage]:

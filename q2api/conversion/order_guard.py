@@ -143,7 +143,8 @@ class _Guard:
 
         tools = ((current.get("userInputMessageContext") or {}).get("tools")) or []
         offered = self.check_tools(tools)
-        for name in sorted(used_names - offered):
+        # Amazon Q matches tool names without regard to case.
+        for name in sorted(name for name in used_names if name.casefold() not in offered):
             problem = f"tool {name!r} is used in history but not listed"
             self.bad(FindingKind.MISSING_TOOL_SPEC, "currentMessage.tools", problem)
         model_id = current.get("modelId")
@@ -216,6 +217,7 @@ class _Guard:
                 self.bad(FindingKind.UNANSWERED_TOOL_USE, self.where(position), problem, tool_use_id)
 
     def check_tools(self, tools: list[Mapping[str, Any]]) -> set[str]:
+        """The offered tool names, case-folded (Amazon Q compares them without regard to case)."""
         offered: set[str] = set()
         for index, tool in enumerate(tools):
             spec = tool.get("toolSpecification") or {}
@@ -223,14 +225,17 @@ class _Guard:
             where = f"currentMessage.tools[{index}]"
             if not self.is_identifier(name):
                 self.bad(FindingKind.FIELD_LIMIT, where, f"bad tool name {name!r}")
-            if name in offered:
-                self.bad(FindingKind.FIELD_LIMIT, where, f"duplicate tool name {name!r}")
+            if str(name).casefold() in offered:
+                self.bad(FindingKind.FIELD_LIMIT, where, f"duplicate tool name {name!r} (case ignored)")
             if not (isinstance(description, str) and 1 <= len(description) <= MAX_TOOL_DESCRIPTION_LENGTH):
                 problem = f"description must be 1..{MAX_TOOL_DESCRIPTION_LENGTH} characters"
                 self.bad(FindingKind.FIELD_LIMIT, where, problem)
-            if not isinstance((spec.get("inputSchema") or {}).get("json"), dict):
+            schema = (spec.get("inputSchema") or {}).get("json")
+            if not isinstance(schema, dict):
                 self.bad(FindingKind.FIELD_LIMIT, where, "inputSchema.json must be an object")
-            offered.add(str(name))
+            elif schema.get("type") != "object":
+                self.bad(FindingKind.FIELD_LIMIT, where, 'inputSchema.json must have "type": "object" at its root')
+            offered.add(str(name).casefold())
         return offered
 
     def is_identifier(self, value: Any) -> bool:

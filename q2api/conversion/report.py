@@ -28,6 +28,7 @@ class FindingKind(StrEnum):
     EMPTY_SYSTEM_TURN_DROPPED = "empty_system_turn_dropped"
     LEADING_ASSISTANT_TURN = "leading_assistant_turn"
     PREFILL = "prefill"
+    HISTORY_TRIMMED = "history_trimmed"
     EMPTY_CONTENT_PLACEHOLDER = "empty_content_placeholder"
     # tool results
     DUPLICATE_TOOL_RESULT_MERGED = "duplicate_tool_result_merged"
@@ -36,7 +37,7 @@ class FindingKind(StrEnum):
     CANCELLED_TOOL_RESULT = "cancelled_tool_result"
     EMPTY_TOOL_RESULT = "empty_tool_result"
     # tool uses
-    DUPLICATE_TOOL_USE_DROPPED = "duplicate_tool_use_dropped"
+    DUPLICATE_TOOL_USE_ID = "duplicate_tool_use_id"
     TOOL_USE_ID_RENAMED = "tool_use_id_renamed"
     TOOL_INPUT_REPAIRED = "tool_input_repaired"
     # tool specs
@@ -44,13 +45,16 @@ class FindingKind(StrEnum):
     TOOL_DESCRIPTION_PLACEHOLDER = "tool_description_placeholder"
     TOOL_DESCRIPTION_TRUNCATED = "tool_description_truncated"
     TOOL_SCHEMA_CLEANED = "tool_schema_cleaned"
+    TOOL_SCHEMA_OBJECT_ROOT = "tool_schema_object_root"
     HISTORY_TOOL_PLACEHOLDER = "history_tool_placeholder"
     SERVER_TOOL_DROPPED = "server_tool_dropped"
     DUPLICATE_TOOL_DROPPED = "duplicate_tool_dropped"
+    TOOL_NAME_CASE_MERGED = "tool_name_case_merged"
     TOOL_CHOICE_NONE = "tool_choice_none"
     TOOL_CHOICE_IGNORED = "tool_choice_ignored"
     # content
     IMAGE_DROPPED = "image_dropped"
+    IMAGE_DATA_URL_STRIPPED = "image_data_url_stripped"
     DOCUMENT_AS_TEXT = "document_as_text"
     PDF_TEXT_EXTRACTED = "pdf_text_extracted"
     THINKING_AS_TEXT = "thinking_as_text"
@@ -75,11 +79,12 @@ _WARNINGS = frozenset(
     {
         FindingKind.ORPHAN_TOOL_RESULT,
         FindingKind.CANCELLED_TOOL_RESULT,
-        FindingKind.DUPLICATE_TOOL_USE_DROPPED,
         FindingKind.SERVER_TOOL_DROPPED,
         FindingKind.DUPLICATE_TOOL_DROPPED,
         FindingKind.TOOL_CHOICE_IGNORED,
         FindingKind.IMAGE_DROPPED,
+        FindingKind.IMAGE_DATA_URL_STRIPPED,
+        FindingKind.HISTORY_TRIMMED,
         FindingKind.PDF_TEXT_EXTRACTED,
         FindingKind.REDACTED_THINKING_DROPPED,
         FindingKind.SERVER_BLOCK_DROPPED,

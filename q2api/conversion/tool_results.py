@@ -69,11 +69,14 @@ def tool_result_content(
             continue
         part_path = f"messages.{message_index}.content.{position}.content.{part_position}"
         if isinstance(part, ImageBlock):
-            images.append(TurnImage(message_index, part_path, q_image(part, part_path)))
+            images.append(TurnImage(message_index, part_path, q_image(part, part_path, message_index, report)))
         elif isinstance(part, DocumentBlock):
             text, document_images = document_text(part, part_path, message_index, report)
             texts.append({"text": checked_text(text, limit, part_path)})
-            images.extend(TurnImage(message_index, path, q_image(image, path)) for path, image in document_images)
+            images.extend(
+                TurnImage(message_index, path, q_image(image, path, message_index, report))
+                for path, image in document_images
+            )
         elif isinstance(part, SearchResultBlock):
             texts.append({"text": checked_text(search_result_text(part), limit, part_path)})
         elif isinstance(part, ToolReferenceBlock):

@@ -19,6 +19,7 @@ from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.json_clean import cleaned_schema
 from q2api.conversion.report import Finding, FindingKind
 from q2api.conversion.system_context import full_tool_description
+from q2api.conversion.tool_schemas import object_root_schema
 
 _TRUNCATION_NOTE = "\n… [truncated: the full description is in the conversation context]"
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
@@ -38,7 +39,9 @@ def tool_specs(
 ) -> list[q.Tool]:
     """The tool list; full texts of truncated descriptions are appended to `context_sections`."""
     specs: list[q.Tool] = []
-    offered: set[str] = set()
+    # Amazon Q compares tool names without regard to case (kiro.rs found `Read` and `read` to be
+    # one tool upstream): names are matched case-folded, Amazon Q name -> the client's name.
+    offered: dict[str, str] = {}
     if tool_choice is not None and tool_choice.type == "none":
         if tools:
             report.append(Finding(FindingKind.TOOL_CHOICE_NONE, detail=f"{len(tools)} tool(s) not offered upstream"))
@@ -61,28 +64,43 @@ def tool_specs(
         if tool.input_schema is None:
             raise InvalidRequest(f"tools.{index}.input_schema", "Field required (custom tools need an input_schema)")
         name = ids.tool_name(tool.name)
-        if name in offered:
-            report.append(
-                Finding(FindingKind.DUPLICATE_TOOL_DROPPED, detail=f"tools.{index}: {tool.name} is listed twice")
-            )
+        same = offered.get(name.casefold())
+        if same is not None:
+            twice = "is listed twice" if same == tool.name else f"differs from {same} only by case"
+            report.append(Finding(FindingKind.DUPLICATE_TOOL_DROPPED, detail=f"tools.{index}: {tool.name} {twice}"))
             continue
-        offered.add(name)
+        offered[name.casefold()] = tool.name
         schema, cleaned = cleaned_schema(tool.input_schema)
         if cleaned:
             report.append(Finding(FindingKind.TOOL_SCHEMA_CLEANED, detail=f"tools.{index}: null values removed"))
+        schema, root_change = object_root_schema(schema)
+        if root_change is not None:
+            detail = f"tools.{index}: {tool.name}: {root_change}"
+            report.append(Finding(FindingKind.TOOL_SCHEMA_OBJECT_ROOT, detail=detail))
         specs.append(_spec(name, _description(tool, index, report, context_sections), schema))
     for name, client_name in history_tool_names.items():
-        if name not in offered:
-            report.append(
-                Finding(
-                    FindingKind.HISTORY_TOOL_PLACEHOLDER,
-                    detail=f"{client_name} is used in history but not offered; a placeholder spec was added",
+        offered_as = offered.get(name.casefold())
+        if offered_as is not None:
+            if offered_as != client_name:
+                # One tool to Amazon Q: a call the model makes by the history's spelling reaches the
+                # client by the name its tool list gives.
+                ids.tool_names[name] = offered_as
+                report.append(
+                    Finding(
+                        FindingKind.TOOL_NAME_CASE_MERGED,
+                        detail=f"{client_name} in history is the tool {offered_as} (Amazon Q ignores case)",
+                    )
                 )
+            continue
+        report.append(
+            Finding(
+                FindingKind.HISTORY_TOOL_PLACEHOLDER,
+                detail=f"{client_name} is used in history but not offered; a placeholder spec was added",
             )
-            description = (
-                f"The {client_name} tool, used earlier in this conversation; it is not offered in this request."
-            )
-            specs.append(_spec(name, description, _EMPTY_SCHEMA))
+        )
+        description = f"The {client_name} tool, used earlier in this conversation; it is not offered in this request."
+        specs.append(_spec(name, description, _EMPTY_SCHEMA))
+        offered[name.casefold()] = client_name
     return specs
 
 

@@ -182,11 +182,13 @@ class TurnBuilder:
                 continue
             path = f"messages.{index}.content.{position}"
             if isinstance(block, ImageBlock):
-                turn.images.append(TurnImage(index, path, q_image(block, path)))
+                turn.images.append(TurnImage(index, path, q_image(block, path, index, self.report)))
             elif isinstance(block, DocumentBlock):
                 text, images = document_text(block, path, index, self.report)
                 turn.texts.append(checked_text(text, self.text_limit, path))
-                turn.images.extend(TurnImage(index, where, q_image(image, where)) for where, image in images)
+                turn.images.extend(
+                    TurnImage(index, where, q_image(image, where, index, self.report)) for where, image in images
+                )
             elif isinstance(block, SearchResultBlock):
                 turn.texts.append(checked_text(search_result_text(block), self.text_limit, path))
             elif isinstance(block, _SERVER_BLOCKS):
@@ -207,12 +209,13 @@ class TurnBuilder:
             turn.texts.append(checked_text(text, self.text_limit, "messages", index, "content", position, "text"))
 
     def _add_tool_result(self, turn: UserTurn, index: int, position: int, block: ToolResultBlock) -> None:
-        q_id = self.ids.tool_use_id(block.tool_use_id, index)
+        q_id = _answered_call(turn, block.tool_use_id)
         content, images = tool_result_content(block, index, position, self.text_limit, self.report)
         turn.images.extend(images)
         image_paths = [image.path for image in images]
         is_error = bool(block.is_error)
-        if q_id not in turn.expected:
+        if q_id is None:
+            q_id = self.ids.tool_use_id(block.tool_use_id, index)
             turn.texts.append(ToolResultDraft(q_id, block.tool_use_id, index, content, is_error, image_paths))
             self.report.append(
                 Finding(
@@ -268,17 +271,7 @@ class TurnBuilder:
                 raise InvalidRequest(f"{path}.type", f"{_tag(block)!r} blocks are not allowed in assistant messages")
 
     def _add_tool_use(self, turn: AssistantTurn, index: int, block: ToolUseBlock) -> None:
-        q_id = self.ids.tool_use_id(block.id, index)
-        if q_id in turn.tool_use_origins:
-            self.report.append(
-                Finding(
-                    FindingKind.DUPLICATE_TOOL_USE_DROPPED,
-                    index,
-                    block.id,
-                    "the same tool_use id twice in one assistant turn",
-                )
-            )
-            return
+        q_id = self.ids.tool_call_id(block.id, index)  # a fresh id when an earlier call has this one
         name = self.ids.tool_name(block.name)
         self.history_tool_names.setdefault(name, block.name)
         tool_input, repaired = cleaned_tool_input(block.input)
@@ -298,6 +291,19 @@ class TurnBuilder:
                 f"{path}: {_tag(block)} is an Anthropic server-side artefact with no Amazon Q form",
             )
         )
+
+
+def _answered_call(turn: UserTurn, client_id: str) -> str | None:
+    """The Amazon Q id of the call of the turn before that a result with `client_id` answers: the
+    first such call still without a result (a client may give two calls one id), else the last one
+    (the result is a duplicate, merged into that call's). None: no call of that turn has the id."""
+    answered = None
+    for q_id, (call_client_id, _) in turn.expected.items():
+        if call_client_id == client_id:
+            if q_id not in turn.results:
+                return q_id
+            answered = q_id
+    return answered
 
 
 def _tag(block: Any) -> str:

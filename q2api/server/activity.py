@@ -46,6 +46,7 @@ class ActivityLog:
                 "input_tokens": exchange.input_tokens,
                 "output_tokens": exchange.output_tokens,
                 "account": exchange.account,
+                "capture": exchange.capture,  # the id of its capture file, if one was written
             }
         )
 

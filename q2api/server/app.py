@@ -74,6 +74,13 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
         if not client_keys.required:
             logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
+        if settings.debug_message_conversion and logger.level(settings.log_level).no > logger.level("INFO").no:
+            # The summary is written at INFO: say so at a level the log shows, rather than nothing at all.
+            logger.log(
+                max(settings.log_level, "WARNING", key=lambda name: logger.level(name).no),
+                f"DEBUG_MESSAGE_CONVERSION=true writes its summary at INFO, which Q2API_LOG_LEVEL={settings.log_level} "
+                "hides: set Q2API_LOG_LEVEL=INFO (or lower) to see it",
+            )
         async with open_gateway(settings) as gateway:
             try:
                 yield {STATE_KEY: gateway}  # in every request's state: `gateway_of(request)`

@@ -22,14 +22,16 @@ from q2api.conversion import debug_summary
 from q2api.conversion.normalization import LINE_PREFIX, normalization_record
 from q2api.conversion.options import Conversion
 from q2api.conversion.report import Finding, Severity
+from q2api.server import metrics
 
 LOOP_LINE_PREFIX = "tool loop suspected:"
 FINDING_LINE_PREFIX = "conversion finding:"
 
 
-def log_loop_findings(findings: Iterable[Finding]) -> None:
+def log_loop_findings(findings: Iterable[Finding], mode: str) -> None:
     for finding in findings:
         logger.warning(f"{LOOP_LINE_PREFIX} {finding.line()}")
+        metrics.count_tool_loop(str(finding.kind), mode)
 
 
 def log_conversion(
@@ -43,6 +45,10 @@ def log_conversion(
     record = normalization_record(claude_message_count, conversion)
     if record is not None:
         logger.bind(**record.fields).info(LINE_PREFIX)
+    metrics.count_conversion(
+        record.changes if record else {},
+        ((finding.kind, finding.severity) for finding in (*conversion.report, *guard_findings)),
+    )
     for finding in conversion.report:
         if finding.severity is Severity.WARNING:
             logger.warning(f"{FINDING_LINE_PREFIX} {finding.line()}")

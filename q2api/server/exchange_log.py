@@ -1,5 +1,15 @@
 """The one INFO line each relayed request writes (`POST /v1/messages`, `POST /v1/chat/completions`):
-what was asked, what came back, how long it took.
+what was asked, what came back, how long it took, and where the time went:
+
+    prepare_ms                  arrival → the Amazon Q request ready (parse, guards, conversion)
+    upstream_ms                 first call to Amazon Q → its response headers (retries included)
+    upstream_first_content_ms   first call to Amazon Q → the first content of its reply
+    ttft_ms                     arrival → the first content reaching the client
+    total_ms                    arrival → the last byte
+
+A slow upstream shows in `upstream_ms` / `upstream_first_content_ms`; a slow gateway in
+`prepare_ms`, or in `ttft_ms` well above `prepare_ms + upstream_first_content_ms`.
+`upstream_attempts` counts every call to Amazon Q, and `upstream_hosts` names the host of each.
 
 The same moment feeds the request metrics (q2api.server.metrics), so the log and `/metrics` never disagree.
 """
@@ -12,6 +22,7 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
+from q2api.amazonq.attempts import UpstreamTrace
 from q2api.server import metrics
 
 
@@ -29,14 +40,21 @@ class Exchange:
     input_tokens: int = 0
     status: int = 200
     upstream_request_id: str = "-"
-    upstream_attempts: int = 0  # calls to Amazon Q, retries and account switches included
-    upstream_seconds: float | None = None
+    upstream_attempts: int = 0  # calls to Amazon Q, retries, account switches and refresh repeats included
+    upstream_hosts: tuple[str, ...] = ()  # the host of each of those calls
+    prepare_seconds: float | None = None
+    upstream_seconds: float | None = None  # to the upstream's response headers (or its final refusal)
+    upstream_first_content_seconds: float | None = None
     first_content_seconds: float | None = None
     response_bytes: int = 0
     stop_reason: str | None = None
     output_tokens: int = 0
     error: str | None = None
+    error_message: str | None = None
     account: str = "-"  # the label of the account that served it, when one did
+    capture: str | None = None  # the id of the capture file written for it (q2api.server.captures)
+    # Told that the request is over just before its line is written (a capture is decided there).
+    on_ending: Callable[[Exchange], None] | None = None
     # Told about the finished request right after its line is written (the admin API's activity ring).
     on_logged: Callable[[Exchange], None] | None = None
     ended: bool = False
@@ -48,16 +66,23 @@ class Exchange:
     def record_conversion(self, upstream_model: str, input_tokens: int) -> None:
         self.upstream_model = upstream_model
         self.input_tokens = input_tokens
+        self.prepare_seconds = time.perf_counter() - self.started
 
     def record_upstream(
-        self, request_id: str | None, attempts: int | None, seconds: float | None, account: str | None = None
+        self, request_id: str | None, trace: UpstreamTrace, seconds: float | None, account: str | None = None
     ) -> None:
+        """The upstream reply opened, or failed to (`seconds`: until its headers, or its final refusal)."""
         self.upstream_request_id = request_id or "-"
         if account is not None:
             self.account = account
-        if attempts is not None:
-            self.upstream_attempts = attempts
+        self.upstream_attempts = len(trace.attempts)
+        self.upstream_hosts = tuple(trace.hosts)
         self.upstream_seconds = seconds
+
+    def record_upstream_content(self, seconds: float) -> None:
+        """The upstream reply's first content arrived, `seconds` after the first call to Amazon Q."""
+        if self.upstream_first_content_seconds is None:
+            self.upstream_first_content_seconds = seconds
 
     def record_sent(self, size: int, *, with_content: bool) -> None:
         self.response_bytes += size
@@ -68,13 +93,17 @@ class Exchange:
         self.stop_reason = stop_reason
         self.output_tokens = output_tokens
 
-    def end(self, status: int, error: str | None = None) -> None:
-        """The request is over: write its line (once, however many ways it ends)."""
+    def end(self, status: int, error: str | None = None, message: str | None = None) -> None:
+        """The request is over: write its line (once, however many ways it ends). `message`: what
+        the client was told, for a capture (never logged: it may quote the client's input)."""
         if self.ended:
             return
         self.ended = True
         self.status = status
         self.error = error
+        self.error_message = message
+        if self.on_ending is not None:
+            self.on_ending(self)
         self.log()
 
     def log(self) -> None:
@@ -88,8 +117,13 @@ class Exchange:
             status=self.status,
             seconds=total_seconds,
             first_content_seconds=self.first_content_seconds,
+            prepare_seconds=self.prepare_seconds,
+            upstream_headers_seconds=self.upstream_seconds,
+            upstream_first_content_seconds=self.upstream_first_content_seconds,
         )
-
+        fields: dict[str, object] = {}
+        if self.capture is not None:
+            fields["capture"] = self.capture
         logger.bind(
             request_id=self.request_id,
             model=self.model,
@@ -100,12 +134,16 @@ class Exchange:
             status=self.status,
             upstream_request_id=self.upstream_request_id,
             upstream_attempts=self.upstream_attempts,
+            upstream_hosts=",".join(self.upstream_hosts) or "-",
+            prepare_ms=ms(self.prepare_seconds),
             upstream_ms=ms(self.upstream_seconds),
+            upstream_first_content_ms=ms(self.upstream_first_content_seconds),
             ttft_ms=ms(self.first_content_seconds),
             total_ms=ms(total_seconds),
             response_bytes=self.response_bytes,
             stop_reason=self.stop_reason or "-",
             output_tokens=self.output_tokens,
+            **fields,
         ).info(f"POST {self.route}" + (f" error={self.error}" if self.error else ""))
         if self.on_logged is not None:
             self.on_logged(self)

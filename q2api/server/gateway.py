@@ -29,6 +29,7 @@ from q2api.amazonq.upstream import UpstreamClient
 from q2api.models.routing import ModelRouter
 from q2api.server import metrics
 from q2api.server.activity import ActivityLog
+from q2api.server.captures.recorder import Captures
 from q2api.server.readiness import log_store_contents
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import (
@@ -57,6 +58,7 @@ class Gateway:
     models: ModelRouter
     relay: MessagesRelay
     activity: ActivityLog  # the last requests this worker served
+    captures: Captures  # capture files of failed requests (Q2API_CAPTURE)
 
     async def account_usage(self, account: Account) -> dict[str, Any] | None:
         """An account's credits as the admin API shows them; None for an account outside the pool (disabled)."""
@@ -89,11 +91,14 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         discovery = account_discovery(settings, pool, session, observer=metrics.UPSTREAM_OBSERVER)
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
         activity = ActivityLog()
+        captures = Captures(settings)
+        stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
         relay = MessagesRelay(
             upstream=UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER),
             settings=settings,
             models=models,
             on_exchange_logged=activity.record if settings.admin_key else None,
+            captures=captures,
         )
         await discovery.start()
         stack.push_async_callback(discovery.stop)
@@ -110,6 +115,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             models=models,
             relay=relay,
             activity=activity,
+            captures=captures,
         )
 
 

@@ -36,12 +36,12 @@ from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.checkpoints import CheckpointStore
-from q2api.conversion.converter import Conversion, ConversionOptions, convert_request, session_conversation_id
-from q2api.conversion.loop_guard import detect_tool_loops, loop_refusal
-from q2api.conversion.order_guard import validate_conversation
+from q2api.conversion.converter import Conversion, ConversionOptions, session_conversation_id
+from q2api.conversion.pipeline import convert_guarded
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens
+from q2api.server.captures.recorder import CaptureRecorder, Captures
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
@@ -49,7 +49,7 @@ from q2api.server.exchange_log import Exchange
 from q2api.server.off_loop import run_off_loop
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener
 from q2api.server.streaming import ReplyStream
-from q2api.server.wiring import loop_policy
+from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import Settings
 
 # Bodies larger than this are parsed and converted off the event loop (bench/bench_gateway.py's
@@ -81,53 +81,55 @@ class MessagesRelay:
         settings: Settings,
         models: ModelRouter,
         on_exchange_logged: Callable[[Exchange], None] | None = None,
+        captures: Captures | None = None,
     ) -> None:
-        """`on_exchange_logged` is told about each request once its log line is written."""
+        """`on_exchange_logged` is told about each request once its log line is written; `captures`
+        writes the capture files of failed requests."""
         self._upstream = upstream
         self._on_exchange_logged = on_exchange_logged
         self._settings = settings
         self._models = models
         self._loop_policy = loop_policy(settings)
+        self._trim_policy = trim_policy(settings)
+        self._captures = captures
 
     # ------------------------------------------------------------ pure preparation
 
-    def prepare(self, call: DoorCall, exchange: Exchange) -> Prepared:
+    def prepare(self, call: DoorCall, exchange: Exchange, recorder: CaptureRecorder | None = None) -> Prepared:
         # Lines logged here carry the request id: DirectRoutesApp put it in the log context.
         request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
         model = self._models.resolve(request.model).choice
         request = clamp_max_tokens(request, model)
-        loop_findings = detect_tool_loops(request, self._loop_policy)
-        log_loop_findings(loop_findings)  # in block mode too: the reason is in the log before the 400
-        refusal = loop_refusal(loop_findings, self._loop_policy)
-        if refusal is not None:
-            raise refusal
         # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
         session = session_conversation_id(request)
         resume = CONVERSION_CHECKPOINTS.find(session, request.messages) if session else None
-        conversion = convert_request(
-            request,
-            ConversionOptions(
-                conversation_id=session or exchange.request_id,
-                model=model,
-            ),
-            resume,
-        )
-        checked = resume.checked if resume else None  # the history entries the guard has already read
-        invalid = validate_conversation(conversion.payload, checked)
+        options = ConversionOptions(conversation_id=session or exchange.request_id, model=model)
+        guarded = convert_guarded(request, options, self._loop_policy, self._trim_policy, resume)
+        if recorder is not None:
+            recorder.prepared(guarded, options, len(request.messages))
+        # In block mode too: the reason is in the log before the 400.
+        log_loop_findings(guarded.loop_findings, self._loop_policy.mode)
+        if guarded.refusal is not None:
+            raise guarded.refusal
+        conversion, invalid = guarded.conversion, guarded.invalid
+        assert conversion is not None  # converted unless refused
         for finding in invalid:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
         if session and conversion.checkpoint is not None:
+            checked = resume.checked if resume else None  # the history entries the guard has already read
             checkpoint = (
-                conversion.checkpoint if invalid else conversion.checkpoint.checked_in(conversion.payload, checked)
+                conversion.checkpoint
+                if invalid or guarded.trimmed
+                else conversion.checkpoint.checked_in(conversion.payload, checked)
             )
             CONVERSION_CHECKPOINTS.keep(session, checkpoint, exchange.request_bytes, replacing=resume)
         log_conversion(
             call.claude_document,
             len(request.messages),
             conversion,
-            (*loop_findings, *invalid),
+            (*guarded.loop_findings, *invalid),
             debug=self._settings.debug_message_conversion,
         )
         input_tokens = estimate_request_tokens(request)
@@ -146,21 +148,26 @@ class MessagesRelay:
         finishing: Finishing | None = None,
     ) -> Response:
         exchange = self._exchange(request_id, door, request_bytes=len(body))
+        recorder = self._captures.recorder(request_id, door, body, request.headers.items()) if self._captures else None
+        if recorder is not None:
+            exchange.on_ending = recorder.finish
         call: DoorCall | None = None
         try:
             if len(body) > OFF_LOOP_BODY_BYTES:
                 # Pure work on a large body, off the loop: its size does not show up as every other stream's latency.
                 call = await run_off_loop(door.read, body)
-                prepared = await run_off_loop(self.prepare, call, exchange)
+                prepared = await run_off_loop(self.prepare, call, exchange, recorder)
             else:
                 call = door.read(body)
-                prepared = self.prepare(call, exchange)
+                prepared = self.prepare(call, exchange, recorder)
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error) if call else error)
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
-        response = await unless_client_leaves(request.receive, self._respond(exchange, prepared, door, finishing))
+        response = await unless_client_leaves(
+            request.receive, self._respond(exchange, prepared, door, recorder, finishing)
+        )
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
@@ -169,7 +176,12 @@ class MessagesRelay:
         return response
 
     async def _respond(
-        self, exchange: Exchange, prepared: Prepared, door: FrontDoor, finishing: Finishing | None
+        self,
+        exchange: Exchange,
+        prepared: Prepared,
+        door: FrontDoor,
+        recorder: CaptureRecorder | None,
+        finishing: Finishing | None,
     ) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
@@ -178,14 +190,17 @@ class MessagesRelay:
             input_tokens=prepared.input_tokens,
             context_window=prepared.conversion.model.context_window,
             tool_names=prepared.conversion.tool_names,
+            tool_use_ids=prepared.conversion.tool_use_ids,
             stop_sequences=tuple(request.stop_sequences or ()),
             max_tokens=request.max_tokens,
             thinking_tags=request.thinking is not None and request.thinking.enabled,
         )
         try:
-            reply = await Reply.open(self._upstream, plan, exchange)
+            reply = await Reply.open(self._upstream, plan, exchange, recorder.trace if recorder else None)
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error))
+        if recorder is not None:
+            recorder.opened()
         try:
             if request.stream:
                 return await self._stream(reply, call, door, finishing)
@@ -259,5 +274,5 @@ class MessagesRelay:
 
     @staticmethod
     def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
-        exchange.end(error.status, error.error_type)
+        exchange.end(error.status, error.error_type, error.message)
         return error_response(error, exchange.request_id, door)

@@ -9,12 +9,14 @@ then, once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from loguru import logger
 
+from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream import OpenedReply, UpstreamStream
@@ -29,7 +31,9 @@ from q2api.translation.translator import StreamTranslator
 class UpstreamOpener(Protocol):
     """What the reply needs of the upstream client (q2api.amazonq.upstream.UpstreamClient)."""
 
-    def open_stream(self, payload: GenerateAssistantResponseRequest) -> OpenedReply: ...
+    def open_stream(
+        self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None = None
+    ) -> OpenedReply: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,7 @@ class ReplyPlan:
     input_tokens: int
     context_window: int
     tool_names: Mapping[str, str]  # Amazon Q tool name → the client's
+    tool_use_ids: Mapping[str, str] = field(default_factory=dict)  # Amazon Q tool-use id → the client's
     stop_sequences: tuple[str, ...] = ()
     max_tokens: int | None = None
     thinking_tags: bool = False
@@ -48,38 +53,50 @@ class ReplyPlan:
 
 class Reply:
     def __init__(
-        self, exchange: Exchange, opened: OpenedReply, stream: UpstreamStream, translator: StreamTranslator
+        self,
+        exchange: Exchange,
+        opened: OpenedReply,
+        stream: UpstreamStream,
+        translator: StreamTranslator,
+        trace: UpstreamTrace,
     ) -> None:
         self.exchange = exchange
         self._opened = opened
         self._translator = translator
         self._pump = ReplyPump(stream.chunks(), translator, stream.buffered)
         self._closed = False
-        exchange.record_upstream(stream.request_id, stream.attempts, stream.time_to_headers, stream.account_label)
+        self._upstream_started_at = stream.upstream_started_at
+        exchange.record_upstream(stream.request_id, trace, stream.time_to_headers, stream.account_label)
 
     @classmethod
-    async def open(cls, upstream: UpstreamOpener, plan: ReplyPlan, exchange: Exchange) -> Reply:
-        """Open the upstream reply (retries included); a failure is raised as the client's AnthropicError."""
+    async def open(
+        cls, upstream: UpstreamOpener, plan: ReplyPlan, exchange: Exchange, trace: UpstreamTrace | None = None
+    ) -> Reply:
+        """Open the upstream reply (retries included); a failure is raised as the client's AnthropicError.
+        `trace` gets a record of every call to Amazon Q (and, if it keeps bodies, the last body sent)."""
+        trace = trace if trace is not None else UpstreamTrace()
         translator = StreamTranslator(
             model=plan.model,
             input_tokens=plan.input_tokens,
             tool_names=plan.tool_names,
+            tool_use_ids=plan.tool_use_ids,
             stop_sequences=plan.stop_sequences,
             max_tokens=plan.max_tokens,
             context_window=plan.context_window,
             thinking_tags=plan.thinking_tags,
         )
-        opened = upstream.open_stream(plan.payload)
+        opened = upstream.open_stream(plan.payload, trace)
+        started = time.monotonic()
         try:
             stream = await opened.__aenter__()
         except Exception as exc:
-            exchange.record_upstream(getattr(exc, "request_id", None), attempts=None, seconds=None)
+            exchange.record_upstream(getattr(exc, "request_id", None), trace, time.monotonic() - started)
             if not isinstance(exc, UpstreamError):
                 logger.opt(exception=exc).error("opening the Amazon Q reply failed unexpectedly")
             raise map_upstream_exception(
                 exc, input_tokens=plan.input_tokens, context_window=plan.context_window
             ) from None
-        return cls(exchange, opened, stream, translator)
+        return cls(exchange, opened, stream, translator, trace)
 
     # ------------------------------------------------------------------ reading
 
@@ -88,7 +105,10 @@ class Reply:
 
     async def read(self, timeout: float | None = None) -> list[StreamEvent] | None:
         """The next batch of events, or None if `timeout` passed first (nothing is lost)."""
-        return await self._pump.read(timeout)
+        batch = await self._pump.read(timeout)
+        if self.exchange.upstream_first_content_seconds is None and self._translator.has_content:
+            self.exchange.record_upstream_content(time.monotonic() - self._upstream_started_at)
+        return batch
 
     @property
     def finished(self) -> bool:
@@ -134,7 +154,7 @@ class Reply:
         if abandoned is not None and not self._pump.finished:
             outcome.end(CLIENT_CLOSED_REQUEST, abandoned)
         elif error is not None:
-            outcome.end(error.status, error.error_type)
+            outcome.end(error.status, error.error_type, error.message)
         else:
             outcome.end(200, failure.error_type if failure is not None else None)
 

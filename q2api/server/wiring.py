@@ -16,6 +16,7 @@ from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.service_api import ServiceApi
 from q2api.amazonq.upstream import UpstreamConfig, create_session
 from q2api.conversion.loop_guard import LoopPolicy
+from q2api.conversion.trimming import TrimPolicy
 from q2api.models.resolution import UnknownModelPolicy
 from q2api.models.routing import ModelRouter
 from q2api.models.table import builtin_catalogue
@@ -61,6 +62,10 @@ def loop_policy(settings: Settings) -> LoopPolicy:
         repetitions=settings.loop_threshold,
         storm_calls=settings.loop_storm_threshold,
     )
+
+
+def trim_policy(settings: Settings) -> TrimPolicy:
+    return TrimPolicy(mode=settings.trim_history)
 
 
 def account_discovery(

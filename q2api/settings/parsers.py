@@ -269,3 +269,16 @@ class Directory:
     def write(self, value: Path) -> str:
         # Path("./data") is Path("data"): written back with the "./" that says "relative to here".
         return str(value) if value.is_absolute() else f"./{value}"
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionalDirectory:
+    """A directory path, or empty for the default the setting describes (None)."""
+
+    accepts: str = "empty, or a directory path (`~` expanded)"
+
+    def __call__(self, name: str, raw: str) -> Path | None:
+        return Path(raw.strip()).expanduser() if raw.strip() else None
+
+    def write(self, value: Path | None) -> str:
+        return "" if value is None else Directory().write(value)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from q2api.accounts.database_url import mask_database_url
 from q2api.conversion.loop_guard import LoopMode
+from q2api.conversion.trimming import TrimMode
 from q2api.settings.declaration import Group, Variable, declared_variables, setting
 from q2api.settings.parsers import (
     Choice,
@@ -32,6 +34,7 @@ from q2api.settings.parsers import (
     HostList,
     ModelMap,
     Number,
+    OptionalDirectory,
     Text,
     Url,
 )
@@ -46,6 +49,15 @@ DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
 DEFAULT_KIRO_REFRESH_ENDPOINT = "https://prod.us-east-1.auth.desktop.kiro.dev/refreshToken"
 LOG_LEVELS: tuple[LogLevel, ...] = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+
+
+class CaptureMode(StrEnum):
+    """`Q2API_CAPTURE`: which requests are written to a capture file (q2api.server.captures)."""
+
+    FAILURES = "failures"  # an upstream 4xx other than the account's own and a context overflow, or a guard finding
+    OFF = "off"
+    ALL = "all"  # every request that reached the conversion (costs memory and disk: for debugging)
+
 
 SECONDS = "SECONDS"  # the metavar of a `serve` flag that takes seconds
 COUNT = "N"
@@ -268,6 +280,19 @@ class Settings:
         group=Group.CONVERSION,
         description="Calls of one tool in a row, each with a different input and each failing, that count as a storm.",
     )
+    trim_history: TrimMode = setting(
+        "Q2API_TRIM_HISTORY",
+        EnumChoice(TrimMode),
+        default=TrimMode.OFF,
+        group=Group.CONVERSION,
+        description="""
+            `oldest`: a request over Amazon Q's limits (198 history messages, 1,200,000 bytes of body)
+            loses its oldest whole rounds — an assistant turn with the user turn answering it — until it
+            fits, keeping the system prompt, the first user message and the last round, with a marker
+            turn saying what was left out; `off`: never. For clients that cannot compact (Claude Code
+            compacts when it gets `prompt is too long`). See
+            [Operating](operating.md#history-trimming).""",
+    )
     # -- streaming and timeouts ----------------------------------------------------------
     ping_interval: float = setting(
         "Q2API_PING_INTERVAL",
@@ -461,6 +486,37 @@ class Settings:
             `=== Message Conversion Debug ===` block) with the repairs and guard findings under it. See
             [Troubleshooting](troubleshooting.md#the-debug-summary).""",
     )
+    capture: CaptureMode = setting(
+        "Q2API_CAPTURE",
+        EnumChoice(CaptureMode),
+        default=CaptureMode.FAILURES,
+        group=Group.LOGGING,
+        description="""
+            Which requests are written to a capture file, to inspect, attach to a bug report and run
+            again with `q2api replay`: `failures` (Amazon Q refused the request as malformed — a 4xx
+            other than the account's own and other than a context overflow — or the loop or order
+            guard found something), `all` (every request; for a debugging session) or `off`. Captures
+            hold no secret and no image or document data. See [Captures](operating.md#captures).""",
+    )
+    capture_dir_setting: Path | None = setting(
+        "Q2API_CAPTURE_DIR",
+        OptionalDirectory(),
+        default=None,
+        group=Group.LOGGING,
+        description="""
+            Where capture files go (directory 0700, files 0600; at most 100 files and 100 MiB, the
+            oldest dropped first). Empty = `captures` inside `Q2API_DATA_DIR`.""",
+    )
+    capture_redact_text: bool = setting(
+        "Q2API_CAPTURE_REDACT_TEXT",
+        Flag(),
+        default=False,
+        group=Group.LOGGING,
+        description="""
+            `true` also replaces every message, tool-result, system and tool-input text in captures by
+            filler of the same shape (letters by letters, digits by digits, punctuation and tags kept),
+            so a capture shows the failure without the user's text or code.""",
+    )
     # -- admin API and console -----------------------------------------------------------------
     admin_key: str | None = setting(
         "Q2API_ADMIN_KEY",
@@ -480,6 +536,11 @@ class Settings:
         if self.auth_method_setting != "auto":
             return self.auth_method_setting
         return "idc" if self.client_id and self.client_secret else "social"
+
+    @property
+    def capture_dir(self) -> Path:
+        """Where capture files go: `Q2API_CAPTURE_DIR`, else `captures` inside the data directory."""
+        return self.capture_dir_setting or self.data_dir / "captures"
 
     @property
     def has_env_account(self) -> bool:

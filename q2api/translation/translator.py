@@ -84,6 +84,7 @@ class StreamTranslator:
         model: str,
         input_tokens: int = 0,
         tool_names: Mapping[str, str] | None = None,
+        tool_use_ids: Mapping[str, str] | None = None,
         stop_sequences: Iterable[str] = (),
         max_tokens: int | None = None,
         context_window: int = 200_000,
@@ -105,6 +106,7 @@ class StreamTranslator:
         self._blocks = ContentBlocks()
         self._usage = ReplyUsage(input_tokens, context_window)
         self._tool_names = tool_names or {}
+        self._tool_use_ids = tool_use_ids or {}  # ids the conversion changed: the client gets its own back
         self._splitter = ThinkingTagSplitter(enabled=thinking_tags)
         matcher = StopSequenceMatcher(stop_sequences)
         self._stop_matcher = matcher if matcher.sequences else None
@@ -439,7 +441,8 @@ class StreamTranslator:
             if not pending.stopped:
                 self.findings.append(missing_stop_finding(pending, name))
             self._counter.add(input_json)
-            tool_use_id = pending.tool_use_id or f"toolu_{uuid.uuid4().hex[:24]}"
+            tool_use_id = self._tool_use_ids.get(pending.tool_use_id, pending.tool_use_id)
+            tool_use_id = tool_use_id or f"toolu_{uuid.uuid4().hex[:24]}"
             self._blocks.tool_use(tool_use_id, name, input_json, out)
             self.tools_emitted += 1
         else:

@@ -21,6 +21,7 @@ from tests.support.converter_helpers import (
     state,
     system,
     table_options,
+    tagged,
     text,
     tool_result,
     tool_results_of,
@@ -271,10 +272,13 @@ def test_invalid_tool_use_ids_are_renamed_on_both_sides():
     assert "tool_use_id_renamed" in kinds(conversion)
 
 
-def test_duplicate_tool_use_id_in_one_turn_is_dropped():
+def test_duplicate_tool_use_id_in_one_turn_keeps_both_calls_under_distinct_ids():
+    # Issue 23: the second call used to be dropped with its input; now it gets a fresh id (and,
+    # having no result of its own here, the cancelled result). More in test_wire_fidelity.py.
     conversion = valid(convert([user("go"), assistant([tool_use("t1"), tool_use("t1")]), user([tool_result("t1")])]))
-    assert len(history(conversion)[1]["assistantResponseMessage"]["toolUses"]) == 1
-    assert "duplicate_tool_use_dropped" in kinds(conversion)
+    uses = history(conversion)[1]["assistantResponseMessage"]["toolUses"]
+    assert len(uses) == 2 and len({use["toolUseId"] for use in uses}) == 2
+    assert "duplicate_tool_use_id" in kinds(conversion)
 
 
 def test_tool_input_nulls_and_empty_keys_are_removed():
@@ -422,17 +426,22 @@ def test_image_conversion_and_jpg_alias():
 
 def test_at_most_ten_images_per_message_keeping_the_most_recent():
     conversion = valid(
-        convert([user([image(f"img{n}") for n in range(8)]), user([image(f"img{n}") for n in range(8, 13)])])
+        convert(
+            [
+                user([image(tagged(f"img{n}")) for n in range(8)]),
+                user([image(tagged(f"img{n}")) for n in range(8, 13)]),
+            ]
+        )
     )
     kept = [entry["source"]["bytes"] for entry in current(conversion)["images"]]
-    assert kept == [f"img{n}" for n in range(3, 13)]
+    assert kept == [tagged(f"img{n}") for n in range(3, 13)]
     dropped = [finding for finding in conversion.report if finding.kind == "image_dropped"]
     assert [finding.message_index for finding in dropped] == [0, 0, 0]
 
 
 def test_images_stay_with_their_history_message():
-    conversion = valid(convert([user([text("look"), image("first")]), assistant("a cat"), user("thanks")]))
-    assert history(conversion)[0]["userInputMessage"]["images"][0]["source"]["bytes"] == "first"
+    conversion = valid(convert([user([text("look"), image(tagged("first"))]), assistant("a cat"), user("thanks")]))
+    assert history(conversion)[0]["userInputMessage"]["images"][0]["source"]["bytes"] == tagged("first")
     assert "images" not in current(conversion)
 
 

@@ -38,6 +38,7 @@ def test_summary_has_the_exact_interface_shape():
             "  History[3]: ASSISTANT (toolUses: True)",
             "  History[4]: USER (toolResults: True)",
             "  History[5]: ASSISTANT (toolUses: False)",
+            "  Current: USER (toolResults: 0)",  # issue 23: the current message is described too
             "================================",
         ]
     )

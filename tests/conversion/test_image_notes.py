@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from tests.support.converter_helpers import assistant, convert, current, image, text, tool_result, tool_use, user
+from tests.support.converter_helpers import (
+    assistant,
+    convert,
+    current,
+    image,
+    tagged,
+    text,
+    tool_result,
+    tool_use,
+    user,
+)
 
 
 def screenshots(tool_id, first, count):
     return tool_result(
-        tool_id, [text(f"{count} screenshots"), *(image(f"img{n}") for n in range(first, first + count))]
+        tool_id, [text(f"{count} screenshots"), *(image(tagged(f"img{n}")) for n in range(first, first + count))]
     )
 
 
@@ -25,7 +35,7 @@ def test_twelve_tool_result_images_ten_sent_and_the_notes_say_which():
         ]
     )
     sent = [entry["source"]["bytes"] for entry in current(conversion)["images"]]
-    assert sent == [f"img{n}" for n in range(2, 12)]
+    assert sent == [tagged(f"img{n}") for n in range(2, 12)]
     notes = result_texts(conversion)
     assert notes["t1"][-1] == (
         "[This tool result returned 6 images: images 3–6 of them attached to this message as attachments 1–4; "
@@ -44,7 +54,7 @@ def test_a_tool_result_whose_images_were_all_dropped_says_none_was_sent():
         [
             user("go"),
             assistant([tool_use("t1", "Screenshot")]),
-            user([screenshots("t1", 0, 2), *(image(f"user{n}") for n in range(10))]),
+            user([screenshots("t1", 0, 2), *(image(tagged(f"user{n}")) for n in range(10))]),
         ]
     )
     assert result_texts(conversion)["t1"][-1] == (

@@ -343,13 +343,13 @@ async def test_a_large_body_is_parsed_and_converted_off_the_event_loop(gw: Gatew
     on_event_loop: list[bool] = []
     prepare = relay.MessagesRelay.prepare
 
-    def recording_prepare(self, call, exchange):
+    def recording_prepare(self, call, exchange, *rest):
         try:
             asyncio.get_running_loop()
             on_event_loop.append(True)
         except RuntimeError:  # a worker thread runs no loop
             on_event_loop.append(False)
-        return prepare(self, call, exchange)
+        return prepare(self, call, exchange, *rest)
 
     monkeypatch.setattr(relay.MessagesRelay, "prepare", recording_prepare)
     chunk = "x" * 400_000  # under the per-message limit; three of them make the body large

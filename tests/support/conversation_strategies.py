@@ -8,6 +8,7 @@ turns, prefill, leading assistant turns.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
         return f"{prefix}{next(counter)}Z"
 
     def new_image() -> dict[str, Any]:
-        data = marker("IMG")
+        data = base64.b64encode(marker("IMG").encode()).decode()  # valid base64: the converter checks it
         expected.images.append(data)
         media_type = draw(st.sampled_from(["image/png", "image/jpeg", "image/gif", "image/webp"]))
         return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,6 +64,11 @@ def tool_result(tool_id: str, content: Any = "ok", is_error: bool | None = None)
     if is_error is not None:
         block["is_error"] = is_error
     return block
+
+
+def tagged(label: str) -> str:
+    """Image data that says which image it is, as valid base64 (the converter checks it)."""
+    return base64.b64encode(label.encode()).decode()
 
 
 def image(data: str = PNG, media_type: str = "image/png") -> dict[str, Any]:

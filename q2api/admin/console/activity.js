@@ -48,6 +48,11 @@ function buildRow(entry) {
       `${formatNumber(entry.input_tokens)} / ${formatNumber(entry.output_tokens)}`,
     ),
     el("td", { dataset: { label: "Account" } }, entry.account === "-" ? "—" : entry.account),
-    el("td", { dataset: { label: "Outcome" } }, outcome),
+    el(
+      "td",
+      { dataset: { label: "Outcome" } },
+      outcome,
+      entry.capture ? el("span", { className: "badge capture", title: `capture ${entry.capture}` }, "captured") : null,
+    ),
   );
 }

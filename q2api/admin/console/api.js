@@ -49,3 +49,22 @@ export async function admin(method, path, body, key = session.key()) {
   if (response.status === 401 && key === session.key()) onUnauthorized(failure);
   throw failure;
 }
+
+/** Fetch a file from `/admin/api{path}` as a Blob (a capture download), with the same key and errors. */
+export async function adminFile(path, key = session.key()) {
+  let response;
+  try {
+    response = await fetch(`/admin/api${path}`, {
+      headers: { Authorization: `Bearer ${key ?? ""}` },
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch {
+    throw new ApiError(0, "unreachable", "The gateway did not answer. Is it still running?");
+  }
+  if (response.ok) return response.blob();
+  const error = (await response.json().catch(() => null))?.error ?? {};
+  const failure = new ApiError(response.status, error.type ?? "error", error.message ?? `HTTP ${response.status}`);
+  if (response.status === 401 && key === session.key()) onUnauthorized(failure);
+  throw failure;
+}

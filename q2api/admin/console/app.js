@@ -3,17 +3,19 @@
 import { ApiError, admin, session, whenUnauthorized } from "./api.js";
 import { refreshAccounts, rerenderAccounts, wireAddForm } from "./accounts.js";
 import { refreshActivity } from "./activity.js";
+import { refreshCaptures } from "./captures.js";
 import { $, setText, show, toast } from "./dom.js";
 import { wireLoginForm } from "./login.js";
 import { refreshModels } from "./models.js";
 import { prepareTryIt, wireTryIt } from "./tryit.js";
 
-const REFRESH_MS = { accounts: 4000, activity: 3000 };
+const REFRESH_MS = { accounts: 4000, activity: 3000, captures: 5000 };
 const PANELS = {
   accounts: refreshAccounts,
   models: refreshModels,
   try: prepareTryIt,
   activity: refreshActivity,
+  captures: refreshCaptures,
 };
 
 let current = "accounts";

@@ -166,12 +166,23 @@ def responses_error_reply(error: AnthropicError) -> ErrorReply:
 
 
 class ResponsesEntrance:
-    """The door as the server names it before a request has a door of its own (refusals at the edge)."""
+    """The door as the server names it before a request has a door of its own (refusals at the edge,
+    replays of a capture)."""
 
     route = RESPONSES_ROUTE
 
     def read(self, body: bytes) -> ResponsesCall:
-        return ResponsesDoor().read(body)
+        """A body read on its own: one that continues a stored conversation cannot be, without it."""
+        parsed = read_responses_request(body)
+        if parsed.previous_response_id:
+            raise ChatError(
+                InvalidChatRequest(
+                    "previous_response_id",
+                    "the request continues a stored conversation, which only the gateway's store holds: "
+                    "it cannot be read on its own",
+                )
+            )
+        return ResponsesDoor(parsed).read(body)
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
         return responses_error_reply(error)

@@ -1,0 +1,54 @@
+"""The request stage in one call: loop guard, conversion, trimming, order guard. Pure.
+
+The relay runs it on every request (with a checkpoint to resume from); a capture with redacted
+text and `q2api replay --convert-only` run it again on a captured request, so what they report is
+what the gateway would do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.types import MessagesRequest
+from q2api.conversion.checkpoints import Checkpoint
+from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
+from q2api.conversion.loop_guard import LoopPolicy, detect_tool_loops, loop_refusal
+from q2api.conversion.order_guard import validate_conversation
+from q2api.conversion.report import Finding
+from q2api.conversion.trimming import TrimPolicy, trim_history
+
+
+@dataclass(frozen=True, slots=True)
+class GuardedConversion:
+    loop_findings: tuple[Finding, ...]
+    refusal: AnthropicError | None  # block mode found a loop: nothing was converted
+    conversion: Conversion | None
+    invalid: tuple[Finding, ...]  # the order guard's findings on the output: converter bugs
+    trimmed: bool  # history trimming left rounds out of the body
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Everything reported: the conversion's report, then the guards' findings."""
+        report = self.conversion.report if self.conversion is not None else ()
+        return (*report, *self.loop_findings, *self.invalid)
+
+
+def convert_guarded(
+    request: MessagesRequest,
+    options: ConversionOptions,
+    loop_policy: LoopPolicy,
+    trim_policy: TrimPolicy,
+    resume: Checkpoint | None = None,
+) -> GuardedConversion:
+    loop_findings = detect_tool_loops(request, loop_policy)
+    refusal = loop_refusal(loop_findings, loop_policy)
+    if refusal is not None:
+        return GuardedConversion(loop_findings, refusal, None, (), trimmed=False)
+    converted = convert_request(request, options, resume)
+    conversion = trim_history(converted, trim_policy)
+    trimmed = conversion is not converted
+    # The history entries the guard found valid on the previous turn, unless trimming moved them.
+    checked = resume.checked if resume is not None and not trimmed else None
+    invalid = validate_conversation(conversion.payload, checked)
+    return GuardedConversion(loop_findings, None, conversion, invalid, trimmed)
