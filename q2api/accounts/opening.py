@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from q2api.accounts.database_url import parse_database_url
+from q2api.accounts.response_store import ResponseStore
 from q2api.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
+from q2api.accounts.sqlite_responses import SqliteResponseStore
 from q2api.accounts.store import SqliteAccountStore
 from q2api.accounts.store_protocol import AccountStore
 
@@ -46,3 +48,15 @@ async def opened_account_store(
         yield store
     finally:
         await store.close()
+
+
+def response_store_for(store: AccountStore) -> ResponseStore:
+    """The stored Responses conversations that live beside `store`'s accounts (same file or database)."""
+    if isinstance(store, SqliteAccountStore):
+        return SqliteResponseStore(store.path)
+    from q2api.accounts.shared_responses import SharedResponseStore
+    from q2api.accounts.shared_store import SharedAccountStore
+
+    if isinstance(store, SharedAccountStore):
+        return SharedResponseStore(store.database)
+    raise TypeError(f"no response store goes with {type(store).__name__}")

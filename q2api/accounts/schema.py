@@ -1,13 +1,15 @@
 """The SQLite schema of the account store, and the upgrades older data directories need.
 
-Five tables:
+Six tables:
 
 * `accounts`: credentials, rotated tokens, the operator's enabled flag and the login state;
 * `store_meta`: the store's generation, bumped by every account change, so that
   each worker notices a change by reading one number (hot reload);
 * `account_stats`: per-account request counters, shared by every worker;
 * `logins`: device-code logins under way, so any worker can answer for one;
-* `account_rests`: cool-downs (throttled, quota spent…), so every worker rests the account.
+* `account_rests`: cool-downs (throttled, quota spent…), so every worker rests the account;
+* `responses`: stored Responses API conversations (q2api.accounts.sqlite_responses), each row one
+  response, its input items and the `response` object as JSON, until it expires.
 """
 
 from __future__ import annotations
@@ -71,6 +73,18 @@ TABLES = (
         reason      TEXT NOT NULL
     )
     """,
+    """
+    CREATE TABLE IF NOT EXISTS responses (
+        id                    TEXT PRIMARY KEY,
+        owner                 TEXT NOT NULL,
+        previous_response_id  TEXT,
+        created_at            REAL NOT NULL,
+        expires_at            REAL NOT NULL,
+        model                 TEXT NOT NULL,
+        record                TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS responses_expiry ON responses (expires_at)",
 )
 
 # Columns added after the first release: (name, declaration).

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from q2api.accounts.database_locks import DatabaseLocks
 
@@ -88,6 +89,20 @@ account_rests = sa.Table(
     sa.Column("reason", sa.String(32), nullable=False),
 )
 
+# Stored Responses API conversations (q2api.accounts.shared_responses): one row per response, its
+# input items and `response` object as JSON text. MySQL's TEXT stops at 64 KiB: a Codex turn is larger.
+responses = sa.Table(
+    "q2api_responses",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("previous_response_id", ID),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("expires_at", TIMESTAMP, nullable=False, index=True),
+    sa.Column("model", sa.String(255), nullable=False),
+    sa.Column("record", sa.Text().with_variant(mysql.LONGTEXT(), "mysql"), nullable=False),
+)
+
 schema_migrations = sa.Table(
     "q2api_schema_migrations",
     metadata,
@@ -122,6 +137,7 @@ MIGRATIONS = (
     Migration(1, "accounts, store generation, stats, logins", _create(accounts, meta, account_stats, logins)),
     Migration(2, "the store generation starts at 0", _seed_generation),
     Migration(3, "shared account cool-downs", _create(account_rests)),
+    Migration(4, "stored Responses API conversations", _create(responses)),
 )
 
 MIGRATION_LOCK = "migrate"

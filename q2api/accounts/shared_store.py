@@ -82,6 +82,11 @@ class SharedAccountStore:
     def location(self) -> str:
         return self._db.url.masked
 
+    @property
+    def database(self) -> Database:
+        """Its connections, for the stores that share its database (q2api.accounts.shared_responses)."""
+        return self._db
+
     async def close(self) -> None:
         await self._db.dispose()
 

@@ -4,9 +4,10 @@ The real gateway (the same Starlette app and uvicorn server `q2api serve`
 runs) is started on 127.0.0.1 in front of the built-in simulated upstream,
 and the official `anthropic` SDK talks to it: a streamed text reply, then a
 streamed tool call; then the official `openai` SDK streams a chat completion
-through the OpenAI front door (skipped, saying so, when `openai` is not
-installed). Nothing here reads the user's environment or `.env` for settings,
-and no byte leaves the machine.
+through the OpenAI front door, and holds a two-turn Responses API conversation
+(`POST /v1/responses` streamed, then continued with `previous_response_id`) —
+both skipped, saying so, when `openai` is not installed. Nothing here reads the
+user's environment or `.env` for settings, and no byte leaves the machine.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ WEATHER_TOOL = {
     },
 }
 WEATHER_CALL = {"city": "Paris", "unit": "celsius"}
+RESPONSES_GREETING = (
+    "Hello from q2api's Responses door, the API Codex and the OpenAI Agents SDK speak: your input became the "
+    "same Claude request, and the reply came back as response.* events."
+)
+RESPONSES_FOLLOW_UP = "Your first question was stored with its answer, so this turn saw both."
 OPENAI_GREETING = (
     "Hello from q2api's OpenAI front door! Your chat completion was translated to the same Claude request, "
     "went through the same conversion and the same simulated Amazon Q, and came back as chat.completion.chunk events."
@@ -93,6 +99,8 @@ def _run(anthropic: Any, data_dir: str) -> int:
             scripts.text_reply(GREETING, chunks=16, delay=0.05),
             scripts.tool_reply("get_weather", WEATHER_CALL, text_before="Let me look that up.", delay=0.05),
             scripts.text_reply(OPENAI_GREETING, chunks=16, delay=0.05),
+            scripts.text_reply(RESPONSES_GREETING, chunks=16, delay=0.05),
+            scripts.text_reply(RESPONSES_FOLLOW_UP, chunks=8, delay=0.05),
         )
         # Only the simulator's variables: never the user's environment, `.env` or real account.
         settings = load_settings(
@@ -113,6 +121,7 @@ def _run(anthropic: Any, data_dir: str) -> int:
             _stream_text(client)
             _stream_tool_call(client)
             _stream_chat_completion(gateway.base_url, client_key)
+            _responses_conversation(gateway.base_url, client_key)
     print("\nDone. Run `q2api serve` with an Amazon Q account configured to use the real thing.")
     return 0
 
@@ -178,6 +187,35 @@ def _stream_chat_completion(base_url: str, client_key: str) -> None:
     print(f"   finish_reason: {finish_reason}")
     if usage is not None:
         print(f"   usage:         prompt_tokens={usage.prompt_tokens} completion_tokens={usage.completion_tokens}")
+
+
+def _responses_conversation(base_url: str, client_key: str) -> None:
+    prompt = "Say hello through the Responses API."
+    print(f"\n4) OpenAI Responses API, streamed (POST /v1/responses): {prompt!r}\n")
+    try:
+        import openai
+    except ImportError:
+        print("   skipped: the `openai` package is not installed (it comes with the `demo` extra).")
+        return
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=client_key, max_retries=0, timeout=30.0)
+    try:
+        with client.responses.stream(model=DEMO_MODEL, input=prompt) as stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    print(event.delta, end="", flush=True)
+            first = stream.get_final_response()
+        print("\n")
+        print(f"   response: {first.id}  status={first.status}")
+        follow_up = "What did I just ask?"
+        print(f"\n   Continued with previous_response_id={first.id}: {follow_up!r}\n")
+        second = client.responses.create(model=DEMO_MODEL, input=follow_up, previous_response_id=first.id)
+    except openai.APIError as exc:
+        raise RuntimeError(f"the Responses door answered with an error: {exc}") from None
+    print(f"   {second.output_text}\n")
+    usage = second.usage
+    print(f"   status: {second.status}")
+    if usage is not None:
+        print(f"   usage:  input_tokens={usage.input_tokens} output_tokens={usage.output_tokens}")
 
 
 def _print_summary(message: Any) -> None:

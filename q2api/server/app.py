@@ -27,6 +27,7 @@ from q2api.anthropic.types import parse_count_tokens_request
 from q2api.frontdoors.chat.door import CHAT_DOOR, CHAT_ROUTE
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
 from q2api.openai.shapes import model_list
 from q2api.server import metrics
 from q2api.server.cross_site import HostAllowList, require_json
@@ -34,10 +35,12 @@ from q2api.server.direct_routes import DirectRoutesApp
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
 from q2api.server.readiness import readiness
+from q2api.server.responses_routes import ResponsesRoutes
 from q2api.server.transport import transport_limits
 from q2api.settings import Settings
 
 CHAT_PATHS = ("/v1/chat/",)  # where OpenAI clients are: their errors use the OpenAI envelope
+RESPONSES_PATHS = (RESPONSES_ROUTE,)
 MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it here
 
 
@@ -65,6 +68,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     client_keys = ClientKeys(list(settings.api_keys))
     # Without client keys, only loopback names and the listed ones are answered (DNS rebinding).
     hosts = HostAllowList(settings.allowed_hosts, enforced=not client_keys.required)
+    responses = ResponsesRoutes(settings, client_keys, hosts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
@@ -153,7 +157,11 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
     def door_error(path: str, error: AnthropicError, request_id: str | None) -> Response:
-        door = CHAT_DOOR if path.startswith(CHAT_PATHS) else CLAUDE_DOOR
+        door: FrontDoor = CLAUDE_DOOR
+        if path.startswith(CHAT_PATHS):
+            door = CHAT_DOOR
+        elif path.startswith(RESPONSES_PATHS):
+            door = RESPONSES_DOOR
         return error_response(error, request_id, door)
 
     def error_for(request: Request, error: AnthropicError) -> Response:
@@ -179,7 +187,11 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
 
     # The front doors, served without Starlette's middleware and router (q2api.server.direct_routes);
     # still routes too, so that their other methods get Starlette's 405.
-    front_doors = {("POST", "/v1/messages"): messages, ("POST", CHAT_ROUTE): chat_completions}
+    front_doors = {
+        ("POST", "/v1/messages"): messages,
+        ("POST", CHAT_ROUTE): chat_completions,
+        ("POST", RESPONSES_ROUTE): responses.create,
+    }
     app = DirectRoutesApp(
         direct=front_doors,
         error_response_for=door_error,
@@ -187,6 +199,10 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route(CHAT_ROUTE, chat_completions, methods=["POST"]),
+            Route(RESPONSES_ROUTE, responses.create, methods=["POST"]),
+            Route(RESPONSES_ROUTE + "/{response_id}", responses.retrieve, methods=["GET"]),
+            Route(RESPONSES_ROUTE + "/{response_id}", responses.delete, methods=["DELETE"]),
+            Route(RESPONSES_ROUTE + "/{response_id}/input_items", responses.input_items, methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

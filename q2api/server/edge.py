@@ -156,15 +156,15 @@ class ClientKeys:
     def required(self) -> bool:
         return bool(self._keys)
 
-    def check(self, request: Request) -> None:
-        """Raise a 401 unless the request carries a configured key.
+    def check(self, request: Request) -> str | None:
+        """Raise a 401 unless the request carries a configured key; the key it carried (None: the gateway is open).
 
         Accepts `x-api-key` (SDK 0.x/1.x) and `Authorization: Bearer` (SDK 2.x,
         Claude Code with ANTHROPIC_AUTH_TOKEN). Every key is compared in
         constant time so timing reveals nothing about a near miss.
         """
         if not self._keys:
-            return
+            return None
         # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
         presented = request.headers.get("x-api-key") or None
         if presented is None:
@@ -179,6 +179,7 @@ class ClientKeys:
             matched |= hmac.compare_digest(candidate, key)
         if not matched:
             raise AnthropicError(401, "invalid x-api-key", headers=NO_RETRY)
+        return presented
 
 
 async def read_body(request: Request, limit: int) -> bytes:

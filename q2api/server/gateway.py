@@ -18,11 +18,12 @@ from loguru import logger
 from starlette.requests import Request
 
 from q2api.accounts.discovery import AccountDiscovery
-from q2api.accounts.opening import open_account_store
+from q2api.accounts.opening import open_account_store, response_store_for
 from q2api.accounts.pool import AccountPool, build_account_pool
 from q2api.accounts.records import Account
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.reload import AccountReloader
+from q2api.accounts.response_store import ResponseStore
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.upstream import UpstreamClient
 from q2api.models.routing import ModelRouter
@@ -51,6 +52,7 @@ class Gateway:
     settings: Settings
     session: aiohttp.ClientSession  # every call to Amazon Q and its token services
     store: AccountStore
+    responses: ResponseStore  # stored Responses API conversations, beside the accounts
     pool: AccountPool
     reloader: AccountReloader  # follows the store's account changes, whichever process made them
     endpoints: RefreshEndpoints
@@ -108,6 +110,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             settings=settings,
             session=session,
             store=store,
+            responses=response_store_for(store),
             pool=pool,
             reloader=reloader,
             endpoints=endpoints,

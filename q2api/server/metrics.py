@@ -51,6 +51,9 @@ from q2api.amazonq.observer import UpstreamObserver
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 OTHER_ROUTE = "other"
+# The stored responses' paths carry an id: counted under one template each.
+STORED_RESPONSE_ROUTE = "/v1/responses/{id}"
+_STORED_RESPONSE_PATH = re.compile(r"^/v1/responses/[^/]+(?P<items>/input_items)?$")
 NO_MODEL = "-"
 
 # The routes requests are counted under; any other path counts as "other", so a scanner
@@ -61,6 +64,9 @@ KNOWN_ROUTES = frozenset(
         "/v1/messages/count_tokens",
         "/v1/models",
         "/v1/chat/completions",
+        "/v1/responses",
+        STORED_RESPONSE_ROUTE,
+        STORED_RESPONSE_ROUTE + "/input_items",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -189,7 +195,12 @@ ACCOUNT_CREDITS_LIMIT = Gauge(
 
 
 def route_label(path: str) -> str:
-    return path if path in KNOWN_ROUTES else OTHER_ROUTE
+    if path in KNOWN_ROUTES:
+        return path
+    stored = _STORED_RESPONSE_PATH.match(path)
+    if stored is not None:
+        return STORED_RESPONSE_ROUTE + (stored["items"] or "")
+    return OTHER_ROUTE
 
 
 def observe_request(

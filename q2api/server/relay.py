@@ -24,7 +24,7 @@ cancelling is what closes the upstream request.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from loguru import logger
@@ -63,6 +63,9 @@ OFF_LOOP_BODY_BYTES = 1 << 20
 # every turn is converted once (q2api.conversion.checkpoints). A checkpoint holds ~1.8x its
 # request in memory; 4 MiB of requests is ~20 Claude Code sessions of 200 KB in ~7 MB.
 CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=4 << 20)
+# Awaited once a reply has succeeded, before its last byte is sent (the Responses door stores the
+# response there, so that a client continuing it at once finds it).
+Finishing = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +149,15 @@ class MessagesRelay:
 
     # ------------------------------------------------------------ the endpoint
 
-    async def handle(self, request: Request, body: bytes, request_id: str, door: FrontDoor = CLAUDE_DOOR) -> Response:
+    async def handle(
+        self,
+        request: Request,
+        body: bytes,
+        request_id: str,
+        door: FrontDoor = CLAUDE_DOOR,
+        *,
+        finishing: Finishing | None = None,
+    ) -> Response:
         exchange = self._exchange(request_id, door, request_bytes=len(body))
         recorder = self._captures.recorder(request_id, door, body, request.headers.items()) if self._captures else None
         if recorder is not None:
@@ -165,7 +176,9 @@ class MessagesRelay:
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
-        response = await unless_client_leaves(request.receive, self._respond(exchange, prepared, door, recorder))
+        response = await unless_client_leaves(
+            request.receive, self._respond(exchange, prepared, door, recorder, finishing)
+        )
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
@@ -174,7 +187,12 @@ class MessagesRelay:
         return response
 
     async def _respond(
-        self, exchange: Exchange, prepared: Prepared, door: FrontDoor, recorder: CaptureRecorder | None
+        self,
+        exchange: Exchange,
+        prepared: Prepared,
+        door: FrontDoor,
+        recorder: CaptureRecorder | None,
+        finishing: Finishing | None,
     ) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
@@ -202,15 +220,15 @@ class MessagesRelay:
             recorder.opened()
         try:
             if request.stream:
-                return await self._stream(reply, call, door)
-            return await self._aggregate(reply, call, door)
+                return await self._stream(reply, call, door, finishing)
+            return await self._aggregate(reply, call, door, finishing)
         except BaseException:
             # Cancelled (the client left) or a bug: the reply is closed here; a returned
             # stream closes it itself when it ends.
             reply.close(abandoned="client_disconnected")
             raise
 
-    async def _aggregate(self, reply: Reply, call: DoorCall, door: FrontDoor) -> Response:
+    async def _aggregate(self, reply: Reply, call: DoorCall, door: FrontDoor, finishing: Finishing | None) -> Response:
         aggregator = MessageAggregator()
         aggregator.add_all(reply.start())
         while not reply.finished:
@@ -227,12 +245,14 @@ class MessagesRelay:
             error = call.client_error(error)
             reply.close(error=error)
             return error_response(error, reply.exchange.request_id, door)
+        if finishing is not None:
+            await finishing()
         response = json_response(answer)
         reply.sent(len(response.body))
         reply.close()
         return response
 
-    async def _stream(self, reply: Reply, call: DoorCall, door: FrontDoor) -> Response:
+    async def _stream(self, reply: Reply, call: DoorCall, door: FrontDoor, finishing: Finishing | None) -> Response:
         held = reply.start()
         hold_until = time.perf_counter() + self._settings.stream_hold_seconds
         while not reply.finished and not reply.has_content:
@@ -254,6 +274,7 @@ class MessagesRelay:
             call.encoder(),
             ping_interval=self._settings.ping_interval,
             send_timeout=self._settings.send_timeout,
+            finishing=finishing,
             end_off_loop=call.checks_reply,
         )
 

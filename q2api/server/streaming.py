@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -50,11 +50,14 @@ class ReplyStream(Response):
         send_timeout: float,
         headers: dict[str, str] | None = None,
         end_off_loop: bool = False,
+        finishing: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """`end_off_loop`: the events that end the reply are encoded in a worker thread (the encoder
-        checks the whole reply there, at a cost the client chose)."""
+        checks the whole reply there, at a cost the client chose). `finishing` is awaited before the
+        last write of a reply that succeeded."""
         self._reply = reply
         self._end_off_loop = end_off_loop
+        self._finishing = finishing
         self._held = held
         self._encoder = encoder
         self._ping_interval = ping_interval
@@ -92,6 +95,8 @@ class ReplyStream(Response):
             if last:
                 # The end of the body rides on the last events' write: one socket write, not two.
                 chunk += encoder.trailer()
+                if self._finishing is not None and reply.failure is None:
+                    await self._finishing()
             if chunk or last:
                 self._sending_since = loop.time()
                 await send({"type": "http.response.body", "body": chunk, "more_body": not last})

@@ -236,6 +236,16 @@ class Settings:
             encrypts, all decrypt. Make one with
             `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.""",
     )
+    responses_ttl_seconds: int = setting(
+        "Q2API_RESPONSES_TTL_SECONDS",
+        Number(int, 1, unit="seconds"),
+        default=30 * 24 * 3600,
+        group=Group.STORE,
+        description="""
+            Seconds a response of the OpenAI Responses API (`POST /v1/responses`) is kept in the store
+            for `previous_response_id` and `GET /v1/responses/{id}` (30 days); a request with
+            `store: false` is never kept. See [Clients](clients.md#openai-responses-api).""",
+    )
     # -- conversion and guards -----------------------------------------------------------
     max_body_bytes: int = setting(
         "Q2API_MAX_BODY_BYTES",

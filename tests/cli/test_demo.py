@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from q2api.cli.demo import GREETING, OPENAI_GREETING
+from q2api.cli.demo import GREETING, OPENAI_GREETING, RESPONSES_FOLLOW_UP, RESPONSES_GREETING
 from q2api.settings import ENV_VARIABLES
 
 # Nothing listens on the discard port: traffic sent through this "proxy" fails at once.
@@ -50,6 +50,9 @@ def test_demo_streams_a_simulated_reply_end_to_end_without_any_account(tmp_path)
     assert "input_tokens=" in done.stdout and "output_tokens=" in done.stdout
     assert OPENAI_GREETING in done.stdout  # the OpenAI SDK's stream, through the OpenAI door
     assert "finish_reason: stop" in done.stdout and "completion_tokens=" in done.stdout
+    # The Responses door: a streamed response, then a turn that continued it from the store.
+    assert RESPONSES_GREETING in done.stdout and RESPONSES_FOLLOW_UP in done.stdout
+    assert "Continued with previous_response_id=resp_" in done.stdout and "status: completed" in done.stdout
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists()  # its store lived in a temporary directory, not ./data
 

@@ -299,3 +299,35 @@ async def test_a_chat_completions_request_is_captured_and_replays_through_its_ow
     assert sent_url.startswith("data:image/png;base64,<q2api placeholder:")
     status, out, _ = await run_cli("replay", str(path), "--convert-only", "--diff", cwd=tmp_path)
     assert status == 0 and "Same findings as when captured" in out and "is the one captured" in out, out
+
+
+async def test_a_responses_request_is_captured_and_replays_through_its_own_door(tmp_path):
+    body = {
+        "model": MODEL,
+        "instructions": "Be brief.",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": SECRET_TEXT},
+                    {"type": "input_image", "image_url": f"data:image/png;base64,{IMAGE}"},
+                ],
+            },
+            {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": '{"cmd": "ls"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"},
+        ],
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
+    }
+    async with open_gateway(tmp_path, **gateway_env(tmp_path)) as gw:
+        gw.sim.enqueue(scripts.improperly_formed())
+        async with gw.http() as http:
+            with capture_logs() as logs:
+                response = await http.post("/v1/responses", json=body)
+        assert response.status_code == 400
+        [line] = [line for line in logs.lines if line.message.startswith("POST /v1/responses")]
+        document = await wait_for_capture(tmp_path / "captures", line.extra["capture"])
+    path = tmp_path / "captures" / f"{line.extra['capture']}.json"
+    assert document["summary"]["route"] == "/v1/responses"
+    assert IMAGE not in path.read_text() and CLIENT_KEY not in path.read_text()
+    status, out, _ = await run_cli("replay", str(path), "--convert-only", "--diff", cwd=tmp_path)
+    assert status == 0 and "Same findings as when captured" in out and "is the one captured" in out, out

@@ -175,3 +175,23 @@ def dead_pid(directory: Path, alive_pid: int) -> str:
     pids = {path.stem.rsplit("_", 1)[1] for path in directory.glob("counter_*.db")}
     (pid,) = pids - {str(alive_pid)}
     return pid
+
+
+async def test_the_responses_routes_are_counted_under_their_templates(gw: Gateway):
+    gw.sim.enqueue(scripts.text_reply("stored"))
+    before = await scrape(gw)
+    async with gw.http() as http:
+        created = (await http.post("/v1/responses", json={"model": MODEL, "input": "hi"})).json()
+        assert (await http.get(f"/v1/responses/{created['id']}")).status_code == 200
+        assert (await http.get(f"/v1/responses/{created['id']}/input_items")).status_code == 200
+        assert (await http.get("/v1/responses/resp_unknown")).status_code == 404
+    after = await scrape(gw)
+
+    def added(route: str, status: str, model: str = "-") -> float:
+        return requests(after, route, model, status) - requests(before, route, model, status)
+
+    assert added("/v1/responses", "200", "claude-sonnet-5.5") == 1
+    assert added("/v1/responses/{id}", "200") == 1 and added("/v1/responses/{id}", "404") == 1
+    assert added("/v1/responses/{id}/input_items", "200") == 1
+    routes = {series["route"] for series in after.series("q2api_requests_total")}
+    assert routes <= metrics.KNOWN_ROUTES | {metrics.OTHER_ROUTE}

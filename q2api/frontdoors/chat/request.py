@@ -232,13 +232,13 @@ class _MessagesBuilder:
             blocks.append((TextBlock(text=message.refusal), f"{path}.refusal"))
         for number, call in enumerate(message.tool_calls or ()):
             where = f"{path}.tool_calls[{number}]"
-            tool_input = _arguments(call.function.arguments, f"{where}.function.arguments")
+            tool_input = arguments_object(call.function.arguments, f"{where}.function.arguments")
             blocks.append((ToolUseBlock(id=call.id, name=call.function.name, input=tool_input), where))
         if message.function_call is not None:
             # Legacy calls carry no id: one is made up here, and the `function` message answering it finds it by name.
             call_id = f"call_legacy_{index}"
             self._legacy_calls.setdefault(message.function_call.name, []).append(call_id)
-            tool_input = _arguments(message.function_call.arguments, f"{path}.function_call.arguments")
+            tool_input = arguments_object(message.function_call.arguments, f"{path}.function_call.arguments")
             blocks.append(
                 (ToolUseBlock(id=call_id, name=message.function_call.name, input=tool_input), f"{path}.function_call")
             )
@@ -258,7 +258,7 @@ def _user_blocks(message: UserMessage, path: str) -> list[tuple[ContentBlock, st
         if isinstance(part, TextPart):
             blocks.append((TextBlock(text=part.text), where))
         elif isinstance(part, ImagePart):
-            media_type, data = _data_url(part.image_url.url, f"{where}.image_url.url", "image")
+            media_type, data = data_url_parts(part.image_url.url, f"{where}.image_url.url", "image")
             blocks.append(
                 (ImageBlock(source=Base64ImageSource(media_type=media_type, data=data)), f"{where}.image_url.url")
             )
@@ -274,11 +274,11 @@ def _document(part: FilePart, where: str) -> DocumentBlock:
         raise InvalidChatRequest(
             f"{where}.file_id", "file ids (Files API) are not supported; send the file inline as file_data"
         )
-    media_type, data = _data_url(part.file.file_data, f"{where}.file_data", "file")
+    media_type, data = data_url_parts(part.file.file_data, f"{where}.file_data", "file")
     return DocumentBlock(source=Base64DocumentSource(media_type=media_type, data=data), title=part.file.filename)
 
 
-def _data_url(url: str, param: str, what: str) -> tuple[str, str]:
+def data_url_parts(url: str, param: str, what: str) -> tuple[str, str]:
     """(media type, base64 data) of a `data:` URL; anything else is refused with a reason."""
     if url[:8].lower().startswith(("http://", "https://")):
         raise InvalidChatRequest(
@@ -294,7 +294,7 @@ def _data_url(url: str, param: str, what: str) -> tuple[str, str]:
     return match["media_type"].lower(), match["data"]
 
 
-def _arguments(text: str, param: str) -> dict[str, object]:
+def arguments_object(text: str, param: str) -> dict[str, object]:
     try:
         value = orjson.loads(text or "{}")
     except orjson.JSONDecodeError:

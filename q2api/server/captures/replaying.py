@@ -20,6 +20,7 @@ from q2api.conversion.pipeline import GuardedConversion, convert_guarded
 from q2api.frontdoors.chat.door import CHAT_DOOR
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.responses.door import RESPONSES_DOOR
 from q2api.models.routing import clamp_max_tokens
 from q2api.server.captures.document import (
     FORMAT,
@@ -32,7 +33,7 @@ from q2api.server.captures.document import (
 from q2api.server.captures.placeholders import restored
 from q2api.server.captures.redaction import Placeholder, without_binary
 
-DOORS: dict[str, FrontDoor] = {door.route: door for door in (CLAUDE_DOOR, CHAT_DOOR)}
+DOORS: dict[str, FrontDoor] = {door.route: door for door in (CLAUDE_DOOR, CHAT_DOOR, RESPONSES_DOOR)}
 
 
 class NotACapture(ValueError):

@@ -1,0 +1,161 @@
+"""Stored Responses API conversations: what `previous_response_id` continues, behind one small protocol.
+
+A stored response is one row: its id, the owner it belongs to (an opaque string the server
+derives from the client key; another owner never sees it), the response it continued, when it
+expires, and the JSON of its input items and of the `response` object itself. A conversation is
+read by walking `previous_response_id` back to its first response: one row per turn, written
+once, so a long conversation costs each turn only its own items.
+
+Two stores implement `ResponseStore`, beside the two account stores (store_protocol.py):
+`SqliteResponseStore` (sqlite_responses.py, a table in the account store's SQLite file) and
+`SharedResponseStore` (shared_responses.py, a table of the shared database, migration 4). Open
+the one that goes with an account store with `response_store_for` (opening.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+# A conversation longer than this many responses is refused rather than walked forever (a cycle
+# cannot be written: an id is new when it is stored; the bound is for the store's sake).
+MAX_CONVERSATION_RESPONSES = 10_000
+# Expired rows are removed by the writes, at most once per this many seconds per process.
+PURGE_INTERVAL = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    id: str
+    owner: str
+    previous_response_id: str | None
+    created_at: float
+    expires_at: float
+    model: str  # as the client named it: a continuation that names none inherits it
+    input_items: list[dict[str, Any]]  # the request's `input`, each item with an id
+    response: dict[str, Any]  # the `response` object as the client got it
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The conversation's items this response adds: its input, then its output."""
+        return [*self.input_items, *self.response.get("output", ())]
+
+    def record(self) -> str:
+        """The JSON column: input items and response."""
+        return orjson.dumps({"input_items": self.input_items, "response": self.response}).decode()
+
+
+def stored_response(
+    *,
+    response_id: str,
+    owner: str,
+    previous_response_id: str | None,
+    created_at: float,
+    expires_at: float,
+    model: str,
+    record: bytes | str,
+) -> StoredResponse:
+    """A row back as a StoredResponse."""
+    document = orjson.loads(record)
+    return StoredResponse(
+        response_id,
+        owner,
+        previous_response_id,
+        created_at,
+        expires_at,
+        model,
+        document["input_items"],
+        document["response"],
+    )
+
+
+class ResponseStore(Protocol):
+    async def save(self, response: StoredResponse) -> None:
+        """Keep `response` until its `expires_at` (also drops expired rows now and then)."""
+        ...
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None:
+        """The response if it exists, belongs to `owner` and has not expired; else None."""
+        ...
+
+    async def delete(self, response_id: str, owner: str) -> bool:
+        """Remove the response; False when there was none of `owner`'s to remove."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """Remove every expired response now; how many went."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """The items a continuation starts from, oldest first, and the model its last response used."""
+
+    items: list[dict[str, Any]]
+    model: str
+
+
+class ConversationGap(Exception):
+    """A response of the conversation is missing (expired, deleted, or not the caller's)."""
+
+    def __init__(self, response_id: str, missing_id: str) -> None:
+        self.response_id = response_id
+        self.missing_id = missing_id
+        if missing_id == response_id:
+            message = f"Previous response with id {response_id!r} not found."
+        else:
+            message = (
+                f"Previous response with id {response_id!r} continues {missing_id!r}, which is no longer stored "
+                "(expired or deleted): the conversation cannot be continued whole; start it again"
+            )
+        super().__init__(message)
+
+
+async def load_conversation(store: ResponseStore, response_id: str, owner: str) -> Conversation:
+    """Walk `previous_response_id` back from `response_id`; raises ConversationGap for a missing link."""
+    chain: list[StoredResponse] = []
+    wanted: str | None = response_id
+    while wanted is not None:
+        if len(chain) >= MAX_CONVERSATION_RESPONSES:
+            raise ConversationGap(response_id, wanted)
+        found = await store.get(wanted, owner)
+        if found is None:
+            raise ConversationGap(response_id, wanted)
+        chain.append(found)
+        wanted = found.previous_response_id
+    items = [item for stored in reversed(chain) for item in stored.items]
+    return Conversation(items, chain[0].model)
+
+
+class PurgeClock:
+    """When a store's writes should next drop expired rows (one per store object, never module state)."""
+
+    def __init__(self, interval: float = PURGE_INTERVAL) -> None:
+        self._interval = interval
+        self._next = 0.0
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self._interval
+        return True
+
+
+def items_page(
+    items: Sequence[dict[str, Any]], *, limit: int, order: str, after: str | None, before: str | None
+) -> tuple[list[dict[str, Any]], bool]:
+    """One page of `input_items` (cursor ids `after` / `before` in the listed order); (page, has_more)."""
+    ordered = list(items) if order == "asc" else list(reversed(items))
+    ids = [item.get("id") for item in ordered]
+    start, end = 0, len(ordered)
+    if after is not None and after in ids:
+        start = ids.index(after) + 1
+    if before is not None and before in ids:
+        end = ids.index(before)
+    window = ordered[start:end]
+    return window[:limit], len(window) > limit

@@ -1,0 +1,197 @@
+"""`POST /v1/responses`: the OpenAI Responses front door on the shared relay.
+
+The body is parsed as a Responses request (q2api.openai.responses_types), translated — after the
+conversation it continues, which the server loads from the store — to the Claude request
+(q2api.frontdoors.responses.request), and from there runs the very pipeline of `/v1/messages`.
+The Claude events come back as the Responses stream or the `response` object
+(q2api.frontdoors.responses.reply); the finished response is kept on the call (`outcome`) for the
+server to store. Every error leaves in the OpenAI envelope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from loguru import logger
+
+from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
+from q2api.anthropic.events import StreamEvent
+from q2api.anthropic.types import MessagesRequest
+from q2api.frontdoors.chat.errors import ChatError, openai_error
+from q2api.frontdoors.door import ErrorReply, EventEncoder
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of, sse_bytes
+from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.responses_types import ResponsesRequest, parse_responses_request
+
+RESPONSES_ROUTE = "/v1/responses"
+
+
+def _report(problem: str) -> None:
+    logger.warning(f"response: {problem}")
+
+
+def read_responses_request(body: bytes) -> ResponsesRequest:
+    """The body as a Responses request; a bad one raises the door's 400."""
+    try:
+        return parse_responses_request(body)
+    except OpenAIError as error:
+        raise ChatError(error) from None
+
+
+def echoed_settings(responses: ResponsesRequest) -> dict[str, Any]:
+    """What a `response` object repeats of the request that made it, with the API's defaults."""
+    reasoning = responses.reasoning
+    text_format = responses.text.format if responses.text and responses.text.format else None
+    return {
+        "instructions": responses.instructions,
+        "max_output_tokens": responses.max_output_tokens,
+        "metadata": responses.metadata or {},
+        "parallel_tool_calls": responses.parallel_tool_calls is not False,
+        "previous_response_id": responses.previous_response_id,
+        "reasoning": {
+            "effort": reasoning.effort if reasoning else None,
+            "summary": (reasoning.summary or reasoning.generate_summary) if reasoning else None,
+        },
+        "store": responses.store is not False,
+        "temperature": 1.0 if responses.temperature is None else responses.temperature,
+        "text": {"format": msgspec.to_builtins(text_format) if text_format else {"type": "text"}},
+        "tool_choice": responses.tool_choice if responses.tool_choice is not None else "auto",
+        "tools": responses.tools or [],
+        "top_p": 1.0 if responses.top_p is None else responses.top_p,
+        "truncation": responses.truncation or "disabled",
+    }
+
+
+@dataclass(slots=True)
+class ResponsesCall:
+    translated: TranslatedResponses
+    frame: ResponseFrame
+    outcome: dict[str, Any] | None = field(default=None)  # the finished `response`, once the reply ended
+
+    @property
+    def request(self) -> MessagesRequest:
+        return self.translated.request
+
+    def claude_document(self) -> Any:
+        return msgspec.to_builtins(self.translated.request)
+
+    def cache_breakpoints(self) -> CacheBreakpoints:
+        # Responses requests carry no breakpoints (OpenAI caches prefixes by itself); the cached
+        # tokens Amazon Q reports still reach `usage.input_tokens_details.cached_tokens`.
+        return NO_BREAKPOINTS
+
+    def encoder(self) -> EventEncoder:
+        return ResponsesEncoder(self, ResponseBuilder(self.frame, self.translated.options, report=_report))
+
+    def answer(self, message: dict[str, Any]) -> object:
+        builder = ResponseBuilder(self.frame, self.translated.options, report=_report)
+        builder.add_all(claude_events_of(message))
+        final = builder.final
+        assert final is not None  # the played stream always ends
+        if builder.refusal is not None:  # the reply failed `text.format`: an error, never passed off as valid
+            raise ChatError(builder.refusal)
+        self.outcome = final
+        return final
+
+    @property
+    def checks_reply(self) -> bool:
+        return self.translated.options.check is not None
+
+    def client_error(self, error: AnthropicError) -> AnthropicError:
+        """The error in OpenAI terms; a later stage's 400 names a field of the Claude form, so the
+        client is told its own field instead."""
+        if isinstance(error, InvalidRequest):
+            param = self.translated.param_for(error.path)
+            if param is not None:
+                return ChatError(InvalidChatRequest(param, error.problem), error_type=error.error_type)
+        return ChatError.of(error)
+
+
+class ResponsesEncoder:
+    """Claude stream events → Responses SSE (an EventEncoder); hands the finished response to its call."""
+
+    ping = b": ping\n\n"  # an SSE comment: clients skip it, proxies see traffic
+
+    def __init__(self, call: ResponsesCall, builder: ResponseBuilder) -> None:
+        self._call = call
+        self._builder = builder
+
+    def encode(self, events: Sequence[StreamEvent]) -> bytes:
+        chunk = sse_bytes(self._builder.add_all(events))
+        final = self._builder.final
+        if final is not None and final["status"] != "failed":
+            self._call.outcome = final
+        return chunk
+
+    def trailer(self) -> bytes:
+        return b""  # the terminal event (`response.completed`, …) is the end; no `[DONE]`
+
+
+class ResponsesDoor:
+    """One Responses request: `parsed` (the edge read it to find the conversation) and the stored
+    items of the conversation it continues, oldest first."""
+
+    route = RESPONSES_ROUTE
+
+    def __init__(
+        self,
+        parsed: ResponsesRequest | None = None,
+        history: Sequence[dict[str, Any]] = (),
+        *,
+        previous_model: str | None = None,
+        response_id: str | None = None,
+    ) -> None:
+        self._parsed = parsed
+        self._history = history
+        self._previous_model = previous_model
+        self.response_id = response_id or new_id("resp")
+        self.call: ResponsesCall | None = None  # the call `read` made
+
+    def read(self, body: bytes) -> ResponsesCall:
+        parsed = self._parsed if self._parsed is not None else read_responses_request(body)
+        try:
+            translated = claude_request(parsed, self._history, previous_model=self._previous_model)
+        except OpenAIError as error:
+            raise ChatError(error) from None
+        frame = ResponseFrame(self.response_id, translated.request.model, echoed_settings(parsed))
+        self.call = ResponsesCall(translated, frame)
+        return self.call
+
+    def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
+        return responses_error_reply(error)
+
+
+def responses_error_reply(error: AnthropicError) -> ErrorReply:
+    openai = openai_error(error)
+    return ErrorReply(openai.status, openai.envelope(), openai.headers)
+
+
+class ResponsesEntrance:
+    """The door as the server names it before a request has a door of its own (refusals at the edge,
+    replays of a capture)."""
+
+    route = RESPONSES_ROUTE
+
+    def read(self, body: bytes) -> ResponsesCall:
+        """A body read on its own: one that continues a stored conversation cannot be, without it."""
+        parsed = read_responses_request(body)
+        if parsed.previous_response_id:
+            raise ChatError(
+                InvalidChatRequest(
+                    "previous_response_id",
+                    "the request continues a stored conversation, which only the gateway's store holds: "
+                    "it cannot be read on its own",
+                )
+            )
+        return ResponsesDoor(parsed).read(body)
+
+    def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
+        return responses_error_reply(error)
+
+
+RESPONSES_DOOR = ResponsesEntrance()

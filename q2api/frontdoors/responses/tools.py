@@ -1,0 +1,92 @@
+"""Responses tools → Claude tools, and `tool_choice`. Pure.
+
+Function tools become Claude tools; the functions of Codex's `namespace` tools too, named
+`namespace__name` on the Claude side and given back to the client under both names (`ToolName`).
+OpenAI's hosted tools (`web_search`, `file_search`, …) are refused: Amazon Q runs none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from q2api.anthropic.types import Tool, ToolChoice
+from q2api.frontdoors.responses.depth import refuse_too_deep
+from q2api.openai.errors import InvalidChatRequest
+from q2api.openai.responses_types import FunctionTool, NamespaceTool, ResponsesRequest, read_tool
+
+_EMPTY_SCHEMA = {"type": "object", "properties": {}}
+NAMESPACE_SEPARATOR = "__"
+_HOSTED_TOOL_HINTS = {
+    "web_search": ' Codex offers it unless its config says `web_search = "disabled"`.',
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolName:
+    """A tool as the client named it (a function of a namespace carries both names)."""
+
+    name: str
+    namespace: str | None = None
+
+
+def claude_tool_name(name: str, namespace: str | None) -> str:
+    return f"{namespace}{NAMESPACE_SEPARATOR}{name}" if namespace else name
+
+
+def claude_tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, ToolName], dict[str, str]]:
+    tools: list[Tool] = []
+    names: dict[str, ToolName] = {}
+    origins: dict[str, str] = {}
+
+    def add(function: FunctionTool, namespace: str | None, origin: str) -> None:
+        name = claude_tool_name(function.name, namespace)
+        origins[f"tools.{len(tools)}"] = origin
+        names[name] = ToolName(function.name, namespace)
+        schema = function.parameters or dict(_EMPTY_SCHEMA)
+        refuse_too_deep(schema, f"{origin}.parameters")
+        tools.append(Tool(name=name, input_schema=schema, description=function.description))
+
+    for index, raw in enumerate(responses.tools or ()):
+        where = f"tools[{index}]"
+        tool = read_tool(raw, where)
+        if isinstance(tool, FunctionTool):
+            add(tool, None, where)
+        elif isinstance(tool, NamespaceTool):
+            for number, inner_raw in enumerate(tool.tools):
+                inner_where = f"{where}.tools[{number}]"
+                inner = read_tool(inner_raw, inner_where)
+                if not isinstance(inner, FunctionTool):
+                    raise InvalidChatRequest(f"{inner_where}.type", "a namespace holds function tools only")
+                add(inner, tool.name, inner_where)
+        else:
+            hint = _HOSTED_TOOL_HINTS.get(tool.type, "")
+            raise InvalidChatRequest(
+                f"{where}.type",
+                f"hosted tool {tool.type!r} is not supported: the Amazon Q backend runs no OpenAI-hosted tools, "
+                f"only function tools the client runs itself.{hint}",
+                code="unsupported_tool",
+            )
+    return tools, names, origins
+
+
+def claude_tool_choice(responses: ResponsesRequest, names: Mapping[str, ToolName]) -> ToolChoice | None:
+    choice = responses.tool_choice
+    no_parallel = True if responses.parallel_tool_calls is False else None
+    if choice is None:
+        return ToolChoice(type="auto", disable_parallel_tool_use=True) if no_parallel else None
+    if isinstance(choice, str):
+        mode = {"auto": "auto", "none": "none", "required": "any"}[choice]
+        return ToolChoice(type=mode, disable_parallel_tool_use=no_parallel)  # type: ignore[arg-type]
+    kind = choice.get("type")
+    if kind != "function":
+        raise InvalidChatRequest(
+            "tool_choice.type",
+            f"{kind!r} is not supported: tool_choice takes auto, none, required or a function by name",
+        )
+    name = choice.get("name")
+    namespace = choice.get("namespace")
+    claude_name = claude_tool_name(name, namespace) if isinstance(name, str) else None
+    if claude_name is None or claude_name not in names:
+        raise InvalidChatRequest("tool_choice.name", f"{name!r} is not one of the request's function tools")
+    return ToolChoice(type="tool", name=claude_name, disable_parallel_tool_use=no_parallel)

@@ -1,0 +1,273 @@
+"""OpenAI Responses API request types (`POST /v1/responses`), validated at the edge with msgspec.
+
+Strict about what the gateway relies on (item and part shapes, tool shapes, numbers in range) and
+lenient about the rest: unknown fields (`user`, `prompt_cache_key`, `client_metadata`,
+`service_tier`, …) are accepted and ignored, and `null` wherever a field is optional.
+
+`input` items are read one by one rather than as one tagged union: a message item may leave out
+its `type` (`{"role": "user", "content": "hi"}`, the SDK's "easy" form), which a union keyed on
+`type` cannot express. Each item is converted to its own type, and an error names it the way
+OpenAI does (`input[3].content[0].image_url`). Item types the gateway cannot carry (hosted tools'
+calls, item references) are refused by the front door, which knows why; here they stay plain
+JSON objects (`OtherItem`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from q2api.openai.errors import InvalidChatRequest
+
+JSONObject = dict[str, Any]
+
+# ---------------------------------------------------------------- content parts
+
+
+class InputText(Struct, tag_field="type", tag="input_text"):
+    text: str
+
+
+class InputImage(Struct, tag_field="type", tag="input_image", kw_only=True):
+    image_url: str | None = None  # a data: URL (an http(s) URL is refused: the gateway fetches nothing)
+    file_id: str | None = None
+    detail: str | None = None
+
+
+class InputFile(Struct, tag_field="type", tag="input_file", kw_only=True):
+    file_data: str | None = None  # a data: URL, or bare base64 with `filename`
+    file_id: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
+class OutputText(Struct, tag_field="type", tag="output_text", kw_only=True):
+    text: str
+    annotations: list[JSONObject] | None = None
+
+
+class Refusal(Struct, tag_field="type", tag="refusal"):
+    refusal: str
+
+
+class InputAudio(Struct, tag_field="type", tag="input_audio"):
+    input_audio: JSONObject | None = None
+
+
+InputPart = InputText | InputImage | InputFile | InputAudio
+# An assistant message resent as input carries output parts; some clients send `input_text` there too.
+MessagePart = InputText | InputImage | InputFile | InputAudio | OutputText | Refusal
+
+# ---------------------------------------------------------------- input items
+
+
+class MessageItem(Struct, kw_only=True):
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[MessagePart]
+    id: str | None = None
+    status: str | None = None
+    phase: str | None = None  # Codex's `commentary` / `final_answer`: kept when stored, not needed upstream
+
+
+class FunctionCallItem(Struct, kw_only=True):
+    call_id: Annotated[str, Meta(min_length=1)]
+    name: Annotated[str, Meta(min_length=1)]
+    arguments: str = ""  # JSON text, as the model wrote it
+    namespace: str | None = None
+    id: str | None = None
+    status: str | None = None
+
+
+class FunctionCallOutputItem(Struct, kw_only=True):
+    call_id: Annotated[str, Meta(min_length=1)]
+    output: str | list[InputPart]
+    id: str | None = None
+    status: str | None = None
+
+
+class SummaryText(Struct, tag_field="type", tag="summary_text"):
+    text: str
+
+
+class ReasoningText(Struct, tag_field="type", tag="reasoning_text"):
+    text: str
+
+
+class ReasoningItem(Struct, kw_only=True):
+    summary: list[SummaryText] = []
+    content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+    id: str | None = None
+    status: str | None = None
+
+
+class OtherItem(Struct, kw_only=True):
+    """An item of a type the gateway does not carry; the front door refuses it, naming the type."""
+
+    type: str
+
+
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | OtherItem
+_ITEM_TYPES: dict[str, type[Struct]] = {
+    "message": MessageItem,
+    "function_call": FunctionCallItem,
+    "function_call_output": FunctionCallOutputItem,
+    "reasoning": ReasoningItem,
+}
+
+# ---------------------------------------------------------------- tools and options
+
+
+class FunctionTool(Struct, kw_only=True):
+    name: Annotated[str, Meta(min_length=1)]
+    parameters: JSONObject | None = None
+    description: str | None = None
+    strict: bool | None = None
+
+
+class NamespaceTool(Struct, kw_only=True):
+    """Codex's group of function tools under one name (`multi_agent_v1`); calls name both."""
+
+    name: Annotated[str, Meta(min_length=1)]
+    tools: list[JSONObject]
+    description: str | None = None
+
+
+class HostedTool(Struct, kw_only=True):
+    """A tool OpenAI runs itself (`web_search`, `file_search`, …): kept by type for the refusal."""
+
+    type: str
+
+
+Tool = FunctionTool | NamespaceTool | HostedTool
+
+
+class Reasoning(Struct, kw_only=True):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None  # the older spelling of `summary`
+
+
+class TextFormatText(Struct, tag_field="type", tag="text"):
+    pass
+
+
+class TextFormatJsonObject(Struct, tag_field="type", tag="json_object"):
+    pass
+
+
+class TextFormatJsonSchema(Struct, tag_field="type", tag="json_schema", kw_only=True):
+    name: Annotated[str, Meta(min_length=1)]
+    schema: JSONObject
+    description: str | None = None
+    strict: bool | None = None
+
+
+TextFormat = TextFormatText | TextFormatJsonObject | TextFormatJsonSchema
+
+
+class TextConfig(Struct, kw_only=True):
+    format: TextFormat | None = None
+    verbosity: str | None = None
+
+
+ToolChoiceMode = Literal["auto", "none", "required"]
+
+
+class ResponsesRequest(Struct, kw_only=True):
+    model: Annotated[str, Meta(min_length=1)] | None = None
+    input: str | list[JSONObject] | None = None
+    instructions: str | None = None
+    tools: list[JSONObject] | None = None
+    tool_choice: ToolChoiceMode | JSONObject | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: Annotated[int, Meta(ge=1)] | None = None
+    temperature: Annotated[float, Meta(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Meta(ge=0, le=1)] | None = None
+    reasoning: Reasoning | None = None
+    text: TextConfig | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    previous_response_id: str | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    stream: bool | None = None
+    include: list[str] | None = None
+    background: bool | None = None
+    conversation: str | JSONObject | None = None
+    prompt: JSONObject | None = None
+
+
+# ---------------------------------------------------------------- parsing
+
+_decoder = msgspec.json.Decoder(ResponsesRequest)
+_PATH_IN_MESSAGE = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_MISSING_FIELD = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+
+
+def parse_responses_request(body: bytes) -> ResponsesRequest:
+    try:
+        return _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise _invalid(exc) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidChatRequest(None, f"request body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidChatRequest(None, f"request body is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        raise InvalidChatRequest(None, "request body is nested too deeply to parse") from None
+
+
+def input_items(request: ResponsesRequest) -> list[InputItem]:
+    """`input` as typed items (a string is one user message); raises InvalidChatRequest naming the item."""
+    if request.input is None:
+        return []
+    if isinstance(request.input, str):
+        return [MessageItem(role="user", content=request.input)]
+    return [read_item(raw, f"input[{index}]") for index, raw in enumerate(request.input)]
+
+
+def read_item(raw: JSONObject, where: str) -> InputItem:
+    """One item as JSON (an input item, or one the gateway stored) → its type; `where` names it in errors."""
+    kind = raw.get("type", "message")  # the SDK's "easy" message form has no `type`
+    if not isinstance(kind, str):
+        raise InvalidChatRequest(f"{where}.type", "must be a string")
+    target = _ITEM_TYPES.get(kind)
+    fields = {key: value for key, value in raw.items() if key != "type"}
+    try:
+        if target is None:
+            return OtherItem(type=kind)
+        converted: InputItem = msgspec.convert(fields, target)  # type: ignore[assignment]  # one of InputItem's types
+        return converted
+    except msgspec.ValidationError as exc:
+        raise _invalid(exc, where) from None
+
+
+def read_tool(raw: JSONObject, where: str) -> Tool:
+    kind = raw.get("type")
+    fields = {key: value for key, value in raw.items() if key != "type"}
+    try:
+        if kind == "function":
+            return msgspec.convert(fields, FunctionTool)
+        if kind == "namespace":
+            return msgspec.convert(fields, NamespaceTool)
+    except msgspec.ValidationError as exc:
+        raise _invalid(exc, where) from None
+    if not isinstance(kind, str):
+        raise InvalidChatRequest(f"{where}.type", "Field required" if kind is None else "must be a string")
+    return HostedTool(type=kind)
+
+
+def _invalid(exc: msgspec.ValidationError, prefix: str = "") -> InvalidChatRequest:
+    text = str(exc)
+    match = _PATH_IN_MESSAGE.search(text)
+    path, problem = (match["path"], text[: match.start()]) if match else ("", text)
+    missing = _MISSING_FIELD.match(problem)
+    if missing:
+        path = f"{path}.{missing['field']}" if path else missing["field"]
+        problem = "Field required"
+    if prefix:
+        path = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
+    return InvalidChatRequest(path or None, problem)

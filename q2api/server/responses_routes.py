@@ -1,0 +1,197 @@
+"""The Responses API's routes: `POST /v1/responses` on the relay, and the stored responses.
+
+    POST   /v1/responses                      a response (stream or JSON), stored unless `store: false`
+    GET    /v1/responses/{id}                 the stored `response` object
+    DELETE /v1/responses/{id}                 removes it
+    GET    /v1/responses/{id}/input_items     its input items, a page at a time
+
+The edge work the relay cannot do is done here: the conversation `previous_response_id` names is
+loaded from the store before the door builds the Claude request (a missing one is a 404), and the
+finished response is stored before its last byte is sent, so that a client continuing it at once
+finds it, on any replica of a shared store. A store that fails degrades: the reply still goes
+out, logged; only the continuation would then miss it.
+
+Each response belongs to the client key that created it (`response_owner`); another key is told
+404, exactly as for an id that never existed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from loguru import logger
+from starlette.requests import Request
+from starlette.responses import Response
+
+from q2api.accounts.response_store import (
+    ConversationGap,
+    ResponseStore,
+    StoredResponse,
+    items_page,
+    load_conversation,
+)
+from q2api.accounts.store_protocol import STORE_ERRORS
+from q2api.anthropic.errors import AnthropicError
+from q2api.frontdoors.chat.errors import ChatError
+from q2api.frontdoors.responses.door import (
+    RESPONSES_DOOR,
+    ResponsesCall,
+    ResponsesDoor,
+    read_responses_request,
+)
+from q2api.openai import responses_shapes as shapes
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.server.cross_site import HostAllowList, require_json
+from q2api.server.edge import ClientKeys, error_response, json_response, read_body
+from q2api.server.gateway import gateway_of
+from q2api.settings import Settings
+
+OPEN_GATEWAY_OWNER = "-"  # with no client keys configured, every client is one owner
+_OWNER_SALT = b"q2api responses owner\0"
+_PAGE_LIMIT = range(1, 101)
+
+
+def response_owner(client_key: str | None) -> str:
+    """Who a response belongs to: an opaque string per client key (a hash, never the key itself).
+
+    The one place the owner is derived: client keys kept in the store with labels (tenants) will
+    change what goes in, not who calls this.
+    """
+    if client_key is None:
+        return OPEN_GATEWAY_OWNER
+    return hashlib.sha256(_OWNER_SALT + client_key.encode()).hexdigest()
+
+
+def _not_found(response_id: str, param: str | None = None) -> ChatError:
+    return ChatError(
+        OpenAIError(
+            404,
+            f"Response with id {response_id!r} not found.",
+            param=param,
+            code="response_not_found" if param is None else "previous_response_not_found",
+        )
+    )
+
+
+def _store_unavailable(error: Exception) -> ChatError:
+    logger.warning(f"responses store failed: {type(error).__name__}: {error}")
+    return ChatError(OpenAIError(503, "the response store is unavailable; try again shortly", code="store_unavailable"))
+
+
+class ResponsesRoutes:
+    def __init__(self, settings: Settings, client_keys: ClientKeys, hosts: HostAllowList) -> None:
+        self._settings = settings
+        self._client_keys = client_keys
+        self._hosts = hosts
+
+    def _owner(self, request: Request) -> str:
+        """The caller's owner string, once its Host and client key are admitted (403 / 401 otherwise)."""
+        self._hosts.check(request)
+        return response_owner(self._client_keys.check(request))
+
+    # ------------------------------------------------------------ POST /v1/responses
+
+    async def create(self, request: Request) -> Response:
+        request_id = request.state.request_id  # given by DirectRoutesApp
+        gateway = gateway_of(request)
+        relay = gateway.relay
+        try:
+            owner = self._owner(request)
+            require_json(request)
+            body = await read_body(request, self._settings.max_body_bytes)
+            parsed = read_responses_request(body)
+            door = ResponsesDoor(parsed)
+            if parsed.previous_response_id:
+                try:
+                    conversation = await load_conversation(gateway.responses, parsed.previous_response_id, owner)
+                except ConversationGap as gap:
+                    raise ChatError(
+                        OpenAIError(404, str(gap), param="previous_response_id", code="previous_response_not_found")
+                    ) from None
+                except STORE_ERRORS as exc:
+                    raise _store_unavailable(exc) from None
+                door = ResponsesDoor(parsed, conversation.items, previous_model=conversation.model)
+        except AnthropicError as error:
+            # Refused at the edge, but still one log line, like every other request.
+            return relay.refuse(request_id, error, RESPONSES_DOOR)
+
+        async def store_finished() -> None:
+            if parsed.store is not False and door.call is not None:
+                await self._store(gateway.responses, door.call, owner, parsed.previous_response_id)
+
+        return await relay.handle(request, body, request_id, door, finishing=store_finished)
+
+    async def _store(self, store: ResponseStore, call: ResponsesCall, owner: str, previous: str | None) -> None:
+        outcome = call.outcome
+        if outcome is None:
+            return
+        now = time.time()
+        record = StoredResponse(
+            id=outcome["id"],
+            owner=owner,
+            previous_response_id=previous,
+            created_at=now,
+            expires_at=now + self._settings.responses_ttl_seconds,
+            model=outcome["model"],
+            input_items=call.translated.items,
+            response=outcome,
+        )
+        try:
+            await store.save(record)
+        except STORE_ERRORS as exc:
+            logger.warning(
+                f"response {outcome['id']} was answered but not stored ({type(exc).__name__}: {exc}); "
+                "previous_response_id cannot continue it"
+            )
+
+    # ------------------------------------------------------------ the stored responses
+
+    async def retrieve(self, request: Request) -> Response:
+        stored = await self._find(request)
+        if request.query_params.get("stream") in ("true", "1"):
+            raise ChatError(InvalidChatRequest("stream", "a stored response cannot be streamed again"))
+        return json_response(stored.response)
+
+    async def delete(self, request: Request) -> Response:
+        owner = self._owner(request)
+        response_id = request.path_params["response_id"]
+        try:
+            deleted = await gateway_of(request).responses.delete(response_id, owner)
+        except STORE_ERRORS as exc:
+            raise _store_unavailable(exc) from None
+        if not deleted:
+            raise _not_found(response_id)
+        return json_response(shapes.deleted(response_id))
+
+    async def input_items(self, request: Request) -> Response:
+        stored = await self._find(request)
+        query = request.query_params
+        order = query.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise ChatError(InvalidChatRequest("order", "must be 'asc' or 'desc'"))
+        try:
+            limit = int(query.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if limit not in _PAGE_LIMIT:
+            raise ChatError(InvalidChatRequest("limit", "must be an integer from 1 to 100"))
+        page, has_more = items_page(
+            stored.input_items, limit=limit, order=order, after=query.get("after"), before=query.get("before")
+        )
+        return json_response(shapes.item_list(page, has_more=has_more))
+
+    async def _find(self, request: Request) -> StoredResponse:
+        owner = self._owner(request)
+        response_id = request.path_params["response_id"]
+        try:
+            stored = await gateway_of(request).responses.get(response_id, owner)
+        except STORE_ERRORS as exc:
+            raise _store_unavailable(exc) from None
+        if stored is None:
+            raise _not_found(response_id)
+        return stored
+
+    @staticmethod
+    def error(error: AnthropicError, request_id: str | None) -> Response:
+        return error_response(error, request_id, RESPONSES_DOOR)
