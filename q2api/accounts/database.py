@@ -1,71 +1,48 @@
-"""The shared store's connections to its database, and what a database fault becomes.
+"""What the store's database does, whichever it is: run a unit of work, and turn its faults into one error.
 
-Two async engines (SQLAlchemy's asyncio extension) on one URL: a pooled one
-for short reads and writes, and an unpooled one for lock connections, whose
-close really ends the database session (and with it whatever lock it held).
-Every fault comes out as `StoreUnavailable`, naming the store with its password
-masked and never a statement's parameters; a write picked as a deadlock victim
-runs again.
+A unit of work is a plain synchronous SQLAlchemy function of a connection; the
+SQLite file runs it on a worker thread (sqlite_database.py), a shared
+PostgreSQL or MySQL database through the async engine's `run_sync`
+(shared_database.py), so the store is written once for the three.
 
-A write, once begun, runs to its end even if its caller is cancelled (a client
-that hangs up, a shutdown): a rotated refresh token that is not committed is
-lost for good. Reads simply stop.
+Every fault comes out as `StoreUnavailable`, naming the store (a URL with its
+password masked) and never a statement's parameters; a write picked as a
+deadlock victim runs again. A write, once begun, runs to its end even if its
+caller is cancelled (a client that hangs up, a shutdown): a rotated refresh
+token that is not committed is lost for good. Reads simply stop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from q2api.accounts.database_url import DatabaseUrl
 from q2api.accounts.store_protocol import StoreUnavailable
 
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
 T = TypeVar("T")
-Work = Callable[[AsyncConnection], Awaitable[T]]
+Work = Callable[[sa.Connection], T]
+DatabaseKind = Literal["sqlite", "postgresql", "mysql"]
 _WRITE_ATTEMPTS = 3
 _DEADLOCK_CODES = frozenset({"40P01", "40001", 1213, 1205})  # PostgreSQL SQLSTATEs, MySQL error numbers
-# MySQL's default REPEATABLE READ adds gap locks that only make concurrent writers deadlock.
-_ISOLATION = "READ COMMITTED"
 _CLOSE_WAIT = 10.0  # seconds `dispose` waits for running writes: a hung database must not hang a shutdown
 
 
-class Database:
-    def __init__(self, url: DatabaseUrl) -> None:
-        """Raises StoreUnavailable when the URL's TLS files cannot be read; connects only when first used."""
-        self.url = url
-        self._writes: set[asyncio.Task[object]] = set()  # shielded writes still running
-        with self.failures():
-            engine_url, connect_args = url.engine_arguments()
-        # hide_parameters: SQLAlchemy's errors would otherwise quote each statement's parameters (token
-        # ciphertexts, labels) in their message, and so in every traceback that chains them.
-        self.engine: AsyncEngine = create_async_engine(
-            engine_url,
-            connect_args=connect_args,
-            pool_pre_ping=True,
-            isolation_level=_ISOLATION,
-            hide_parameters=True,
-        )
-        self._lock_engine: AsyncEngine = create_async_engine(
-            engine_url,
-            connect_args=connect_args,
-            poolclass=sa.NullPool,
-            isolation_level=_ISOLATION,
-            hide_parameters=True,
-        )
+class StoreDatabase(ABC):
+    kind: DatabaseKind
+
+    def __init__(self, name: str) -> None:
+        """`name`: the store as errors name it ("the shared store postgresql://q2api:***@…")."""
+        self._name = name
+        self._writes: set[asyncio.Task[Any]] = set()  # shielded writes still running
 
     async def read(self, work: Work[T]) -> T:
-        with self.failures():
-            async with self.engine.connect() as connection:
-                return await work(connection)
+        return await self._run(work, write=False)
 
     async def write(self, work: Work[T]) -> T:
         """`work` in one transaction, run again (up to three times) if the database broke a deadlock with it."""
@@ -78,18 +55,18 @@ class Database:
     async def _write(self, work: Work[T]) -> T:
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
-                with self.failures():
-                    async with self.engine.begin() as connection:
-                        return await work(connection)
+                return await self._run(work, write=True)
             except StoreUnavailable as exc:
                 if attempt == _WRITE_ATTEMPTS or not _is_deadlock(exc.__cause__):
                     raise
         raise AssertionError("unreachable")
 
-    async def connect_for_lock(self) -> AsyncConnection:
-        """A connection of its own (never pooled): closing it releases every lock it holds."""
-        with self.failures():
-            return await self._lock_engine.connect()
+    @abstractmethod
+    async def _run(self, work: Work[T], *, write: bool) -> T:
+        """`work` in one transaction (a write transaction takes the write lock up front where that matters)."""
+
+    @abstractmethod
+    async def _close(self) -> None: ...
 
     @contextlib.contextmanager
     def failures(self) -> Iterator[None]:
@@ -97,33 +74,31 @@ class Database:
             yield
         except DBAPIError as exc:
             fault = exc.orig if exc.orig is not None else exc
-            raise StoreUnavailable(
-                f"the shared store {self.url.masked} failed: {type(fault).__name__}: {fault}"
-            ) from exc
+            raise StoreUnavailable(f"{self._name} failed: {type(fault).__name__}: {fault}") from exc
         except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"the shared store {self.url.masked} failed: {type(exc).__name__}") from exc
+            raise StoreUnavailable(f"{self._name} failed: {type(exc).__name__}") from exc
         except OSError as exc:  # the drivers' own connection errors (refused, unreachable, timed out, TLS files)
-            raise StoreUnavailable(f"the shared store {self.url.masked} failed: {type(exc).__name__}: {exc}") from exc
+            raise StoreUnavailable(f"{self._name} failed: {type(exc).__name__}: {exc}") from exc
 
     async def dispose(self) -> None:
         """Let running writes finish (for a while), then close every connection."""
         if self._writes:
             await asyncio.wait(set(self._writes), timeout=_CLOSE_WAIT)
-        await self.engine.dispose()
-        await self._lock_engine.dispose()
+        await self._close()
 
 
-async def first_row(db: AsyncConnection, query: sa.Executable) -> sa.Row[Any] | None:
-    return (await db.execute(query)).first()
+def first_row(db: sa.Connection, query: sa.Executable) -> sa.Row[Any] | None:
+    return db.execute(query).first()
 
 
-async def all_rows(db: AsyncConnection, query: sa.Executable) -> list[sa.Row[Any]]:
-    return list((await db.execute(query)).all())
+def all_rows(db: sa.Connection, query: sa.Executable) -> list[sa.Row[Any]]:
+    return list(db.execute(query).all())
 
 
-async def affected_rows(db: AsyncConnection, statement: sa.Executable) -> int:
+def affected_rows(db: sa.Connection, statement: sa.Executable) -> int:
     """How many rows `statement` changed (MySQL counts the rows matched: its connections ask for FOUND_ROWS)."""
-    return (await db.execute(statement)).rowcount
+    result: Any = db.execute(statement)
+    return int(result.rowcount)
 
 
 def _is_deadlock(error: BaseException | None) -> bool:

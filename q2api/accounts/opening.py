@@ -10,8 +10,8 @@ from pathlib import Path
 from q2api.accounts.database_url import parse_database_url
 from q2api.accounts.response_store import ResponseStore
 from q2api.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
-from q2api.accounts.sqlite_responses import SqliteResponseStore
-from q2api.accounts.store import SqliteAccountStore
+from q2api.accounts.sql_responses import SqlResponseStore
+from q2api.accounts.store import SqlAccountStore, SqliteAccountStore
 from q2api.accounts.store_protocol import AccountStore
 
 
@@ -31,11 +31,11 @@ async def open_account_store(database_url: str | None, data_dir: str | Path, sec
             f"a shared store ({url.masked}) keeps refresh tokens and client secrets encrypted: "
             f"set {SECRET_KEY_VARIABLE}"
         )
-    # Imported here: the shared store brings SQLAlchemy and its drivers, which the default SQLite
-    # store never needs (see database_url.py).
-    from q2api.accounts.shared_store import SharedAccountStore
+    # Imported here: a shared database brings SQLAlchemy's asyncio extension and the async drivers,
+    # which the default SQLite store never needs.
+    from q2api.accounts.shared_opening import open_shared_store
 
-    return await SharedAccountStore.open(url, SecretBox(secret_key))
+    return await open_shared_store(url, SecretBox(secret_key))
 
 
 @contextlib.asynccontextmanager
@@ -52,11 +52,6 @@ async def opened_account_store(
 
 def response_store_for(store: AccountStore) -> ResponseStore:
     """The stored Responses conversations that live beside `store`'s accounts (same file or database)."""
-    if isinstance(store, SqliteAccountStore):
-        return SqliteResponseStore(store.path)
-    from q2api.accounts.shared_responses import SharedResponseStore
-    from q2api.accounts.shared_store import SharedAccountStore
-
-    if isinstance(store, SharedAccountStore):
-        return SharedResponseStore(store.database)
+    if isinstance(store, SqlAccountStore):
+        return SqlResponseStore(store.database)
     raise TypeError(f"no response store goes with {type(store).__name__}")

@@ -1,35 +1,45 @@
-"""The embedded account store: one SQLite file in the data directory.
+"""The account store: one implementation over one schema, for the SQLite file and a shared database alike.
 
 Holds each Amazon Q account's credentials and the tokens the upstream rotates,
-so a restart (or another `--workers` process) continues with the newest
-refresh token instead of one the token service has already retired.
+so a restart (or another worker, or another replica) continues with the newest
+refresh token instead of one the token service has already retired. Writes
+happen only when tokens are refreshed or accounts change, never per request,
+each in one short transaction.
 
-Writes happen only when tokens are refreshed or accounts change, never per
-request, each in one short transaction. WAL mode plus a busy timeout lets
-several worker processes share the file without "database is locked" errors.
+What differs between the databases is handed in, never tested for in the
+methods: the database itself (sqlite_database.py, shared_database.py), how
+secrets are kept (plain in the owner-only SQLite file, Fernet-encrypted in a
+shared database) and the refresh lock (an fcntl file lock shared by the
+`--workers` of one machine, or a database lock that dies with its connection).
 
-The methods are written as plain blocking sqlite3 code; `@in_thread` makes each
-one the coroutine the `AccountStore` protocol asks for, run in a worker thread
-(a busy timeout may hold it for seconds, which the event loop must not feel).
-Every call opens its own connection: calls run on several threads, and a
-per-call connection can never be shared by mistake.
+Across processes:
+
+* every account change runs in one transaction that first bumps the store
+  generation, whose row lock serialises account writers (no lost update, no
+  duplicate seed) and tells every worker's reloader to re-read;
+* a token refresh holds the refresh lock, and its result is committed before
+  the lock is let go.
+
+Open it with `open_account_store` (opening.py), or `SqliteAccountStore(data_dir)`
+for the file directly; close it with `close()` in the event loop that opened it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
+import contextlib
 import re
-import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, contextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from q2api.accounts import schema
+import sqlalchemy as sa
+
+from q2api.accounts import store_schema as tables
+from q2api.accounts.database import StoreDatabase, affected_rows, all_rows, first_row
 from q2api.accounts.file_lock import exclusive_lock, exclusive_lock_async
+from q2api.accounts.migrations import MigrationChain
 from q2api.accounts.private_files import create_private_dir, create_private_file
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
@@ -46,75 +56,81 @@ from q2api.accounts.records import (
     check_new_credentials,
     login_record,
 )
+from q2api.accounts.sqlite_database import SqliteDatabase
+from q2api.accounts.store_protocol import StoreUnavailable
 
+T = TypeVar("T")
 DB_FILENAME = "q2api.sqlite3"
 INIT_LOCK_FILENAME = "store-init.lock"
-_BUSY_TIMEOUT_MS = 10_000
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def in_thread(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """The blocking `method` as a coroutine that runs it in a worker thread, off the event loop."""
-
-    @functools.wraps(method)
-    async def run_in_thread(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(method, *args, **kwargs)
-
-    return run_in_thread
+_BUSY_TIMEOUT = 10.0  # seconds a SQLite call waits for another worker's write
+# The schema chains a store is migrated with: the account store's own, then those of the modules
+# that keep tables beside it (docs/architecture.md, "The store").
+DEFAULT_CHAINS: tuple[MigrationChain, ...] = (tables.STORE_MIGRATIONS,)
 
 
-class SqliteAccountStore:
-    """The embedded store (implements `AccountStore`, store_protocol.py)."""
+class SecretKeeper(Protocol):
+    """How token columns are written and read back (secret_box.SecretBox encrypts them)."""
 
-    def __init__(self, data_dir: str | Path, *, busy_timeout: float = _BUSY_TIMEOUT_MS / 1000) -> None:
-        self.data_dir = Path(data_dir)
-        self._busy_timeout = busy_timeout
-        self.path = self.data_dir / DB_FILENAME
-        create_private_dir(self.data_dir)
-        # `--workers` processes start together, and SQLite answers a second
-        # simultaneous switch to WAL with "database is locked" at once (the busy
-        # timeout does not cover it): set the file up one process at a time.
-        with exclusive_lock(self.data_dir / INIT_LOCK_FILENAME):
-            create_private_file(self.path)
-            with self.connect() as db:
-                db.execute("PRAGMA journal_mode=WAL")
-                schema.create_or_upgrade(db)
+    def seal(self, value: str | None) -> str | None: ...
+
+    def open(self, value: str | None) -> str | None: ...
+
+
+class PlainSecrets:
+    """The SQLite file's way: the file is its owner's alone (0600 in a 0700 directory), secrets are kept as is."""
+
+    def seal(self, value: str | None) -> str | None:
+        return value
+
+    def open(self, value: str | None) -> str | None:
+        return value
+
+
+RefreshLock = Callable[[str], contextlib.AbstractAsyncContextManager[None]]
+
+
+class SqlAccountStore:
+    """The store (implements `AccountStore`, store_protocol.py) over a migrated database."""
+
+    def __init__(self, db: StoreDatabase, secrets: SecretKeeper, refresh_lock: RefreshLock, location: str) -> None:
+        self._db = db
+        self._secrets = secrets
+        self._refresh_lock = refresh_lock
+        self._location = location
 
     @property
     def location(self) -> str:
-        return str(self.path.resolve())
+        return self._location
+
+    @property
+    def database(self) -> StoreDatabase:
+        """Its connections, for the stores that share its database (q2api.accounts.sql_responses)."""
+        return self._db
 
     async def close(self) -> None:
-        """Nothing to release: every call opens and closes its own connection."""
+        await self._db.dispose()
 
-    # -- reading ------------------------------------------------------------
+    # -- reading ----------------------------------------------------------------
 
-    @in_thread
-    def get(self, account_id: str) -> Account | None:
-        return self._read(account_id)
+    async def get(self, account_id: str) -> Account | None:
+        row = await self._db.read(lambda db: first_row(db, _accounts_where(account_id)))
+        return self._account(row) if row is not None else None
 
-    @in_thread
-    def accounts(self) -> list[Account]:
-        return self._read_all()
+    async def accounts(self) -> list[Account]:
+        query = sa.select(tables.accounts).order_by(tables.accounts.c.created_at, tables.accounts.c.id)
+        rows = await self._db.read(lambda db: all_rows(db, query))
+        return [self._account(row) for row in rows]
 
-    @in_thread
-    def generation(self) -> int:
-        """A number that changes whenever an account is added, changed or removed (by any process)."""
-        with self.connect() as db:
-            row = db.execute("SELECT value FROM store_meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+    async def list_views(self) -> list[AccountView]:
+        return [account.view() for account in await self.accounts()]
 
-    @in_thread
-    def list_views(self) -> list[AccountView]:
-        """The listing for the CLI: never a secret."""
-        return [account.view() for account in self._read_all()]
+    async def generation(self) -> int:
+        query = sa.select(tables.meta.c.value).where(tables.meta.c.name == tables.GENERATION)
+        return int(await self._db.read(lambda db: db.scalar(query)) or 0)
 
-    # -- account changes ----------------------------------------------------
+    # -- account changes ----------------------------------------------------------
 
-    @in_thread
-    def add(
+    async def add(
         self,
         *,
         auth_method: str,
@@ -135,68 +151,64 @@ class SqliteAccountStore:
         check_new_credentials(auth_method, client_id, client_secret)
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
-        with self.transaction() as db:
-            db.execute(
-                """
-                INSERT INTO accounts (id, label, auth_method, refresh_token, client_id, client_secret,
-                                      profile_arn, access_token, expires_at, status, created_at, updated_at,
-                                      region, refreshed_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET
-                    label = excluded.label, auth_method = excluded.auth_method,
-                    refresh_token = excluded.refresh_token, client_id = excluded.client_id,
-                    client_secret = excluded.client_secret, profile_arn = excluded.profile_arn,
-                    access_token = excluded.access_token, expires_at = excluded.expires_at,
-                    status = 'active', status_detail = NULL, region = excluded.region,
-                    refreshed_at = excluded.refreshed_at,
-                    token_generation = accounts.token_generation + 1, updated_at = excluded.updated_at
-                """,
-                (
-                    account_id,
-                    label or account_id,
-                    auth_method,
-                    refresh_token,
-                    client_id,
-                    client_secret,
-                    profile_arn,
-                    access_token,
-                    expires_at,
-                    now,
-                    now,
-                    region,
-                    now if access_token else None,
-                ),
-            )
-            schema.bump_generation(db)
-        account = self._read(account_id)
-        assert account is not None
-        return account
+        credentials = {
+            "label": label or account_id,
+            "auth_method": auth_method,
+            "refresh_token": self._secrets.seal(refresh_token),
+            "client_id": client_id,
+            "client_secret": self._secrets.seal(client_secret),
+            "profile_arn": profile_arn,
+            "access_token": self._secrets.seal(access_token),
+            "expires_at": expires_at,
+            "status": AccountStatus.ACTIVE.value,
+            "status_detail": None,
+            "region": region,
+            "refreshed_at": now if access_token else None,
+            "updated_at": now,
+        }
 
-    @in_thread
-    def remove(self, account_id: str) -> bool:
-        with self.transaction() as db:
-            cursor = db.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
-            db.execute("DELETE FROM account_stats WHERE account_id = ?", (account_id,))
-            db.execute("DELETE FROM account_rests WHERE account_id = ?", (account_id,))
-            schema.bump_generation(db)
-        return cursor.rowcount > 0
+        def write(db: sa.Connection) -> None:
+            if first_row(db, _accounts_where(account_id)) is None:
+                values = {"id": account_id, "created_at": now, "token_generation": 0, "enabled": True}
+                db.execute(sa.insert(tables.accounts).values(**values, **credentials))
+            else:  # a new login for a known account: its enabled flag stays the operator's
+                generation = tables.accounts.c.token_generation + 1
+                db.execute(_update_account(account_id).values(**credentials, token_generation=generation))
 
-    @in_thread
-    def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
+        await self._change(write)
+        return await self._must_get(account_id)
+
+    async def import_account(self, account: Account) -> None:
+        values = {column.name: getattr(account, column.name, None) for column in tables.accounts.columns}
+        values.update({name: self._secrets.seal(values[name]) for name in tables.SECRET_ACCOUNT_COLUMNS})
+        values["status"] = account.status.value
+        values["seed_fingerprint"] = None  # it belongs to the environment of the store it came from
+
+        def write(db: sa.Connection) -> None:
+            db.execute(sa.delete(tables.accounts).where(tables.accounts.c.id == account.id))
+            db.execute(sa.insert(tables.accounts).values(**values))
+
+        await self._change(write)
+
+    async def remove(self, account_id: str) -> bool:
+        def write(db: sa.Connection) -> bool:
+            for table in (tables.account_stats, tables.account_rests):
+                db.execute(sa.delete(table).where(table.c.account_id == account_id))
+            return affected_rows(db, sa.delete(tables.accounts).where(tables.accounts.c.id == account_id)) > 0
+
+        return await self._change(write)
+
+    async def update(self, account_id: str, *, enabled: bool | None = None, label: str | None = None) -> Account | None:
         """Switch an account on or off, or rename it; None when there is no such account."""
-        with self.transaction() as db:
-            db.execute(
-                """
-                UPDATE accounts SET enabled = COALESCE(?, enabled), label = COALESCE(?, label), updated_at = ?
-                WHERE id = ?
-                """,
-                (None if enabled is None else int(enabled), label, time.time(), account_id),
-            )
-            schema.bump_generation(db)
-        return self._read(account_id)
+        changes: dict[str, Any] = {"updated_at": time.time()}
+        if enabled is not None:
+            changes["enabled"] = enabled
+        if label is not None:
+            changes["label"] = label
+        await self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
+        return await self.get(account_id)
 
-    @in_thread
-    def seed_from_env(self, env: EnvAccount) -> Account:
+    async def seed_from_env(self, env: EnvAccount) -> Account:
         """Create or update the environment account, keeping a token the upstream rotated since.
 
         The row remembers a fingerprint of the env token that seeded it. The same
@@ -206,69 +218,40 @@ class SqliteAccountStore:
         """
         fingerprint = env.fingerprint()
         now = time.time()
-        with self.transaction() as db:
-            row = db.execute("SELECT * FROM accounts WHERE id = ?", (ENV_ACCOUNT_ID,)).fetchone()
+        config: dict[str, Any] = {"auth_method": env.auth_method, "client_id": env.client_id, "updated_at": now}
+        config["client_secret"] = self._secrets.seal(env.client_secret)
+        if env.profile_arn is not None:
+            config["profile_arn"] = env.profile_arn
+        tokens = {
+            "refresh_token": self._secrets.seal(env.refresh_token),
+            "access_token": self._secrets.seal(env.access_token),
+            "expires_at": None,
+            "seed_fingerprint": fingerprint,
+        }
+
+        def write(db: sa.Connection) -> None:
+            row = first_row(db, _accounts_where(ENV_ACCOUNT_ID))
             if row is None:
-                db.execute(
-                    """
-                    INSERT INTO accounts (id, label, auth_method, refresh_token, client_id, client_secret,
-                                          profile_arn, access_token, expires_at, seed_fingerprint,
-                                          created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
-                    """,
-                    (
-                        ENV_ACCOUNT_ID,
-                        env.label,
-                        env.auth_method,
-                        env.refresh_token,
-                        env.client_id,
-                        env.client_secret,
-                        env.profile_arn,
-                        env.access_token,
-                        fingerprint,
-                        now,
-                        now,
-                    ),
-                )
-            elif row["seed_fingerprint"] != fingerprint:
-                db.execute(
-                    """
-                    UPDATE accounts SET auth_method = ?, refresh_token = ?, client_id = ?, client_secret = ?,
-                        profile_arn = COALESCE(?, profile_arn), access_token = ?, expires_at = NULL,
-                        status = 'active', status_detail = NULL, seed_fingerprint = ?,
-                        token_generation = token_generation + 1, updated_at = ?
-                    WHERE id = ?
-                    """,
-                    (
-                        env.auth_method,
-                        env.refresh_token,
-                        env.client_id,
-                        env.client_secret,
-                        env.profile_arn,
-                        env.access_token,
-                        fingerprint,
-                        now,
-                        ENV_ACCOUNT_ID,
-                    ),
-                )
-            elif _config_differs(row, env):
-                db.execute(
-                    """
-                    UPDATE accounts SET auth_method = ?, client_id = ?, client_secret = ?,
-                        profile_arn = COALESCE(?, profile_arn), updated_at = ?
-                    WHERE id = ?
-                    """,
-                    (env.auth_method, env.client_id, env.client_secret, env.profile_arn, now, ENV_ACCOUNT_ID),
-                )
-            schema.bump_generation(db)
-        account = self._read(ENV_ACCOUNT_ID)
-        assert account is not None
-        return account
+                fresh: dict[str, Any] = {"id": ENV_ACCOUNT_ID, "label": env.label, "status": AccountStatus.ACTIVE.value}
+                fresh |= {"created_at": now, "token_generation": 0, "enabled": True, "profile_arn": env.profile_arn}
+                db.execute(sa.insert(tables.accounts).values(**fresh, **config, **tokens))
+            elif row.seed_fingerprint != fingerprint:  # the operator logged in again: new tokens win
+                generation = tables.accounts.c.token_generation + 1
+                reset = {"status": AccountStatus.ACTIVE.value, "status_detail": None, "token_generation": generation}
+                db.execute(_update_account(ENV_ACCOUNT_ID).values(**config, **tokens, **reset))
+            elif self._config_differs(row, env):
+                db.execute(_update_account(ENV_ACCOUNT_ID).values(**config))
 
-    # -- token changes ------------------------------------------------------
+        await self._change(write)
+        return await self._must_get(ENV_ACCOUNT_ID)
 
-    @in_thread
-    def save_tokens(
+    # -- tokens -------------------------------------------------------------------
+
+    def refresh_lock(self, account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held by whoever refreshes `account_id`'s token: one holder across every process sharing the store."""
+        return self._refresh_lock(account_id)
+
+    async def save_tokens(
         self,
         account_id: str,
         *,
@@ -279,227 +262,232 @@ class SqliteAccountStore:
         if_generation: int | None = None,
     ) -> Account | None:
         now = time.time()
-        with self.transaction() as db:
-            cursor = db.execute(
-                """
-                UPDATE accounts SET access_token = ?, expires_at = ?,
-                    refresh_token = COALESCE(?, refresh_token), profile_arn = COALESCE(?, profile_arn),
-                    status = 'active', status_detail = NULL, token_generation = token_generation + 1,
-                    refreshed_at = ?, updated_at = ?
-                WHERE id = ? AND (? IS NULL OR token_generation = ?)
-                """,
-                (
-                    access_token,
-                    expires_at,
-                    refresh_token,
-                    profile_arn,
-                    now,
-                    now,
-                    account_id,
-                    if_generation,
-                    if_generation,
-                ),
-            )
-            schema.bump_generation(db)  # other workers adopt the token (and a cleared "needs login")
-        return self._read(account_id) if cursor.rowcount else None
+        changes: dict[str, Any] = {
+            "access_token": self._secrets.seal(access_token),
+            "expires_at": expires_at,
+            "status": AccountStatus.ACTIVE.value,
+            "status_detail": None,
+            "token_generation": tables.accounts.c.token_generation + 1,
+            "refreshed_at": now,
+            "updated_at": now,
+        }
+        if refresh_token is not None:
+            changes["refresh_token"] = self._secrets.seal(refresh_token)
+        if profile_arn is not None:
+            changes["profile_arn"] = profile_arn
+        statement = _update_account(account_id).values(**changes)
+        if if_generation is not None:
+            statement = statement.where(tables.accounts.c.token_generation == if_generation)
+        # The generation moves too: other workers adopt the token (and a cleared "needs login").
+        updated = await self._change(lambda db: affected_rows(db, statement))
+        return await self.get(account_id) if updated else None
 
-    @in_thread
-    def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
-        with self.transaction() as db:
-            db.execute(
-                "UPDATE accounts SET status = ?, status_detail = ?, updated_at = ? WHERE id = ?",
-                (status.value, detail, time.time(), account_id),
-            )
-            schema.bump_generation(db)
+    async def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None:
+        changes = {"status": status.value, "status_detail": detail, "updated_at": time.time()}
+        await self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
 
-    def refresh_lock(self, account_id: str) -> AbstractAsyncContextManager[None]:
-        # An fcntl lock: released by the kernel when its process dies, however it dies.
-        return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
+    # -- shared counters and cool-downs ------------------------------------------
 
-    @in_thread
-    def import_account(self, account: Account) -> None:
-        columns = _IMPORTED_COLUMNS
-        values = [_column_value(account, column) for column in columns]
-        updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != "id")
-        with self.transaction() as db:
-            db.execute(
-                f"INSERT INTO accounts ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-                f" ON CONFLICT (id) DO UPDATE SET {updates}",
-                values,
-            )
-            schema.bump_generation(db)
-
-    # -- shared counters and cool-downs ----------------------------------------
-
-    @in_thread
-    def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
+    async def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
         if not pending:
             return
-        with self.transaction() as db:
-            for account_id, delta in pending.items():
-                db.execute(
-                    """
-                    INSERT INTO account_stats (account_id, requests, failures, last_error, last_used_at)
-                    SELECT id, ?, ?, ?, ? FROM accounts WHERE id = ?
-                    ON CONFLICT (account_id) DO UPDATE SET
-                        requests = requests + excluded.requests,
-                        failures = failures + excluded.failures,
-                        last_error = COALESCE(excluded.last_error, last_error),
-                        last_used_at = MAX(COALESCE(last_used_at, 0), COALESCE(excluded.last_used_at, 0))
-                    """,
-                    (delta.requests, delta.failures, delta.last_error, delta.last_used_at, account_id),
-                )
+        upsert = _upsert_for(self._db.kind)
+        greatest = sa.func.max if self._db.kind == "sqlite" else sa.func.greatest  # SQLite's max() of two is scalar
 
-    @in_thread
-    def read_stats(self) -> dict[str, AccountStats]:
-        with self.connect() as db:
-            rows = db.execute("SELECT * FROM account_stats").fetchall()
+        def merge(current: Any, new: Any) -> dict[str, Any]:
+            return {
+                "requests": current.requests + new.requests,
+                "failures": current.failures + new.failures,
+                "last_error": sa.func.coalesce(new.last_error, current.last_error),
+                "last_used_at": greatest(
+                    sa.func.coalesce(current.last_used_at, 0), sa.func.coalesce(new.last_used_at, 0)
+                ),
+            }
+
+        def write(db: sa.Connection) -> None:
+            wanted = sa.select(tables.accounts.c.id).where(tables.accounts.c.id.in_(list(pending)))
+            known = set(db.scalars(wanted))
+            for account_id in sorted(known):  # one order for every writer: no deadlock between them
+                delta = pending[account_id]
+                row: dict[str, Any] = {"account_id": account_id, "requests": delta.requests, "failures": delta.failures}
+                row |= {"last_error": delta.last_error, "last_used_at": delta.last_used_at}
+                db.execute(upsert(tables.account_stats, row, merge))
+
+        await self._db.write(write)
+
+    async def read_stats(self) -> dict[str, AccountStats]:
+        rows = await self._db.read(lambda db: all_rows(db, sa.select(tables.account_stats)))
         return {
-            row["account_id"]: AccountStats(row["requests"], row["failures"], row["last_error"], row["last_used_at"])
-            for row in rows
+            row.account_id: AccountStats(row.requests, row.failures, row.last_error, row.last_used_at) for row in rows
         }
 
-    @in_thread
-    def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
-        if not rests:
-            return
-        with self.transaction() as db:
-            for account_id, rest in rests.items():
-                db.execute(
-                    """
-                    INSERT INTO account_rests (account_id, until, reason) VALUES (?, ?, ?)
-                    ON CONFLICT (account_id) DO UPDATE SET until = excluded.until, reason = excluded.reason
-                    WHERE excluded.until > account_rests.until
-                    """,
-                    (account_id, rest.until, rest.reason),
-                )
+    async def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
+        """Record account cool-downs (the longest one wins), so every worker and replica rests the account too."""
+        table = tables.account_rests
 
-    @in_thread
-    def clear_rests(self, account_ids: Collection[str]) -> None:
+        def write(db: sa.Connection) -> None:
+            for account_id in sorted(rests):
+                rest = rests[account_id]
+                db.execute(sa.delete(table).where(table.c.account_id == account_id, table.c.until < rest.until))
+                if first_row(db, sa.select(table.c.until).where(table.c.account_id == account_id)) is None:
+                    db.execute(sa.insert(table).values(account_id=account_id, until=rest.until, reason=rest.reason))
+
+        if rests:
+            await self._db.write(write)
+
+    async def clear_rests(self, account_ids: Collection[str]) -> None:
+        table = tables.account_rests
+        statement = sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))
         if account_ids:
-            with self.transaction() as db:
-                db.executemany("DELETE FROM account_rests WHERE account_id = ?", [(i,) for i in account_ids])
+            await self._db.write(lambda db: db.execute(statement))
 
-    @in_thread
-    def read_rests(self) -> dict[str, AccountRest]:
-        with self.connect() as db:
-            rows = db.execute("SELECT * FROM account_rests WHERE until > ?", (time.time(),)).fetchall()
-        return {row["account_id"]: AccountRest(row["until"], row["reason"]) for row in rows}
+    async def read_rests(self) -> dict[str, AccountRest]:
+        table = tables.account_rests
+        rows = await self._db.read(lambda db: all_rows(db, sa.select(table).where(table.c.until > time.time())))
+        return {row.account_id: AccountRest(row.until, row.reason) for row in rows}
 
-    # -- device-code logins ------------------------------------------------------
+    # -- device-code logins ---------------------------------------------------------
 
-    @in_thread
-    def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
+    async def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
         now = time.time()
-        with self.transaction() as db:
-            db.execute(
-                "INSERT INTO logins (id, label, method, status, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (login_id, label, method, LoginStatus.PENDING.value, now + expires_in, now),
-            )
-            # Keep the table small: logins older than a day are of no use to anyone.
-            db.execute("DELETE FROM logins WHERE created_at < ?", (now - LOGIN_RECORD_LIFETIME,))
+        record: dict[str, Any] = {"id": login_id, "label": label, "method": method, "status": LoginStatus.PENDING.value}
+        record |= {"expires_at": now + expires_in, "created_at": now}
 
-    @in_thread
-    def finish_login(
+        def write(db: sa.Connection) -> None:
+            db.execute(sa.insert(tables.logins).values(**record))
+            # Keep the table small: logins older than a day are of no use to anyone.
+            db.execute(sa.delete(tables.logins).where(tables.logins.c.created_at < now - LOGIN_RECORD_LIFETIME))
+
+        await self._db.write(write)
+
+    async def finish_login(
         self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
     ) -> None:
-        with self.transaction() as db:
-            db.execute(
-                "UPDATE logins SET status = ?, account_id = ?, detail = ? WHERE id = ?",
-                (status.value, account_id, detail, login_id),
-            )
+        statement = sa.update(tables.logins).where(tables.logins.c.id == login_id)
+        changes = {"status": status.value, "account_id": account_id, "detail": detail}
+        await self._db.write(lambda db: db.execute(statement.values(**changes)))
 
-    @in_thread
-    def read_login(self, login_id: str) -> LoginRecord | None:
-        with self.connect() as db:
-            row = db.execute("SELECT * FROM logins WHERE id = ?", (login_id,)).fetchone()
+    async def read_login(self, login_id: str) -> LoginRecord | None:
+        query = sa.select(tables.logins).where(tables.logins.c.id == login_id)
+        row = await self._db.read(lambda db: first_row(db, query))
         if row is None:
             return None
-        return login_record(
-            row["id"], row["label"], row["method"], row["status"], row["account_id"], row["detail"], row["expires_at"]
+        return login_record(row.id, row.label, row.method, row.status, row.account_id, row.detail, row.expires_at)
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _account(self, row: sa.Row[Any]) -> Account:
+        return Account(
+            id=row.id,
+            label=row.label,
+            auth_method=row.auth_method,
+            refresh_token=self._secrets.open(row.refresh_token),
+            client_id=row.client_id,
+            client_secret=self._secrets.open(row.client_secret),
+            profile_arn=row.profile_arn,
+            access_token=self._secrets.open(row.access_token),
+            expires_at=row.expires_at,
+            status=AccountStatus(row.status),
+            status_detail=row.status_detail,
+            token_generation=row.token_generation,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            refreshed_at=row.refreshed_at,
+            enabled=bool(row.enabled),
+            region=row.region,
         )
 
-    # -- plumbing -----------------------------------------------------------
+    def _config_differs(self, row: sa.Row[Any], env: EnvAccount) -> bool:
+        return (
+            row.auth_method != env.auth_method
+            or row.client_id != env.client_id
+            or self._secrets.open(row.client_secret) != env.client_secret
+            or (env.profile_arn is not None and row.profile_arn != env.profile_arn)
+        )
 
-    def _read(self, account_id: str) -> Account | None:
-        with self.connect() as db:
-            row = db.execute("SELECT * FROM accounts WHERE id = ?", (account_id,)).fetchone()
-        return _account(row) if row else None
+    async def _must_get(self, account_id: str) -> Account:
+        account = await self.get(account_id)
+        if account is None:
+            raise StoreUnavailable(f"account {account_id!r} vanished right after it was written")
+        return account
 
-    def _read_all(self) -> list[Account]:
-        with self.connect() as db:
-            rows = db.execute("SELECT * FROM accounts ORDER BY created_at, id").fetchall()
-        return [_account(row) for row in rows]
+    async def _change(self, work: Callable[[sa.Connection], T]) -> T:
+        """An account change: the generation bump comes first, so its row lock orders every writer."""
 
-    @contextmanager
-    def connect(self) -> Iterator[sqlite3.Connection]:
-        # `timeout` is SQLite's busy timeout: another worker's short write makes us wait, not fail.
-        db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
-        try:
-            db.row_factory = sqlite3.Row
-            yield db
-        finally:
-            db.close()
+        def bump_then_work(db: sa.Connection) -> T:
+            generation = tables.meta.c.value + 1
+            db.execute(sa.update(tables.meta).where(tables.meta.c.name == tables.GENERATION).values(value=generation))
+            return work(db)
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        # BEGIN IMMEDIATE takes the write lock up front, so a read-then-write
-        # (seeding) cannot interleave with another process doing the same.
-        with self.connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        return await self._db.write(bump_then_work)
 
 
-# Every column `import_account` copies (the seed fingerprint stays behind: it belongs to one environment).
-_IMPORTED_COLUMNS = (
-    "id", "label", "auth_method", "refresh_token", "client_id", "client_secret", "profile_arn", "access_token",
-    "expires_at", "status", "status_detail", "token_generation", "created_at", "updated_at", "refreshed_at",
-    "enabled", "region",
-)  # fmt: skip
+class SqliteAccountStore(SqlAccountStore):
+    """The store in one SQLite file of `data_dir`, shared by the `--workers` of one machine.
 
+    Opening creates the directory (0700) and the file (0600), and migrates the
+    file; it may wait for another worker's set-up (a file lock), so an event
+    loop opens it in a thread (`open_account_store` does).
+    """
 
-def _column_value(account: Account, column: str) -> object:
-    value = getattr(account, column)
-    if isinstance(value, AccountStatus):
-        return value.value
-    return int(value) if isinstance(value, bool) else value
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        busy_timeout: float = _BUSY_TIMEOUT,
+        chains: Sequence[MigrationChain] = DEFAULT_CHAINS,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.path = self.data_dir / DB_FILENAME
+        create_private_dir(self.data_dir)
+        db = SqliteDatabase(self.path, busy_timeout=busy_timeout)
+        # `--workers` processes start together, and SQLite answers a second simultaneous switch to
+        # WAL with "database is locked" at once (the busy timeout does not cover it): set the file up
+        # one process at a time.
+        with exclusive_lock(self.data_dir / INIT_LOCK_FILENAME):
+            create_private_file(self.path)
+            db.set_wal_mode()
+            db.migrate(chains)
+        super().__init__(db, PlainSecrets(), self._file_refresh_lock, str(self.path.resolve()))
+
+    def _file_refresh_lock(self, account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        # An fcntl lock: released by the kernel when its process dies, however it dies.
+        return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
 
 
 def _safe_name(account_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", account_id)[:64]
 
 
-def _config_differs(row: sqlite3.Row, env: EnvAccount) -> bool:
-    return (
-        row["auth_method"] != env.auth_method
-        or row["client_id"] != env.client_id
-        or row["client_secret"] != env.client_secret
-        or (env.profile_arn is not None and row["profile_arn"] != env.profile_arn)
-    )
+def _accounts_where(account_id: str) -> sa.Select[Any]:
+    return sa.select(tables.accounts).where(tables.accounts.c.id == account_id)
 
 
-def _account(row: sqlite3.Row) -> Account:
-    return Account(
-        id=row["id"],
-        label=row["label"],
-        auth_method=row["auth_method"],
-        refresh_token=row["refresh_token"],
-        client_id=row["client_id"],
-        client_secret=row["client_secret"],
-        profile_arn=row["profile_arn"],
-        access_token=row["access_token"],
-        expires_at=row["expires_at"],
-        status=AccountStatus(row["status"]),
-        status_detail=row["status_detail"],
-        token_generation=row["token_generation"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        refreshed_at=row["refreshed_at"],
-        enabled=bool(row["enabled"]),
-        region=row["region"],
-    )
+def _update_account(account_id: str) -> sa.Update:
+    return sa.update(tables.accounts).where(tables.accounts.c.id == account_id)
+
+
+Merge = Callable[[Any, Any], dict[str, Any]]
+
+
+def _upsert_for(kind: str) -> Callable[[sa.Table, dict[str, Any], Merge], sa.Executable]:
+    """Insert `row`, or merge it into the row with its key: each database's own statement for it."""
+
+    def upsert(table: sa.Table, row: dict[str, Any], merge: Merge) -> sa.Executable:
+        keys = [column.name for column in table.primary_key]
+        if kind == "mysql":
+            from sqlalchemy.dialects import mysql
+
+            mysql_insert = mysql.insert(table).values(**row)
+            return mysql_insert.on_duplicate_key_update(**merge(table.c, mysql_insert.inserted))
+        if kind == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            pg_insert = postgresql.insert(table).values(**row)
+            return pg_insert.on_conflict_do_update(index_elements=keys, set_=merge(table.c, pg_insert.excluded))
+        from sqlalchemy.dialects import sqlite
+
+        sqlite_insert = sqlite.insert(table).values(**row)
+        return sqlite_insert.on_conflict_do_update(index_elements=keys, set_=merge(table.c, sqlite_insert.excluded))
+
+    return upsert

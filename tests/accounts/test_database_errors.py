@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 from loguru import logger
 
-from q2api.accounts.database import Database
 from q2api.accounts.database_url import parse_database_url
+from q2api.accounts.shared_database import SharedDatabase
 from q2api.accounts.store_protocol import StoreUnavailable
 from tests.support.databases import SHARED_KINDS, scratch_database_url
 from tests.support.gateway_harness import capture_logs
@@ -25,11 +25,11 @@ CIPHERTEXT = "gAAAAABm-NEVER-SHOWN-ciphertext-" + "Zx9" * 20
 
 
 async def failing_write(database_url: str) -> StoreUnavailable:
-    database = Database(parse_database_url(database_url))
+    database = SharedDatabase(parse_database_url(database_url))
 
-    async def write(connection: sa.ext.asyncio.AsyncConnection) -> None:
-        await connection.execute(sa.text("CREATE TABLE secrets (token VARCHAR(16))"))
-        await connection.execute(sa.text("INSERT INTO secrets (token) VALUES (:token)"), {"token": CIPHERTEXT})
+    def write(connection: sa.Connection) -> None:
+        connection.execute(sa.text("CREATE TABLE secrets (token VARCHAR(16))"))
+        connection.execute(sa.text("INSERT INTO secrets (token) VALUES (:token)"), {"token": CIPHERTEXT})
 
     try:
         with pytest.raises(StoreUnavailable) as failed:

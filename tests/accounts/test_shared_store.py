@@ -13,11 +13,11 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from q2api.accounts import shared_schema
+from q2api.accounts import store_schema
 from q2api.accounts.database_url import mask_database_url, parse_database_url
+from q2api.accounts.migrations import SchemaTooNew
 from q2api.accounts.opening import open_account_store, opened_account_store
 from q2api.accounts.secret_box import SecretKeyMismatch
-from q2api.accounts.shared_schema import SchemaTooNew
 from q2api.accounts.store_protocol import AccountStore
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
 
@@ -43,7 +43,7 @@ async def test_secrets_are_encrypted_at_rest(database_url: str, tmp_path) -> Non
     store = await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
     await add_secret_account(store)
     await store.close()
-    (row,) = raw_rows(database_url, shared_schema.accounts)
+    (row,) = raw_rows(database_url, store_schema.accounts)
     assert "SECRET" not in repr(tuple(row))
     assert row.client_id == "cid" and row.label == "work"  # not secrets: kept readable for operators
 
@@ -86,14 +86,16 @@ def test_replicas_starting_together_migrate_once(database_url: str, tmp_path) ->
     for thread in threads:
         thread.join(timeout=60)
     assert failures == []
-    versions = sorted(row.version for row in raw_rows(database_url, shared_schema.schema_migrations))
-    assert versions == [migration.version for migration in shared_schema.MIGRATIONS]
-    assert len(raw_rows(database_url, shared_schema.meta)) == 1  # the generation row, seeded once
+    versions = sorted(row.version for row in raw_rows(database_url, store_schema.STORE_MIGRATIONS.bookkeeping))
+    assert versions == [migration.version for migration in store_schema.STORE_MIGRATIONS.steps]
+    assert len(raw_rows(database_url, store_schema.meta)) == 1  # the generation row, seeded once
 
 
 async def test_a_store_migrated_by_a_newer_q2api_is_refused(database_url: str, tmp_path) -> None:
     await (await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)).close()
-    future = sa.insert(shared_schema.schema_migrations).values(version=999, description="future", applied_at=0.0)
+    future = sa.insert(store_schema.STORE_MIGRATIONS.bookkeeping).values(
+        version=999, description="future", applied_at=0.0
+    )
     run_sql(database_url, lambda connection: connection.execute(future))
     with pytest.raises(SchemaTooNew, match="999"):
         await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)

@@ -34,7 +34,7 @@ def assert_shown_escaped(text: str) -> None:
 def relabel_every_account(data_dir: Path, label: str) -> None:
     """Write the label as another tool (or an older release) might have: straight into the database."""
     with sqlite3.connect(data_dir / DB_FILENAME) as db:
-        db.execute("UPDATE accounts SET label = ?", (label,))
+        db.execute("UPDATE q2api_accounts SET label = ?", (label,))
 
 
 @pytest.fixture

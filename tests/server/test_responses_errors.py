@@ -365,7 +365,7 @@ async def test_hostile_bodies_are_400s(gw: Gateway, body: str, param: str | None
 async def test_a_store_that_fails_degrades_to_a_logged_warning_and_503s(gw: Gateway, tmp_path):
     """The reply still goes out when its response cannot be stored; reading the store is a 503, never a 500."""
     with sqlite3.connect(tmp_path / "q2api.sqlite3") as db:
-        db.execute("DROP TABLE responses")  # every later read or write of it fails
+        db.execute("DROP TABLE q2api_responses")  # every later read or write of it fails
     gw.sim.enqueue(scripts.text_reply("answered anyway"))
     async with openai_client(gw) as client:
         with capture_logs() as logs:

@@ -1,9 +1,9 @@
-"""Stored Responses API conversations in the shared database (implements `ResponseStore`).
+"""Stored Responses API conversations beside the accounts, in the store's own database (implements `ResponseStore`).
 
-The `q2api_responses` table (shared_schema.py, migration 4) on the account store's own
-connections (database.py): every replica reads what any replica stored, so a
-`previous_response_id` conversation goes on whichever replica the next request reaches. A write,
-once begun, commits whole even if its caller is cancelled.
+The `q2api_responses` table (store_schema.py) on the account store's connections:
+every worker and replica reads what any of them stored, so a `previous_response_id`
+conversation goes on whichever one the next request reaches. A write, once begun,
+commits whole even if its caller is cancelled.
 """
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from __future__ import annotations
 import time
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from q2api.accounts import shared_schema as tables
-from q2api.accounts.database import Database, affected_rows, first_row
+from q2api.accounts import store_schema as tables
+from q2api.accounts.database import StoreDatabase, affected_rows, first_row
 from q2api.accounts.response_store import PurgeClock, StoredResponse, stored_response
 
 
-class SharedResponseStore:
-    def __init__(self, db: Database) -> None:
-        """`db`: the shared account store's database, already migrated."""
+class SqlResponseStore:
+    def __init__(self, db: StoreDatabase) -> None:
+        """`db`: the account store's database, already migrated."""
         self._db = db
         self._purge = PurgeClock()
 
@@ -37,10 +36,10 @@ class SharedResponseStore:
         }
         purge = self._purge.due()
 
-        async def write(db: AsyncConnection) -> None:
-            await db.execute(sa.insert(table).values(**row))
+        def write(db: sa.Connection) -> None:
+            db.execute(sa.insert(table).values(**row))
             if purge:
-                await db.execute(sa.delete(table).where(table.c.expires_at <= time.time()))
+                db.execute(sa.delete(table).where(table.c.expires_at <= time.time()))
 
         await self._db.write(write)
 

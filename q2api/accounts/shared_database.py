@@ -1,0 +1,65 @@
+"""A shared store's database: PostgreSQL (asyncpg) or MySQL/MariaDB (aiomysql), for replicas on many machines.
+
+Two async engines (SQLAlchemy's asyncio extension) on one URL: a pooled one
+for the store's units of work, and an unpooled one for lock connections, whose
+close really ends the database session (and with it whatever lock it held).
+The units of work are synchronous SQLAlchemy run through `run_sync`: a query
+waits on the event loop, never in a thread.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from q2api.accounts.database import StoreDatabase, Work
+from q2api.accounts.database_url import DatabaseUrl
+
+T = TypeVar("T")
+# MySQL's default REPEATABLE READ adds gap locks that only make concurrent writers deadlock.
+_ISOLATION = "READ COMMITTED"
+
+
+class SharedDatabase(StoreDatabase):
+    def __init__(self, url: DatabaseUrl) -> None:
+        """Raises StoreUnavailable when the URL's TLS files cannot be read; connects only when first used."""
+        super().__init__(f"the shared store {url.masked}")
+        self.url = url
+        self.kind = url.kind
+        with self.failures():
+            engine_url, connect_args = url.engine_arguments()
+        # hide_parameters: SQLAlchemy's errors would otherwise quote each statement's parameters (token
+        # ciphertexts, labels) in their message, and so in every traceback that chains them.
+        self.engine: AsyncEngine = create_async_engine(
+            engine_url,
+            connect_args=connect_args,
+            pool_pre_ping=True,
+            isolation_level=_ISOLATION,
+            hide_parameters=True,
+        )
+        self._lock_engine: AsyncEngine = create_async_engine(
+            engine_url,
+            connect_args=connect_args,
+            poolclass=sa.NullPool,
+            isolation_level=_ISOLATION,
+            hide_parameters=True,
+        )
+
+    async def _run(self, work: Work[T], *, write: bool) -> T:
+        with self.failures():
+            if write:
+                async with self.engine.begin() as connection:
+                    return await connection.run_sync(work)
+            async with self.engine.connect() as connection:
+                return await connection.run_sync(work)
+
+    async def connect_for_lock(self) -> AsyncConnection:
+        """A connection of its own (never pooled): closing it releases every lock it holds."""
+        with self.failures():
+            return await self._lock_engine.connect()
+
+    async def _close(self) -> None:
+        await self.engine.dispose()
+        await self._lock_engine.dispose()

@@ -1,0 +1,77 @@
+"""Opening the store on a shared database (PostgreSQL, MySQL/MariaDB): connect, migrate, lock refreshes there.
+
+Every replica migrates at start-up under a database lock, so replicas that
+start together neither race nor apply a step twice. A token refresh holds a
+database lock (database_locks.py) that dies with its connection: a replica
+killed mid-refresh blocks nobody. Secrets are Fernet-encrypted (secret_box.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from q2api.accounts.database_locks import DatabaseLocks, lock_namespace
+from q2api.accounts.database_url import DatabaseUrl
+from q2api.accounts.migrations import MigrationChain, apply_chains
+from q2api.accounts.secret_box import SecretBox
+from q2api.accounts.shared_database import SharedDatabase
+from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore
+
+MIGRATION_LOCK = "migrate"
+MIGRATION_LOCK_TIMEOUT = 120.0  # seconds a replica waits for another one's migration
+_LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another replica holds
+
+
+async def open_shared_store(
+    url: DatabaseUrl, secrets: SecretBox, chains: Sequence[MigrationChain] = DEFAULT_CHAINS
+) -> SqlAccountStore:
+    """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
+    db = SharedDatabase(url)
+    try:
+        with db.failures():
+            async with db.engine.connect() as connection:
+                locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
+            async with (
+                db.engine.connect() as connection,
+                locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
+            ):
+                await connection.run_sync(apply_chains, chains)
+    except BaseException:
+        await db.dispose()
+        raise
+    return SqlAccountStore(db, secrets, _DatabaseRefreshLock(db, locks), url.masked)
+
+
+class _DatabaseRefreshLock:
+    def __init__(self, db: SharedDatabase, locks: DatabaseLocks) -> None:
+        self._db = db
+        self._locks = locks
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, account_id: str) -> AsyncIterator[None]:
+        name = f"refresh:{account_id}"
+        connection = await self._db.connect_for_lock()
+        try:
+            # Polled, not waited for in the database: a waiting statement could not be cancelled cleanly.
+            while not await self._try_lock(connection, name):  # noqa: ASYNC110
+                await asyncio.sleep(_LOCK_POLL_INTERVAL)
+            yield
+        finally:
+            # Closing the (unpooled) connection ends the database session and so the lock; shielded,
+            # so that a cancelled holder still closes it (a lock left to the garbage collector stays taken).
+            await asyncio.shield(_close_quietly(connection))
+
+    async def _try_lock(self, connection: AsyncConnection, name: str) -> bool:
+        with self._db.failures():
+            return await self._locks.try_acquire(connection, name)
+
+
+async def _close_quietly(connection: AsyncConnection) -> None:
+    # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
+    # the block's own outcome is what the holder must see.
+    with contextlib.suppress(Exception):
+        await connection.close()

@@ -1,0 +1,82 @@
+"""The embedded store's database: one SQLite file in the data directory, shared by the `--workers` of a machine.
+
+SQLAlchemy's plain (synchronous) engine over the standard sqlite3 module, each
+unit of work run on a worker thread: a busy timeout may hold a call for
+seconds, which the event loop must not feel. (The asyncio extension with
+aiosqlite would cost every worker more memory and each call more thread hops:
+docs/architecture.md has the figures.) Every unit of work gets its own
+connection, opened and closed around it as the store always did: calls run on
+several threads, and a connection per call is never shared by mistake or
+carried across a fork.
+
+Writes take SQLite's write lock up front (BEGIN IMMEDIATE), so a read-then-write
+(seeding the environment account) cannot interleave with another process doing
+the same; WAL mode plus the busy timeout lets the workers share the file
+without "database is locked" errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from q2api.accounts.database import StoreDatabase, Work
+from q2api.accounts.migrations import MigrationChain, apply_chains
+
+T = TypeVar("T")
+_WRITE_OPTION = "q2api_write"
+
+
+class SqliteDatabase(StoreDatabase):
+    kind = "sqlite"
+
+    def __init__(self, path: Path, *, busy_timeout: float) -> None:
+        """Connects only when first used; `busy_timeout`: seconds a call waits for another process's write."""
+        super().__init__(f"the SQLite store {path}")
+        self.path = path
+        # `timeout` is SQLite's busy timeout: another worker's short write makes us wait, not fail.
+        self.engine = sa.create_engine(
+            f"sqlite:///{path}", poolclass=sa.NullPool, connect_args={"timeout": busy_timeout}, hide_parameters=True
+        )
+        # The sqlite3 module's own transaction handling begins late and never "immediately": it is
+        # switched off, and the transactions begun here instead (SQLAlchemy's documented recipe).
+        sa.event.listen(self.engine, "connect", _driver_autocommit)
+        sa.event.listen(self.engine, "begin", _begin)
+
+    def run_here(self, work: Work[T], *, write: bool) -> T:
+        """`work` in one transaction, in the calling thread (opening the store, before any event loop)."""
+        with self.failures(), self.engine.connect() as connection:
+            if write:
+                connection.execution_options(**{_WRITE_OPTION: True})
+            with connection.begin():
+                return work(connection)
+
+    def migrate(self, chains: Sequence[MigrationChain]) -> None:
+        """Bring the file's schema up to date (under the set-up lock): each step commits on its own."""
+        with self.failures(), self.engine.connect() as connection:
+            connection.execution_options(**{_WRITE_OPTION: True})
+            apply_chains(connection, chains)
+
+    def set_wal_mode(self) -> None:
+        """Switch the file to WAL (once, under the set-up lock: a second simultaneous switch fails at once)."""
+        with self.failures(), self.engine.connect() as connection:
+            connection.connection.driver_connection.execute("PRAGMA journal_mode=WAL")  # type: ignore[union-attr]
+
+    async def _run(self, work: Work[T], *, write: bool) -> T:
+        return await asyncio.to_thread(self.run_here, work, write=write)
+
+    async def _close(self) -> None:
+        """Nothing to release: every call opens and closes its own connection."""
+
+
+def _driver_autocommit(dbapi_connection: Any, _record: object) -> None:
+    dbapi_connection.isolation_level = None
+
+
+def _begin(connection: sa.Connection) -> None:
+    write = connection.get_execution_options().get(_WRITE_OPTION, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -1,0 +1,129 @@
+"""The account store's one schema: the same tables in SQLite, PostgreSQL and MySQL/MariaDB.
+
+Every table carries a `q2api_` prefix, so a shared database may hold other
+applications' tables too. The tables:
+
+* `q2api_accounts`: credentials, rotated tokens, the operator's enabled flag and the login state
+  (token columns are Fernet-encrypted in a shared database, plain in the private SQLite file);
+* `q2api_meta`: the store's generation, bumped by every account change, so each worker notices a
+  change by reading one number (hot reload);
+* `q2api_account_stats`: per-account request counters, added to by every worker;
+* `q2api_logins`: device-code logins under way, so any worker can answer for one;
+* `q2api_account_rests`: cool-downs (throttled, quota spent…), so every worker rests the account;
+* `q2api_responses`: stored Responses API conversations (q2api.accounts.sql_responses).
+
+`STORE_MIGRATIONS` is the chain that builds them (migrations.py runs it). Adding a column or a
+table: declare it here, and append a step that adds it to stores already in use
+(`add_column` below, or `create(table)`); a released step never changes.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from q2api.accounts.legacy_sqlite import adopt_legacy_sqlite_tables
+from q2api.accounts.migrations import Migration, MigrationChain, bookkeeping_table, create
+
+metadata = sa.MetaData()
+
+ID = sa.String(64)
+TIMESTAMP: sa.Double[float] = sa.Double()  # epoch seconds
+
+accounts = sa.Table(
+    "q2api_accounts",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("auth_method", sa.String(16), nullable=False),
+    sa.Column("refresh_token", sa.Text),  # secret
+    sa.Column("client_id", sa.String(255)),
+    sa.Column("client_secret", sa.Text),  # secret
+    sa.Column("profile_arn", sa.String(512)),
+    sa.Column("access_token", sa.Text),  # secret
+    sa.Column("expires_at", TIMESTAMP),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("status_detail", sa.Text),
+    sa.Column("seed_fingerprint", sa.String(64)),
+    sa.Column("token_generation", sa.BigInteger, nullable=False),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("updated_at", TIMESTAMP, nullable=False),
+    sa.Column("refreshed_at", TIMESTAMP),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("region", sa.String(32)),
+)
+
+# The columns a shared store keeps encrypted (the SQLite file is private to its user instead).
+SECRET_ACCOUNT_COLUMNS = ("refresh_token", "client_secret", "access_token")
+
+meta = sa.Table(
+    "q2api_meta",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+GENERATION = "generation"  # the `q2api_meta` row of the store generation
+
+account_stats = sa.Table(
+    "q2api_account_stats",
+    metadata,
+    sa.Column("account_id", ID, primary_key=True),
+    sa.Column("requests", sa.BigInteger, nullable=False),
+    sa.Column("failures", sa.BigInteger, nullable=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column("last_used_at", TIMESTAMP),
+)
+
+logins = sa.Table(
+    "q2api_logins",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("method", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("account_id", ID),
+    sa.Column("detail", sa.Text),
+    sa.Column("expires_at", TIMESTAMP, nullable=False),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+)
+
+account_rests = sa.Table(
+    "q2api_account_rests",
+    metadata,
+    sa.Column("account_id", ID, primary_key=True),
+    sa.Column("until", TIMESTAMP, nullable=False),
+    sa.Column("reason", sa.String(32), nullable=False),
+)
+
+# One row per response: its input items and `response` object as JSON text. MySQL's TEXT stops at
+# 64 KiB, and a Codex turn is larger.
+responses = sa.Table(
+    "q2api_responses",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("previous_response_id", ID),
+    sa.Column("created_at", TIMESTAMP, nullable=False),
+    sa.Column("expires_at", TIMESTAMP, nullable=False, index=True),
+    sa.Column("model", sa.String(255), nullable=False),
+    sa.Column("record", sa.Text().with_variant(mysql.LONGTEXT(), "mysql"), nullable=False),
+)
+
+
+def _seed_generation(connection: sa.Connection) -> None:
+    connection.execute(sa.insert(meta).values(name=GENERATION, value=0))
+
+
+# The versions a shared store applied before the one schema keep their numbers and meaning, so a
+# shared database of an earlier release is simply up to date to step 4. Append only.
+STORE_MIGRATIONS = MigrationChain(
+    name="store",
+    bookkeeping=bookkeeping_table("q2api_schema_migrations", metadata),
+    steps=(
+        Migration(1, "accounts, store generation, stats, logins", create(accounts, meta, account_stats, logins)),
+        Migration(2, "the store generation starts at 0", _seed_generation),
+        Migration(3, "shared account cool-downs", create(account_rests)),
+        Migration(4, "stored Responses API conversations", create(responses)),
+        Migration(5, "adopt a SQLite store of the two-schema releases", adopt_legacy_sqlite_tables),
+    ),
+)
