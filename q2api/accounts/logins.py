@@ -20,7 +20,7 @@ from q2api.accounts.device_login import (
     wait_for_approval,
 )
 from q2api.accounts.records import Account, LoginStatus
-from q2api.accounts.store_protocol import AccountStore
+from q2api.accounts.store_protocol import CredentialStore
 
 
 def new_login_id() -> str:
@@ -40,7 +40,7 @@ def account_id_for_label(accounts: Sequence[Account], label: str) -> str | None:
 
 async def complete_device_login(
     session: aiohttp.ClientSession,
-    store: AccountStore,
+    store: CredentialStore,
     login: DeviceLogin,
     *,
     label: str,

@@ -14,7 +14,7 @@ import aiohttp
 from q2api.accounts.logins import account_id_for_label
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
-from q2api.accounts.store_protocol import AccountStore
+from q2api.accounts.store_protocol import CredentialStore
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -72,7 +72,7 @@ async def verify_new_account(
 
 
 async def store_new_account(
-    store: AccountStore, new: NewAccount, verified: RefreshedToken | None
+    store: CredentialStore, new: NewAccount, verified: RefreshedToken | None
 ) -> tuple[Account, bool]:
     """Store `new` with the tokens of its verifying refresh; (account, True if it replaced one with the label).
 

@@ -25,7 +25,7 @@ from loguru import logger
 from q2api.accounts.records import Account, AccountRest, EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.accounts.stats import StatsRecorder
-from q2api.accounts.store_protocol import AccountStore
+from q2api.accounts.store_protocol import CredentialStore
 from q2api.accounts.tokens import TokenManager
 from q2api.amazonq.errors import FailureKind
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
@@ -298,7 +298,7 @@ def _health(slot: _Slot, now: float) -> AccountHealth:
 
 
 async def build_account_pool(
-    store: AccountStore,
+    store: CredentialStore,
     session: aiohttp.ClientSession,
     *,
     endpoints: RefreshEndpoints,

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Protocol
 
 from loguru import logger
 
 from q2api.accounts.pool import AccountPool
-from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore, TelemetryStore
 
 DEFAULT_RELOAD_INTERVAL = 2.0
 
 
+class ReloadedStore(CredentialStore, TelemetryStore, Protocol):
+    """What a tick reads and writes: the generation and accounts, the stats and the cool-downs."""
+
+
 class AccountReloader:
-    def __init__(self, store: AccountStore, pool: AccountPool, *, interval: float = DEFAULT_RELOAD_INTERVAL) -> None:
+    def __init__(self, store: ReloadedStore, pool: AccountPool, *, interval: float = DEFAULT_RELOAD_INTERVAL) -> None:
         self._store = store
         self._pool = pool
         self._interval = interval

@@ -30,7 +30,7 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -43,19 +43,14 @@ from q2api.accounts.migrations import MigrationChain
 from q2api.accounts.private_files import create_private_dir, create_private_file
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
-    LOGIN_RECORD_LIFETIME,
     Account,
-    AccountRest,
-    AccountStats,
     AccountStatus,
     AccountView,
     EnvAccount,
-    LoginRecord,
-    LoginStatus,
-    StatsDelta,
     check_new_credentials,
-    login_record,
 )
+from q2api.accounts.sql_logins import SqlLogins
+from q2api.accounts.sql_telemetry import SqlTelemetry
 from q2api.accounts.sqlite_database import SqliteDatabase
 from q2api.accounts.store_protocol import StoreUnavailable
 
@@ -89,8 +84,11 @@ class PlainSecrets:
 RefreshLock = Callable[[str], contextlib.AbstractAsyncContextManager[None]]
 
 
-class SqlAccountStore:
-    """The store (implements `AccountStore`, store_protocol.py) over a migrated database."""
+class SqlAccountStore(SqlTelemetry, SqlLogins):
+    """The store (implements `AccountStore`, store_protocol.py) over a migrated database.
+
+    Credentials here; counters and cool-downs from `SqlTelemetry`, logins from `SqlLogins`.
+    """
 
     def __init__(self, db: StoreDatabase, secrets: SecretKeeper, refresh_lock: RefreshLock, location: str) -> None:
         self._db = db
@@ -286,94 +284,6 @@ class SqlAccountStore:
         changes = {"status": status.value, "status_detail": detail, "updated_at": time.time()}
         await self._change(lambda db: db.execute(_update_account(account_id).values(**changes)))
 
-    # -- shared counters and cool-downs ------------------------------------------
-
-    async def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
-        if not pending:
-            return
-        upsert = _upsert_for(self._db.kind)
-        greatest = sa.func.max if self._db.kind == "sqlite" else sa.func.greatest  # SQLite's max() of two is scalar
-
-        def merge(current: Any, new: Any) -> dict[str, Any]:
-            return {
-                "requests": current.requests + new.requests,
-                "failures": current.failures + new.failures,
-                "last_error": sa.func.coalesce(new.last_error, current.last_error),
-                "last_used_at": greatest(
-                    sa.func.coalesce(current.last_used_at, 0), sa.func.coalesce(new.last_used_at, 0)
-                ),
-            }
-
-        def write(db: sa.Connection) -> None:
-            wanted = sa.select(tables.accounts.c.id).where(tables.accounts.c.id.in_(list(pending)))
-            known = set(db.scalars(wanted))
-            for account_id in sorted(known):  # one order for every writer: no deadlock between them
-                delta = pending[account_id]
-                row: dict[str, Any] = {"account_id": account_id, "requests": delta.requests, "failures": delta.failures}
-                row |= {"last_error": delta.last_error, "last_used_at": delta.last_used_at}
-                db.execute(upsert(tables.account_stats, row, merge))
-
-        await self._db.write(write)
-
-    async def read_stats(self) -> dict[str, AccountStats]:
-        rows = await self._db.read(lambda db: all_rows(db, sa.select(tables.account_stats)))
-        return {
-            row.account_id: AccountStats(row.requests, row.failures, row.last_error, row.last_used_at) for row in rows
-        }
-
-    async def add_rests(self, rests: Mapping[str, AccountRest]) -> None:
-        """Record account cool-downs (the longest one wins), so every worker and replica rests the account too."""
-        table = tables.account_rests
-
-        def write(db: sa.Connection) -> None:
-            for account_id in sorted(rests):
-                rest = rests[account_id]
-                db.execute(sa.delete(table).where(table.c.account_id == account_id, table.c.until < rest.until))
-                if first_row(db, sa.select(table.c.until).where(table.c.account_id == account_id)) is None:
-                    db.execute(sa.insert(table).values(account_id=account_id, until=rest.until, reason=rest.reason))
-
-        if rests:
-            await self._db.write(write)
-
-    async def clear_rests(self, account_ids: Collection[str]) -> None:
-        table = tables.account_rests
-        statement = sa.delete(table).where(table.c.account_id.in_(sorted(account_ids)))
-        if account_ids:
-            await self._db.write(lambda db: db.execute(statement))
-
-    async def read_rests(self) -> dict[str, AccountRest]:
-        table = tables.account_rests
-        rows = await self._db.read(lambda db: all_rows(db, sa.select(table).where(table.c.until > time.time())))
-        return {row.account_id: AccountRest(row.until, row.reason) for row in rows}
-
-    # -- device-code logins ---------------------------------------------------------
-
-    async def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None:
-        now = time.time()
-        record: dict[str, Any] = {"id": login_id, "label": label, "method": method, "status": LoginStatus.PENDING.value}
-        record |= {"expires_at": now + expires_in, "created_at": now}
-
-        def write(db: sa.Connection) -> None:
-            db.execute(sa.insert(tables.logins).values(**record))
-            # Keep the table small: logins older than a day are of no use to anyone.
-            db.execute(sa.delete(tables.logins).where(tables.logins.c.created_at < now - LOGIN_RECORD_LIFETIME))
-
-        await self._db.write(write)
-
-    async def finish_login(
-        self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
-    ) -> None:
-        statement = sa.update(tables.logins).where(tables.logins.c.id == login_id)
-        changes = {"status": status.value, "account_id": account_id, "detail": detail}
-        await self._db.write(lambda db: db.execute(statement.values(**changes)))
-
-    async def read_login(self, login_id: str) -> LoginRecord | None:
-        query = sa.select(tables.logins).where(tables.logins.c.id == login_id)
-        row = await self._db.read(lambda db: first_row(db, query))
-        if row is None:
-            return None
-        return login_record(row.id, row.label, row.method, row.status, row.account_id, row.detail, row.expires_at)
-
     # -- plumbing -------------------------------------------------------------------
 
     def _account(self, row: sa.Row[Any]) -> Account:
@@ -465,29 +375,3 @@ def _accounts_where(account_id: str) -> sa.Select[Any]:
 
 def _update_account(account_id: str) -> sa.Update:
     return sa.update(tables.accounts).where(tables.accounts.c.id == account_id)
-
-
-Merge = Callable[[Any, Any], dict[str, Any]]
-
-
-def _upsert_for(kind: str) -> Callable[[sa.Table, dict[str, Any], Merge], sa.Executable]:
-    """Insert `row`, or merge it into the row with its key: each database's own statement for it."""
-
-    def upsert(table: sa.Table, row: dict[str, Any], merge: Merge) -> sa.Executable:
-        keys = [column.name for column in table.primary_key]
-        if kind == "mysql":
-            from sqlalchemy.dialects import mysql
-
-            mysql_insert = mysql.insert(table).values(**row)
-            return mysql_insert.on_duplicate_key_update(**merge(table.c, mysql_insert.inserted))
-        if kind == "postgresql":
-            from sqlalchemy.dialects import postgresql
-
-            pg_insert = postgresql.insert(table).values(**row)
-            return pg_insert.on_conflict_do_update(index_elements=keys, set_=merge(table.c, pg_insert.excluded))
-        from sqlalchemy.dialects import sqlite
-
-        sqlite_insert = sqlite.insert(table).values(**row)
-        return sqlite_insert.on_conflict_do_update(index_elements=keys, set_=merge(table.c, sqlite_insert.excluded))
-
-    return upsert

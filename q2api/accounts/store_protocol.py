@@ -1,20 +1,17 @@
-"""What every account store offers: the embedded SQLite file and the shared network database alike.
+"""What the account store offers, split by concern so that each caller depends only on what it uses.
 
-The pool, the token managers, the admin API and the CLI are written against
-this protocol only. Its methods are coroutines, awaited on the event loop:
-a store never blocks the loop, whatever it is made of.
+* `CredentialStore`: accounts, their tokens and the refresh lock (the pool, the token managers,
+  device-code logins, imports);
+* `TelemetryStore`: request counters and cool-downs shared by every worker (the reloader);
+* `LoginStore`: device-code logins under way (the admin API);
+* `ResponseStore` (response_store.py): stored Responses API conversations;
+* `AccountStore`: the three account concerns together with `location` and `close`, as
+  `open_account_store` (opening.py) returns the store.
 
-Two stores implement it:
-
-* `SqliteAccountStore` (store.py): one file in the data directory, shared by
-  the `--workers` of one machine; the refresh lock is an fcntl file lock. Its
-  SQLite calls run in a worker thread.
-* `SharedAccountStore` (shared_store.py): PostgreSQL or MySQL/MariaDB over
-  async drivers, shared by replicas on many machines; secrets encrypted, the
-  refresh lock a database lock that dies with its connection.
-
-Both are opened with `open_account_store` (opening.py) and closed with
-`close()`; a shared store's connections belong to the event loop that opened it.
+One implementation serves them all, over the SQLite file or a shared PostgreSQL / MySQL
+database (store.py). Its methods are coroutines, awaited on the event loop: a store never
+blocks the loop, whatever it is made of. A shared store's connections belong to the event
+loop that opened it.
 """
 
 from __future__ import annotations
@@ -37,11 +34,8 @@ from q2api.accounts.records import (
 )
 
 
-class AccountStore(Protocol):
-    @property
-    def location(self) -> str:
-        """Where the store is, for logs and the CLI (a database URL has its password masked)."""
-        ...
+class CredentialStore(Protocol):
+    """Accounts, their tokens and the refresh lock: what the pool, the token managers and logins use."""
 
     # -- reading ----------------------------------------------------------------
 
@@ -122,7 +116,9 @@ class AccountStore(Protocol):
 
     async def set_status(self, account_id: str, status: AccountStatus, detail: str | None = None) -> None: ...
 
-    # -- shared counters and cool-downs -----------------------------------------
+
+class TelemetryStore(Protocol):
+    """Counters and cool-downs every worker adds to and reads back (the reloader's tick)."""
 
     async def add_stats(self, pending: Mapping[str, StatsDelta]) -> None:
         """Add one worker's counts to the stored ones (accounts removed meanwhile are skipped)."""
@@ -144,7 +140,9 @@ class AccountStore(Protocol):
         """The cool-downs that have not run out yet, by account id."""
         ...
 
-    # -- device-code logins -----------------------------------------------------
+
+class LoginStore(Protocol):
+    """Device-code logins under way, so any worker can answer for one (the admin API)."""
 
     async def record_login(self, login_id: str, label: str, method: str, expires_in: float) -> None: ...
 
@@ -153,6 +151,15 @@ class AccountStore(Protocol):
     ) -> None: ...
 
     async def read_login(self, login_id: str) -> LoginRecord | None: ...
+
+
+class AccountStore(CredentialStore, TelemetryStore, LoginStore, Protocol):
+    """The whole store, as opened: what assembles the gateway and the CLI hold."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for logs and the CLI (a database URL has its password masked)."""
+        ...
 
     async def close(self) -> None:
         """Release connections once running writes have finished (a no-op for the SQLite file)."""

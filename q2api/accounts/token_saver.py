@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken
-from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +49,7 @@ class TokenSaver:
 
     def __init__(
         self,
-        store: AccountStore,
+        store: CredentialStore,
         account_id: str,
         label: str,
         *,

@@ -22,7 +22,7 @@ from loguru import logger
 
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken
-from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
 from q2api.accounts.token_saver import TokenSaver
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.observer import (
@@ -48,7 +48,7 @@ class TokenManager:
     def __init__(
         self,
         account: Account,
-        store: AccountStore,
+        store: CredentialStore,
         refresh: RefreshCall,
         *,
         refresh_margin: float = DEFAULT_REFRESH_MARGIN,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.pool import build_account_pool
-from q2api.accounts.store_protocol import AccountStore
+from q2api.accounts.store_protocol import CredentialStore
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.service_api import ServiceApi
@@ -28,7 +28,7 @@ _TIMEOUT = 10.0
 _VALID_FOR_AT_LEAST = 30.0  # seconds left on an access token that a listing still uses
 
 
-async def credits_with_current_tokens(store: AccountStore, settings: Settings) -> dict[str, Credits]:
+async def credits_with_current_tokens(store: CredentialStore, settings: Settings) -> dict[str, Credits]:
     """Credits of every account that holds an unexpired access token (account id → credits)."""
     now = time.time()
     usable = {
@@ -50,7 +50,9 @@ async def credits_with_current_tokens(store: AccountStore, settings: Settings) -
         return found
 
 
-async def read_usage(store: AccountStore, settings: Settings, account_ids: Sequence[str]) -> dict[str, Credits | None]:
+async def read_usage(
+    store: CredentialStore, settings: Settings, account_ids: Sequence[str]
+) -> dict[str, Credits | None]:
     """Credits of the given accounts, refreshing their tokens when needed (None: could not be read)."""
     async with upstream_session() as session:
         pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings))

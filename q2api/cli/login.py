@@ -9,7 +9,7 @@ import sys
 from q2api.accounts.device_login import DeviceLoginError, LoginFailed, login_target, start_device_login
 from q2api.accounts.logins import complete_device_login
 from q2api.accounts.records import Account
-from q2api.accounts.store_protocol import AccountStore
+from q2api.accounts.store_protocol import CredentialStore
 from q2api.cli.accounts import opened_store
 from q2api.log_text import one_line
 from q2api.server.wiring import refresh_endpoints, upstream_session
@@ -61,7 +61,7 @@ async def _login(settings: Settings, label: str | None, *, method: str, start_ur
         return await complete_device_login(session, store, login, label=label, region=region)
 
 
-async def _free_label(store: AccountStore, method: str) -> str:
+async def _free_label(store: CredentialStore, method: str) -> str:
     """`builder-id`, or `builder-id-2`, … when taken: a login without --label never replaces another account."""
     taken = {account.label for account in await store.accounts()}
     label, serial = method, 1
