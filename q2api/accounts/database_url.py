@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
     import sqlalchemy as sa
 
-# SQLAlchemy is imported only when a database URL is actually used: the default SQLite store never
-# needs it, and importing it costs every worker about 10 MB of RSS (bench/bench_gateway.py, idle RSS).
+# SQLAlchemy is imported only when a database URL is actually parsed: a `q2api` command that never
+# opens a store (the demo, `--help`) does without it.
 
 DatabaseKind = Literal["postgresql", "mysql"]
 

@@ -6,10 +6,9 @@ expires, and the JSON of its input items and of the `response` object itself. A 
 read by walking `previous_response_id` back to its first response: one row per turn, written
 once, so a long conversation costs each turn only its own items.
 
-Two stores implement `ResponseStore`, beside the two account stores (store_protocol.py):
-`SqliteResponseStore` (sqlite_responses.py, a table in the account store's SQLite file) and
-`SharedResponseStore` (shared_responses.py, a table of the shared database, migration 4). Open
-the one that goes with an account store with `response_store_for` (opening.py).
+`SqlResponseStore` (sql_responses.py) implements `ResponseStore` in the account store's own
+database, the SQLite file or a shared one (the `q2api_responses` table, store_schema.py). Open the
+one that goes with an account store with `response_store_for` (opening.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Per-account request counters, shared by every worker through the store.
 
 Requests are counted in memory (no store write per request) and added to the
-store's `account_stats` rows by each worker every couple of seconds, with
+store's `q2api_account_stats` rows by each worker every couple of seconds, with
 `requests = requests + ?`, so the workers' counts add up instead of
 overwriting each other.
 """
