@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from q2api.accounts.database_url import parse_database_url
+from q2api.accounts.migrations import MigrationChain
 from q2api.accounts.response_store import ResponseStore
 from q2api.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
 from q2api.accounts.sql_responses import SqlResponseStore
-from q2api.accounts.store import SqlAccountStore, SqliteAccountStore
+from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore, SqliteAccountStore
 from q2api.accounts.store_protocol import AccountStore
 
 
-async def open_account_store(database_url: str | None, data_dir: str | Path, secret_key: str | None) -> AccountStore:
+async def open_account_store(
+    database_url: str | None,
+    data_dir: str | Path,
+    secret_key: str | None,
+    *,
+    chains: Sequence[MigrationChain] = DEFAULT_CHAINS,
+) -> AccountStore:
     """`database_url` empty: the SQLite store in `data_dir`; else the shared store it names.
+
+    `chains`: the schema migrations to bring up to date, the store's own first (a module that keeps
+    tables beside the accounts adds its chain: docs/architecture.md, "The store").
 
     Raises ValueError for a malformed URL or a shared store without a secret key,
     StoreUnavailable when the database cannot be reached or migrated. The caller
@@ -24,7 +35,7 @@ async def open_account_store(database_url: str | None, data_dir: str | Path, sec
     """
     if not database_url:
         # Creating the file may wait for another worker's set-up (a file lock): not on the event loop.
-        return await asyncio.to_thread(SqliteAccountStore, data_dir)
+        return await asyncio.to_thread(functools.partial(SqliteAccountStore, data_dir, chains=chains))
     url = parse_database_url(database_url)
     if not secret_key:
         raise ValueError(
@@ -35,7 +46,7 @@ async def open_account_store(database_url: str | None, data_dir: str | Path, sec
     # which the default SQLite store never needs.
     from q2api.accounts.shared_opening import open_shared_store
 
-    return await open_shared_store(url, SecretBox(secret_key))
+    return await open_shared_store(url, SecretBox(secret_key), chains)
 
 
 @contextlib.asynccontextmanager

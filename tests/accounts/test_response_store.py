@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from q2api.accounts.opening import open_account_store, response_store_for
+from q2api.accounts.opening import response_store_for
 from q2api.accounts.response_store import (
     ConversationGap,
     ResponseStore,
@@ -21,32 +21,20 @@ from q2api.accounts.response_store import (
     items_page,
     load_conversation,
 )
-from q2api.accounts.store_protocol import AccountStore
-from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
+from tests.support.stores import STORE_KINDS, store_opener
 
 OpenResponses = Callable[[], Awaitable[ResponseStore]]
 OWNER, OTHER = "owner-a" * 4, "owner-b" * 4
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+@pytest.fixture(params=STORE_KINDS)
 async def open_responses(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[OpenResponses]:
-    opened: list[AccountStore] = []
+    async with store_opener(request.param, tmp_path) as open_store:
 
-    def opener(url: str | None) -> OpenResponses:
         async def open_one() -> ResponseStore:
-            store = await open_account_store(url, tmp_path, TEST_SECRET_KEY)
-            opened.append(store)
-            return response_store_for(store)
+            return response_store_for(await open_store())
 
-        return open_one
-
-    if request.param == "sqlite":
-        yield opener(None)
-    else:
-        with scratch_database_url(request.param) as url:
-            yield opener(url)
-            for store in opened:
-                await store.close()
+        yield open_one
 
 
 @pytest.fixture

@@ -1,25 +1,26 @@
-"""What only the shared store does: encryption at rest, migrations under a lock, locks that die with a replica."""
+"""What only a shared store does: encryption at rest, a key to open it, locks that die with a replica.
+
+What every store does, the shared ones included (migrating once, refusing a newer schema, cancelled
+writes that still commit), is in test_store_contract.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
 from q2api.accounts import store_schema
 from q2api.accounts.database_url import mask_database_url, parse_database_url
-from q2api.accounts.migrations import SchemaTooNew
 from q2api.accounts.opening import open_account_store, opened_account_store
 from q2api.accounts.secret_box import SecretKeyMismatch
 from q2api.accounts.store_protocol import AccountStore
-from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
+from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, scratch_database_url
 
 
 @pytest.fixture(params=SHARED_KINDS)
@@ -65,42 +66,6 @@ async def test_a_shared_store_without_a_key_is_refused(database_url: str, tmp_pa
         await open_account_store(database_url, tmp_path, None)
 
 
-def test_replicas_starting_together_migrate_once(database_url: str, tmp_path) -> None:
-    failures: list[BaseException] = []
-    start = threading.Barrier(4)
-
-    async def open_and_close() -> None:
-        async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY):
-            pass
-
-    def start_replica() -> None:  # a thread and an event loop each, as separate processes would have
-        start.wait()
-        try:
-            asyncio.run(open_and_close())
-        except BaseException as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=start_replica) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert failures == []
-    versions = sorted(row.version for row in raw_rows(database_url, store_schema.STORE_MIGRATIONS.bookkeeping))
-    assert versions == [migration.version for migration in store_schema.STORE_MIGRATIONS.steps]
-    assert len(raw_rows(database_url, store_schema.meta)) == 1  # the generation row, seeded once
-
-
-async def test_a_store_migrated_by_a_newer_q2api_is_refused(database_url: str, tmp_path) -> None:
-    await (await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)).close()
-    future = sa.insert(store_schema.STORE_MIGRATIONS.bookkeeping).values(
-        version=999, description="future", applied_at=0.0
-    )
-    run_sql(database_url, lambda connection: connection.execute(future))
-    with pytest.raises(SchemaTooNew, match="999"):
-        await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
-
-
 _HOLD_THE_LOCK = """
 import asyncio, sys
 from q2api.accounts.opening import open_account_store
@@ -137,22 +102,6 @@ async def test_a_replica_killed_while_refreshing_blocks_nobody(database_url: str
     finally:
         holder.kill()
         holder.wait()
-
-
-async def test_a_write_whose_caller_is_cancelled_still_commits(database_url: str, tmp_path) -> None:
-    # A client that hangs up, or a shutdown, must not lose a rotated refresh token half-written.
-    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
-        account = await store.add(auth_method="social", refresh_token="refresh-SECRET-1", label="work")
-        saving = asyncio.create_task(
-            store.save_tokens(account.id, access_token="a2", expires_at=2e9, refresh_token="rotated-SECRET")
-        )
-        await asyncio.sleep(0)  # the write has begun
-        saving.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await saving
-    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
-        stored = await store.get(account.id)
-    assert stored is not None and stored.refresh_token == "rotated-SECRET"
 
 
 def test_the_location_and_every_message_hide_the_password() -> None:

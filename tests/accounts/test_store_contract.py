@@ -1,4 +1,4 @@
-"""The store contract: the SQLite store and the shared PostgreSQL / MySQL (MariaDB) stores behave alike.
+"""The store contract: the one store behaves alike on SQLite, PostgreSQL and MySQL (MariaDB).
 
 Every test runs three times, once per store; `await open_store()` opens another
 handle on the same store, as another worker or replica would.
@@ -7,11 +7,21 @@ handle on the same store, as another worker or replica would.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
+import sqlalchemy as sa
 
+from q2api.accounts import store_schema
+from q2api.accounts.migrations import (
+    Migration,
+    MigrationChain,
+    SchemaTooNew,
+    add_column,
+    bookkeeping_table,
+)
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
@@ -22,31 +32,16 @@ from q2api.accounts.records import (
     LoginStatus,
     StatsDelta,
 )
+from q2api.accounts.store import SqlAccountStore
 from q2api.accounts.store_protocol import AccountStore
-from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
+from q2api.accounts.store_schema import STORE_MIGRATIONS
+from tests.support.stores import STORE_KINDS, OpenStore, store_opener
 
-OpenStore = Callable[[], Awaitable[AccountStore]]
 
-
-@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+@pytest.fixture(params=STORE_KINDS)
 async def open_store(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[OpenStore]:
-    opened: list[AccountStore] = []
-
-    def opener(url: str | None) -> OpenStore:
-        async def open_one() -> AccountStore:
-            store = await open_account_store(url, tmp_path, TEST_SECRET_KEY)
-            opened.append(store)
-            return store
-
-        return open_one
-
-    if request.param == "sqlite":
-        yield opener(None)
-    else:
-        with scratch_database_url(request.param) as url:
-            yield opener(url)
-            for store in opened:
-                await store.close()
+    async with store_opener(request.param, tmp_path) as opener:
+        yield opener
 
 
 @pytest.fixture
@@ -230,3 +225,117 @@ async def test_the_refresh_lock_has_one_holder_across_handles(open_store: OpenSt
     async with asyncio.timeout(20):  # another account's lock is another lock
         async with first.refresh_lock("acc-1"), second.refresh_lock("acc-2"):
             pass
+
+
+async def test_a_write_whose_caller_is_cancelled_still_commits(open_store: OpenStore) -> None:
+    # A client that hangs up, or a shutdown, must not lose a rotated refresh token half-written.
+    store = await open_store()
+    account = await store.add(auth_method="social", refresh_token="refresh-SECRET-1", label="work")
+    saving = asyncio.create_task(
+        store.save_tokens(account.id, access_token="a2", expires_at=2e9, refresh_token="rotated-SECRET")
+    )
+    await asyncio.sleep(0)  # the write has begun
+    saving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await saving
+    await store.close()  # waits for the running write
+    stored = await (await open_store()).get(account.id)
+    assert stored is not None and stored.refresh_token == "rotated-SECRET"
+
+
+async def test_a_store_migrated_by_a_newer_q2api_is_refused(open_store: OpenStore) -> None:
+    store = await open_store()
+    assert isinstance(store, SqlAccountStore)
+    future = sa.insert(STORE_MIGRATIONS.bookkeeping).values(version=999, description="future", applied_at=0.0)
+    await store.database.write(lambda db: db.execute(future))
+    with pytest.raises(SchemaTooNew, match="999"):
+        await open_store()
+
+
+# A module with tables of its own (client keys, a usage ledger…) brings its own chain.
+other_metadata = sa.MetaData()
+keys = sa.Table(
+    "q2api_test_keys",
+    other_metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("rpm", sa.Integer, nullable=False, server_default="60"),
+)
+FIRST_KEYS_CHAIN = MigrationChain(
+    "test_keys",
+    bookkeeping_table("q2api_test_keys_schema_migrations", other_metadata),
+    (
+        Migration(
+            1,
+            "keys",
+            lambda db: db.execute(
+                sa.text("CREATE TABLE q2api_test_keys (id VARCHAR(64) PRIMARY KEY, label VARCHAR(255) NOT NULL)")
+            ),
+        ),
+    ),
+)
+KEYS_CHAIN = MigrationChain(
+    "test_keys",
+    FIRST_KEYS_CHAIN.bookkeeping,
+    (*FIRST_KEYS_CHAIN.steps, Migration(2, "a rate limit per key", add_column(keys, "rpm"))),
+)
+
+
+async def test_another_modules_chain_migrates_beside_the_stores_own(open_store: OpenStore) -> None:
+    store = await open_store(chains=[STORE_MIGRATIONS, FIRST_KEYS_CHAIN])
+    assert isinstance(store, SqlAccountStore)
+    db = store.database
+    await db.write(lambda connection: connection.execute(sa.text("INSERT INTO q2api_test_keys VALUES ('k1', 'old')")))
+    store = await open_store(chains=[STORE_MIGRATIONS, KEYS_CHAIN])  # a release with the chain's next step
+    assert isinstance(store, SqlAccountStore)
+    db = store.database
+    await db.write(lambda connection: connection.execute(sa.insert(keys).values(id="k2", label="new", rpm=5)))
+    rows = await db.read(lambda connection: connection.execute(sa.select(keys).order_by(keys.c.id)).all())
+    assert [tuple(row) for row in rows] == [("k1", "old", 60), ("k2", "new", 5)]  # the old row got the default
+
+    def versions(chain: MigrationChain) -> Callable[[sa.Connection], list[int]]:
+        return lambda connection: sorted(connection.scalars(sa.select(chain.bookkeeping.c.version)))
+
+    assert await db.read(versions(KEYS_CHAIN)) == [1, 2]
+    assert await db.read(versions(STORE_MIGRATIONS)) == [step.version for step in STORE_MIGRATIONS.steps]
+    with pytest.raises(SchemaTooNew, match="test_keys schema is at version 2"):
+        await open_store(chains=[STORE_MIGRATIONS, FIRST_KEYS_CHAIN])  # the release before refuses it
+    assert [account.id for account in await (await open_store()).accounts()] == []  # a store without the module
+
+
+def test_stores_opening_together_migrate_once(open_store: OpenStore) -> None:
+    failures: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def start_worker() -> None:  # a thread and an event loop each, as separate processes would have
+        start.wait()
+        try:
+            asyncio.run(open_and_close(open_store))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start_worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failures == []
+
+    async def versions_and_generations() -> tuple[list[int], int]:
+        store = await open_store()
+        assert isinstance(store, SqlAccountStore)
+        versions = await store.database.read(
+            lambda db: sorted(db.scalars(sa.select(STORE_MIGRATIONS.bookkeeping.c.version)))
+        )
+        generations = await store.database.read(lambda db: len(db.execute(sa.select(store_schema.meta)).all()))
+        await store.close()
+        return versions, generations
+
+    versions, generation_rows = asyncio.run(versions_and_generations())
+    assert versions == [step.version for step in STORE_MIGRATIONS.steps]
+    assert generation_rows == 1  # the generation row, seeded once
+
+
+async def open_and_close(open_store: OpenStore) -> None:
+    store = await open_store()
+    await store.close()

@@ -1,22 +1,63 @@
-"""Account stores driven from synchronous test code (CLI tests, set-up before a gateway process starts).
+"""Account stores for tests: every kind of database opened alike, and stores driven from synchronous code.
+
+`store_opener(kind, tmp_path)` opens handles on one store of `kind` (the SQLite file in `tmp_path`,
+or a scratch schema on the PostgreSQL / MariaDB server), as several workers or replicas would, and
+closes them all at the end: the contract suites run on `STORE_KINDS`.
 
 The store's methods are coroutines; `BlockingStore` runs each call to its end
-before returning. A SQLite store's calls each get a fresh event loop; a shared
-store's calls share one loop (its connections belong to the loop that opened
-them), which `close()` ends. Async tests use the stores directly instead.
+before returning (CLI tests, set-up before a gateway process starts). A SQLite
+store's calls each get a fresh event loop; a shared store's calls share one
+loop (its connections belong to the loop that opened them), which `close()`
+ends. Async tests use the stores directly instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.store import SqliteAccountStore
 from q2api.accounts.store_protocol import AccountStore
+from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
+
+STORE_KINDS = ("sqlite", "postgresql", "mysql")
+OpenStore = Callable[..., Awaitable[AccountStore]]  # keyword options of `open_account_store`
+
+
+@contextlib.asynccontextmanager
+async def store_opener(kind: str, tmp_path: Path) -> AsyncIterator[OpenStore]:
+    """`await open_store()` opens another handle on one store of `kind`; every handle is closed at the end."""
+    opened: list[AccountStore] = []
+
+    def opener(url: str | None) -> OpenStore:
+        async def open_one(**options: Any) -> AccountStore:
+            store = await open_account_store(url, tmp_path, TEST_SECRET_KEY, **options)
+            opened.append(store)
+            return store
+
+        return open_one
+
+    try:
+        if kind == "sqlite":
+            yield opener(None)
+        else:
+            with scratch_database_url(kind) as url:
+                try:
+                    yield opener(url)
+                finally:
+                    await _close_all(opened)  # before the schema is dropped
+    finally:
+        await _close_all(opened)
+
+
+async def _close_all(stores: list[AccountStore]) -> None:
+    while stores:
+        await stores.pop().close()
 
 
 class BlockingStore:
