@@ -95,7 +95,8 @@ def _reason_in(thing: Any, seen: set[int]) -> str | None:
         members = [inspect.unwrap(member) for member in vars(thing).values() if inspect.isfunction(member)]
         return next(filter(None, (_reason_in(member, seen) for member in members)), None)
     if inspect.isfunction(thing):
-        return _reason_in_code(thing.__code__, thing.__globals__, seen)
+        function = inspect.unwrap(thing)  # a decorated helper (`@asynccontextmanager`): its own code, not the wrapper's
+        return _reason_in_code(function.__code__, function.__globals__, seen)
     return None
 
 
