@@ -410,7 +410,8 @@ class SharedAccountStore:
 
     async def _try_lock(self, connection: AsyncConnection, name: str) -> bool:
         with self._db.failures():
-            return await self._locks.try_acquire(connection, name)
+            async with self._db.bounded():
+                return await self._locks.try_acquire(connection, name)
 
     async def _close_lock_connection(self, connection: AsyncConnection) -> None:
         # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
