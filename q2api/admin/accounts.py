@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from starlette.responses import Response
 from q2api.accounts.device_login import is_aws_region
 from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_account
 from q2api.accounts.records import Account, AccountStats, AccountStatus
+from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
@@ -122,9 +124,18 @@ async def refresh_account(request: Request, gateway: Gateway) -> Response:
     except RefreshUnavailable as exc:
         audit("refresh account", account_id=account.id, label=account.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", str(exc)) from None
-    await gateway.reloader.tick(force=True)
-    audit("refresh account", account_id=account.id, label=account.label)
-    return json_answer({"id": refreshed.id, "token_expires_at": iso_time(refreshed.expires_at)})
+    saved = not manager.has_unsaved_tokens
+    answer: dict[str, Any] = {"id": refreshed.id, "token_expires_at": iso_time(refreshed.expires_at), "saved": saved}
+    if not saved:
+        # The token service rotated the tokens: that happened and must be said, whatever the store does.
+        answer["detail"] = (
+            "refreshed, but the account store did not take the new tokens: they serve from memory and are"
+            " written as soon as the store answers again"
+        )
+    with contextlib.suppress(*STORE_ERRORS):  # the pool follows on the next tick; the failed save is logged
+        await gateway.reloader.tick(force=True)
+    audit("refresh account", account_id=account.id, label=account.label, outcome="ok" if saved else "not_saved")
+    return json_answer(answer)
 
 
 async def account_usage(request: Request, gateway: Gateway) -> Response:

@@ -137,3 +137,62 @@ async def test_an_expired_token_with_the_database_down_is_a_503_not_a_500(tmp_pa
             )
         assert reply.status_code == 503, reply.text
         assert "account store is unavailable" in reply.json()["error"]["message"]
+
+
+def admin(gw: Faulty) -> httpx2.AsyncClient:
+    headers = {"authorization": f"Bearer {ADMIN_KEY}", "content-type": "application/json"}
+    return httpx2.AsyncClient(base_url=gw.url + "/admin/api", headers=headers, timeout=HANG_GUARD)
+
+
+@pytest.mark.parametrize("fault", ["down", "frozen"])
+async def test_admin_calls_during_a_store_outage_are_503_in_the_admin_envelope_with_one_log_line(
+    fault, tmp_path
+) -> None:
+    async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
+        assert (await http.get("/accounts")).status_code == 200
+        if fault == "down":
+            await gw.proxy.cut()
+        else:
+            gw.proxy.freeze()
+        with capture_logs() as logs:
+            listing = await http.get("/accounts")
+            refresh = await http.post(f"/accounts/{ENV_ACCOUNT_ID}/refresh")
+        for reply in (listing, refresh):
+            assert reply.status_code == 503, reply.text
+            assert reply.json()["error"]["type"] == "store_unavailable"
+            assert "account store is unavailable" in reply.json()["error"]["message"]
+        admin_lines = [line for line in logs.lines if "admin request" in line.message]
+        assert len(admin_lines) == 2  # one per call
+        assert "Traceback" not in logs.text
+        assert find_secrets(logs.text) == []
+
+
+async def test_an_admin_refresh_that_succeeded_while_the_store_went_down_says_so_and_keeps_the_token(
+    tmp_path,
+) -> None:
+    async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
+        assert "first" in await gw.ask("first")
+        gw.sim.refresh_delay = 1.0
+
+        async def cut_during_the_refresh() -> None:
+            refreshes = gw.sim.refresh_calls
+            assert await gw.sim.wait_until(lambda: gw.sim.refresh_calls > refreshes, timeout=HANG_GUARD)
+            await gw.proxy.cut()
+
+        cutter = asyncio.create_task(cut_during_the_refresh())
+        reply = await http.post(f"/accounts/{ENV_ACCOUNT_ID}/refresh")
+        await cutter
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["saved"] is False
+        assert "store did not take the new tokens" in reply.json()["detail"]
+        (newest,) = gw.sim.valid_refresh_tokens
+        assert newest != SIM_REFRESH_TOKEN
+
+        gw.sim.refresh_delay = 0.0
+        assert "served" in await gw.ask("served")  # from the tokens in memory
+        await gw.proxy.restore()
+        for _ in range(400):  # the background write, within seconds of the store's return
+            if await stored_refresh_token(gw.database_url) == newest:
+                break
+            await asyncio.sleep(0.05)
+        assert await stored_refresh_token(gw.database_url) == newest
