@@ -34,6 +34,7 @@ from q2api.accounts import shared_schema as tables
 from q2api.accounts.database import Database, affected_rows, all_rows, first_row
 from q2api.accounts.database_locks import DatabaseLocks, lock_namespace
 from q2api.accounts.database_url import DatabaseUrl
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
     LOGIN_RECORD_LIFETIME,
@@ -143,6 +144,15 @@ class SharedAccountStore:
         region: str | None = None,
     ) -> Account:
         check_new_credentials(auth_method, client_id, client_secret)
+        check_account_fields(
+            account_id=account_id,
+            label=label,
+            refresh_token=refresh_token,
+            client_id=client_id,
+            client_secret=client_secret,
+            profile_arn=profile_arn,
+            region=region,
+        )
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
         credentials = {

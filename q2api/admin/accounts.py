@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from q2api.accounts.device_login import is_aws_region
-from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.accounts.field_limits import check_account_fields
+from q2api.accounts.onboarding import NewAccount, store_in_background, store_new_account, verify_new_account
 from q2api.accounts.records import Account, AccountStats, AccountStatus
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.audit import audit
@@ -72,7 +73,17 @@ async def add_account(request: Request, gateway: Gateway) -> Response:
     except RefreshUnavailable as exc:
         audit("add account", label=new.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", f"{exc}; nothing was stored, try again") from None
-    account, replaced = await store_new_account(gateway.store, new, verified)
+    try:
+        account, replaced = await store_new_account(gateway.store, new, verified)
+    except STORE_ERRORS as exc:
+        # The verifying refresh may have rotated the refresh token: never drop it (store_new_account logged why).
+        store_in_background(gateway.store, new, verified)
+        audit("add account", label=new.label, outcome="store_unavailable")
+        detail = (
+            f"the refresh token works, but the account store is unavailable ({exc}): the verified tokens are kept"
+            " and the account is stored as soon as the store answers again"
+        )
+        return json_answer({"status": "pending", "label": new.label, "detail": detail}, 202)
     await gateway.reloader.tick(force=True)  # served by this worker at once; the others follow within seconds
     audit("replace account credentials" if replaced else "add account", account_id=account.id, label=account.label)
     return json_answer(await account_answer(gateway, account, None), 200 if replaced else 201)
@@ -86,6 +97,10 @@ async def patch_account(request: Request, gateway: Gateway) -> Response:
     label = None if body.label is None else body.label.strip()
     if label == "":
         raise AdminError(400, "invalid_request", "label must not be empty")
+    try:
+        check_account_fields(label=label)
+    except ValueError as exc:
+        raise AdminError(400, "invalid_request", str(exc)) from None
     updated = await gateway.store.update(account.id, enabled=body.enabled, label=label)
     if updated is None:
         raise _not_found(account.id)

@@ -196,3 +196,56 @@ async def test_an_admin_refresh_that_succeeded_while_the_store_went_down_says_so
                 break
             await asyncio.sleep(0.05)
         assert await stored_refresh_token(gw.database_url) == newest
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("label", "x" * 256), ("label", "nul\x00label"), ("profile_arn", "arn:" + "p" * 600), ("region", "us-east-1\n")],
+)
+async def test_adding_an_account_the_store_would_refuse_is_a_400_before_the_refresh_burns_the_token(
+    field, value, tmp_path
+) -> None:
+    async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
+        gw.sim.valid_refresh_tokens.add("sim-refresh-new-login")
+        refreshes = gw.sim.refresh_calls
+        body = {"label": "fine", "refresh_token": "sim-refresh-new-login", field: value}
+        reply = await http.post("/accounts", json=body)
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["type"] == "invalid_request"
+        assert field in reply.json()["error"]["message"]
+        assert gw.sim.refresh_calls == refreshes  # the token was never spent
+        assert "sim-refresh-new-login" in gw.sim.valid_refresh_tokens
+
+
+async def test_an_added_account_the_store_cannot_take_after_its_refresh_is_kept_and_stored_later(
+    tmp_path, monkeypatch
+) -> None:
+    from q2api.accounts import onboarding
+
+    monkeypatch.setattr(onboarding, "WRITE_RETRY_DELAYS", (0.1,))
+    async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
+        gw.sim.valid_refresh_tokens.add("sim-refresh-new-login")
+        gw.sim.refresh_delay = 1.0
+
+        async def cut_during_the_refresh() -> None:
+            refreshes = gw.sim.refresh_calls
+            assert await gw.sim.wait_until(lambda: gw.sim.refresh_calls > refreshes, timeout=HANG_GUARD)
+            await gw.proxy.cut()
+
+        cutter = asyncio.create_task(cut_during_the_refresh())
+        reply = await http.post("/accounts", json={"label": "second", "refresh_token": "sim-refresh-new-login"})
+        await cutter
+        assert reply.status_code == 202, reply.text
+        assert reply.json()["status"] == "pending"
+        assert "sim-refresh-new-login" not in gw.sim.valid_refresh_tokens  # rotated by the verifying refresh
+        await gw.proxy.restore()
+        store = await open_account_store(gw.database_url, "unused", TEST_SECRET_KEY)
+        try:
+            for _ in range(200):
+                labels = {account.label: account for account in await store.accounts()}
+                if "second" in labels:
+                    break
+                await asyncio.sleep(0.05)
+            assert labels["second"].refresh_token in gw.sim.valid_refresh_tokens  # the rotated one, kept
+        finally:
+            await store.close()
