@@ -10,8 +10,8 @@ tool, as the chat door does with `web_search_options`:
 * `user_location` → `user_location` (the model is told where the user is);
 * `search_context_size`, `search_content_types` and `external_web_access` are accepted and have no
   effect: Kiro's search has one size, finds pages (not images), and returns indexed results
-  without fetching any page, which is what the cache-only mode (`external_web_access: false`,
-  Codex's default `web_search = "cached"`) asks for as well.
+  without fetching any page, which is what the cache-only mode (`external_web_access: false`)
+  asks for as well.
 
 A `web_search_call` item of the history (an earlier search the client was shown) goes back as the
 Claude door's `server_tool_use` + `web_search_tool_result` blocks of the assistant turn, which the
