@@ -85,13 +85,16 @@ async def test_a_search_is_a_web_search_call_item_and_the_answer_cites_it(gw: Ga
 
 
 async def test_sources_only_when_included_and_the_options_reach_the_model(gw: Gateway):
+    """`web_search_preview` with a location, chosen by `tool_choice` (which Amazon Q cannot force: the model is offered it)."""
     gw.sim.enqueue(search_call("docs"), answer("ok"))
     tool = {
         "type": "web_search_preview",
         "user_location": {"type": "approximate", "city": "Lyon", "country": "FR"},
     }
     async with openai_client(gw) as client:
-        response = await client.responses.create(model=MODEL, input="?", tools=[tool])
+        response = await client.responses.create(
+            model=MODEL, input="?", tools=[tool], tool_choice={"type": "web_search_preview"}
+        )
     call = response.output[1]
     assert call.type == "web_search_call" and call.action.query == "docs" and call.action.sources is None
     spec = current_user_message(gw.sim.requests[0].body)["userInputMessageContext"]["tools"][0]

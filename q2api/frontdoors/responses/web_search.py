@@ -74,7 +74,8 @@ def history_blocks(item: WebSearchCallItem) -> list[ContentBlock]:
     if not isinstance(query, str):
         queries = action.get("queries")
         query = "; ".join(q for q in queries if isinstance(q, str)) if isinstance(queries, list) else None
-    call_id = "srvtoolu_" + secrets.token_hex(16)
+    # The item's own id where it has one: the same history converts to the same request.
+    call_id = f"srvtoolu_{item.id}" if item.id else "srvtoolu_" + secrets.token_hex(16)
     blocks: list[ContentBlock] = [
         ServerToolUseBlock(id=call_id, name=WEB_SEARCH, input={"query": query} if query else {})
     ]

@@ -211,6 +211,7 @@ def test_an_earlier_web_search_call_is_the_claude_doors_search_blocks():
     assert isinstance(bare, ServerToolUseBlock) and bare.input == {}
     assert translated.param_for("messages.1.content.2") == "input[2]"
     assert translated.items[1]["id"] == "ws_1"  # stored as sent
+    assert call.id == "srvtoolu_ws_1"  # the same history converts to the same request
 
 
 @pytest.mark.parametrize(
