@@ -19,8 +19,9 @@ The mapping, item by item, in order (the stored conversation first, then `input`
   round of parallel calls and its outputs stay together); `web_search_call` items → the Claude
   door's search blocks of the assistant turn (web_search.py);
 * function tools (tools.py: a `namespace` tool's functions included, named `namespace__name`;
-  the web search tool onto the Claude door's, web_search.py; other hosted tools refused), `tool_choice`, `parallel_tool_calls`, `max_output_tokens`,
-  `reasoning.effort` and `text.format` → their Claude counterparts; free-form JSON nested too
+  the web search tool onto the Claude door's, web_search.py; other hosted tools refused),
+  `tool_choice`, `parallel_tool_calls`, `max_output_tokens`, `reasoning.effort` and `text.format`
+  → their Claude counterparts; free-form JSON nested too
   deep is refused (depth.py).
 """
 
