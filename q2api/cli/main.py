@@ -119,8 +119,13 @@ def _store_problem(settings: Settings) -> str | None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from q2api.cli.demo import run_demo
+    from q2api.cli.demo import run_demo, serve_demo
 
+    if args.serve:
+        return serve_demo(args.port)
+    if args.port is not None:
+        print("q2api demo: --port only goes with --serve", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     return run_demo()
 
 
@@ -213,8 +218,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="run one request end to end against a SIMULATED Amazon Q (no account, loopback only)",
+        help="try the gateway against a SIMULATED Amazon Q (no account, loopback only)",
+        description=(
+            "Run the real gateway on 127.0.0.1 in front of a SIMULATED Amazon Q (no account is used, nothing "
+            "leaves the machine) and drive it with the official SDKs: a streamed reply and a streamed tool call "
+            "through the Claude Messages API, then a chat completion and a two-turn Responses conversation through "
+            "the OpenAI doors. With --serve, keep that gateway running for your own clients instead."
+        ),
     )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the simulated gateway running until Ctrl-C and print the ANTHROPIC_BASE_URL / "
+        "OPENAI_BASE_URL lines (and the run's key) to paste into a client's shell",
+    )
+    demo.add_argument("--port", type=_port, help="with --serve: the port on 127.0.0.1 (default: 8000; 0: a free one)")
     demo.set_defaults(run=_demo)
 
     accounts = commands.add_parser(
