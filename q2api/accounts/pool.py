@@ -49,6 +49,9 @@ class AccountHealth(enum.Enum):
     NEEDS_LOGIN = "needs_login"
 
 
+# The health of an account a request still goes to (resting after transient failures: Amazon Q decides).
+_SERVING_HEALTH = frozenset({AccountHealth.READY.value, AccountHealth.THROTTLED.value, AccountHealth.FAILING.value})
+
 _HEALTH_BY_FAILURE = {
     FailureKind.THROTTLED: AccountHealth.THROTTLED,
     FailureKind.MONTHLY_QUOTA: AccountHealth.QUOTA_EXHAUSTED,
@@ -269,14 +272,30 @@ class AccountPool:
         return views
 
     def unready_reason(self) -> str | None:
-        """None when at least one account can serve now, else why none can."""
+        """None when a request would be served now, else why none would.
+
+        A request goes to a ready account, else to the account whose cool-down ends first
+        (`pick`): an account resting after throttling or failures still serves it, and Amazon Q
+        decides. One whose login is dead, whose credits are used up or whose access was denied
+        does not: it would only answer the error that rested it.
+        """
         views = self.health()
         if not views:
             return "no enabled Amazon Q account"
-        if any(view.health == AccountHealth.READY.value for view in views):
+        if any(view.health in _SERVING_HEALTH for view in views):
             return None
         counts = collections.Counter(view.health for view in views)
         return "no account can serve now: " + ", ".join(f"{count} {health}" for health, count in sorted(counts.items()))
+
+    def resting_note(self) -> str | None:
+        """For a pool that serves (`unready_reason` None) with no account ready: which ones rest."""
+        views = self.health()
+        if any(view.health == AccountHealth.READY.value for view in views):
+            return None
+        counts = collections.Counter(view.health for view in views)
+        return "serving on resting accounts: " + ", ".join(
+            f"{count} {health}" for health, count in sorted(counts.items())
+        )
 
     @staticmethod
     def _preference(slot: _Slot, now: float) -> tuple[int, float]:
