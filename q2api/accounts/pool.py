@@ -183,6 +183,11 @@ class AccountPool:
             return  # already resting for this (a re-read of the same credits says nothing new)
         slot.rest_reason = AccountHealth.QUOTA_EXHAUSTED
         slot.resting_until = max(slot.resting_until, until)
+        # Shared like every cool-down: unshared, the next reload tick would read no rest for the
+        # account in the store and end this one as "served by another worker".
+        self._rests_to_share[account_id] = AccountRest(
+            time.time() + (slot.resting_until - self._clock()), "quota_exhausted"
+        )
         logger.bind(account=slot.manager.label, health=slot.rest_reason.value).warning(
             f"account rests for {seconds:g}s: its credits are used up until they reset"
         )
@@ -246,14 +251,17 @@ class AccountPool:
             rest = rests.get(account_id)
             if rest is None:
                 slot.resting_until = 0.0
-                logger.bind(account=slot.manager.label).info("account rests no more (served by another worker)")
+                logger.bind(account=slot.manager.label).info(
+                    "account rests no more (served again by another worker or replica)"
+                )
                 continue
             until = now + (rest.until - wall_now)
             if until > slot.resting_until + 1.0:
                 slot.rest_reason = AccountHealth(rest.reason)
                 slot.resting_until = until
+                # Recorded in the store by another worker or replica — or by this one before a restart.
                 logger.bind(account=slot.manager.label, health=rest.reason).info(
-                    f"account rests for {until - now:.0f}s (a cool-down from another worker or replica)"
+                    f"account rests for {until - now:.0f}s (a cool-down recorded in the account store)"
                 )
 
     def _rest(self, slot: _Slot, health: AccountHealth, seconds: float) -> None:
