@@ -54,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
     from q2api.cli.metrics_dir import metrics_directory
     from q2api.server.cross_site import open_gateway_warning
     from q2api.server.logging_setup import configure_logging
-    from q2api.server.transport import transport_limits, uvicorn_options
+    from q2api.server.transport import connection_cap_line, raise_open_file_limit, transport_limits, uvicorn_options
     from q2api.settings import VARIABLES, SettingsError, load_settings
 
     # A flag is its environment variable for this process and its workers (which read the environment).
@@ -81,6 +81,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if exposed is not None:
         logger.warning(exposed)
+    raise_open_file_limit()  # before the workers start: they inherit it, and their cap follows from it
+    logger.info(connection_cap_line(settings))
     # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
     with metrics_directory():
         uvicorn.run(
