@@ -105,6 +105,8 @@ class AccountPool:
         self.stats = stats or StatsRecorder()
         # Called with the account id after each request an account served (credits are re-read then).
         self.on_served: Callable[[str], None] | None = None
+        # Called with the account id when `sync` adds an account (its catalogue is read then).
+        self.on_joined: Callable[[str], None] | None = None
         self._rests_to_share: dict[str, AccountRest | None] = {}  # None: the rest ended early
 
     def __len__(self) -> int:
@@ -140,6 +142,8 @@ class AccountPool:
             elif self._factory is not None:
                 self._slots[account_id] = _Slot(self._factory(account))
                 logger.info("account joined the pool", account=account.label, account_id=account_id)
+                if self.on_joined is not None:
+                    self.on_joined(account_id)
 
     def pick(self, exclude: Collection[str] = (), model: str | None = None) -> TokenManager | None:
         """The least recently used ready account not in `exclude` whose catalogue has `model`.
