@@ -1,7 +1,7 @@
 """`q2api serve | demo | login | accounts … | replay | captures …` — the command line.
 
-`q2api` alone prints the help and exits 0 (asking what there is to do is not an error);
-a misspelt or missing command argument exits 2, as argparse does.
+`q2api` alone (or `q2api accounts`, `q2api captures` alone) prints the help and exits 0 (asking
+what there is to do is not an error); a misspelt or missing command argument exits 2, as argparse does.
 """
 
 from __future__ import annotations
@@ -242,8 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="manage the Amazon Q accounts in the store",
         description="Manage the accounts kept in the store (Q2API_DATABASE_URL, or SQLite under Q2API_DATA_DIR).",
     )
-    account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
-    account_commands.add_parser("list", help="list accounts (secrets are never printed)")
+    account_commands = accounts.add_subparsers(dest="accounts_command", metavar="COMMAND")
+    account_commands.add_parser(
+        "list",
+        help="list accounts (secrets are never printed)",
+        description=(
+            "List the accounts in the store: id, label, login method, whether it serves, its state (e.g. "
+            "needs_login, with why) and when its access token expires. Secrets are never printed."
+        ),
+    )
     add = account_commands.add_parser(
         "add",
         help="add an account (or replace the credentials of the account with this label)",
@@ -271,8 +278,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="store the token without checking it by a refresh (by default a refused token is not stored)",
     )
-    for name, what in (("remove", "remove"), ("enable", "serve with"), ("disable", "stop serving with")):
-        command = account_commands.add_parser(name, help=f"{what} an account")
+    for name, what, effect in (
+        ("remove", "remove", "Remove an account and its tokens from the store."),
+        ("enable", "serve with", "Serve requests with an account again."),
+        ("disable", "stop serving with", "Stop serving requests with an account; it stays in the store."),
+    ):
+        command = account_commands.add_parser(
+            name, help=f"{what} an account", description=f"{effect} A running gateway follows within seconds."
+        )
         command.add_argument("account", help="account id or label")
     imports = account_commands.add_parser(
         "import",
@@ -293,7 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument(
         "--label", help="label of the new account (default: its source: kiro-ide, kiro-cli, amazon-q-cli)"
     )
-    usage = account_commands.add_parser("usage", help="credits used and left per account, from Amazon Q")
+    usage = account_commands.add_parser(
+        "usage",
+        help="credits used and left per account, from Amazon Q",
+        description="Ask Amazon Q (getUsageLimits) for each account's plan, credits used and left, and when they reset.",
+    )
     usage.add_argument("account", nargs="?", help="account id or label (default: every enabled account)")
     copy = account_commands.add_parser(
         "copy",
@@ -307,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument("--from", dest="source", required=True, help="data directory or database URL to copy from")
     copy.add_argument("--to", dest="target", help="data directory or database URL (default: the configured store)")
     copy.add_argument("--replace", action="store_true", help="overwrite accounts the target already has")
-    accounts.set_defaults(run=_accounts)
+    accounts.set_defaults(run=_accounts, group=accounts)
 
     login = commands.add_parser(
         "login",
@@ -317,7 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
             "then stores the account (a running gateway serves it within seconds)."
         ),
     )
-    login.add_argument("--label", help="a name for the account (default: the method; an existing label is replaced)")
+    login.add_argument(
+        "--label",
+        help="a name for the account; an account with this label gets the new login (default: the method, "
+        "e.g. builder-id, or builder-id-2 when taken: never replaces an account)",
+    )
     login.add_argument("--method", choices=["builder-id", "idc"], default="builder-id", help="default: builder-id")
     login.add_argument("--start-url", help="the IAM Identity Center start URL (method idc)")
     login.add_argument("--region", help="the Identity Center's AWS region (default: us-east-1)")
@@ -345,18 +366,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="list, show or remove the capture files of failed requests",
         description="The capture files in Q2API_CAPTURE_DIR (default: captures inside Q2API_DATA_DIR).",
     )
-    capture_commands = captures.add_subparsers(dest="captures_command", required=True)
-    listing = capture_commands.add_parser("list", help="every capture, newest first")
+    capture_commands = captures.add_subparsers(dest="captures_command", metavar="COMMAND")
+    listing = capture_commands.add_parser(
+        "list", help="every capture, newest first", description="List every capture file, newest first."
+    )
     listing.add_argument("--json", action="store_true", help="the summaries as JSON")
     show = capture_commands.add_parser(
-        "show", help="what one capture says: the failure, the findings, Amazon Q's answer"
+        "show",
+        help="what one capture says: the failure, the findings, Amazon Q's answer",
+        description="Show what one capture says: the failure, the conversion's findings and Amazon Q's answer.",
     )
     show.add_argument("capture", help="capture id (or its start), request id, or path")
     show.add_argument("--json", action="store_true", help="the whole capture file")
-    remove = capture_commands.add_parser("rm", help="remove captures")
+    remove = capture_commands.add_parser(
+        "rm", help="remove captures", description="Remove the captures named, or every capture with --all."
+    )
     remove.add_argument("captures", nargs="*", help="capture ids (or their start) or request ids")
     remove.add_argument("--all", action="store_true", help="remove every capture")
-    captures.set_defaults(run=_captures)
+    captures.set_defaults(run=_captures, group=captures)
     return parser
 
 
@@ -365,6 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
+        return 0
+    group: argparse.ArgumentParser | None = getattr(args, "group", None)
+    if group is not None and getattr(args, f"{args.command}_command", None) is None:
+        group.print_help()  # `q2api accounts` alone: what it can do, as `q2api` alone
         return 0
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)
