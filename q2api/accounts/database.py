@@ -7,7 +7,17 @@ PostgreSQL or MySQL database through the async engine's `run_sync`
 
 Every fault comes out as `StoreUnavailable`, naming the store (a URL with its
 password masked) and never a statement's parameters; a write picked as a
-deadlock victim runs again. A write, once begun, runs to its end even if its
+deadlock victim runs again.
+
+Nothing waits on a shared database without a bound: a connection is made
+within CONNECT_TIMEOUT, a pooled one is waited for within POOL_TIMEOUT, and
+each unit of work (a read, one attempt of a write, taking a lock connection,
+one lock call) is cut at UNIT_DEADLINE by an asyncio deadline, which also
+covers a server that accepts a connection and then never answers (a frozen
+database, a network partition). A cut unit is a `StoreUnavailable` like any
+other fault. (The SQLite file's wait is its busy timeout.)
+
+A write, once begun, runs to its end even if its
 caller is cancelled (a client that hangs up, a shutdown): a rotated refresh
 token that is not committed is lost for good. Reads simply stop.
 """
@@ -17,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
@@ -31,10 +41,17 @@ DatabaseKind = Literal["sqlite", "postgresql", "mysql"]
 _WRITE_ATTEMPTS = 3
 _DEADLOCK_CODES = frozenset({"40P01", "40001", 1213, 1205})  # PostgreSQL SQLSTATEs, MySQL error numbers
 _CLOSE_WAIT = 10.0  # seconds `dispose` waits for running writes: a hung database must not hang a shutdown
+# Seconds. Constants, not settings: every unit of work here is a handful of small statements, which a
+# healthy database answers in milliseconds; one that takes seconds is down for the gateway's purposes.
+CONNECT_TIMEOUT = 5.0
+POOL_TIMEOUT = 5.0  # waiting for a pooled connection when all are busy
+UNIT_DEADLINE = 10.0
 
 
 class StoreDatabase(ABC):
     kind: DatabaseKind
+
+    deadline: float | None = None  # seconds a unit of work may take; None: no asyncio deadline (SQLite)
 
     def __init__(self, name: str) -> None:
         """`name`: the store as errors name it ("the shared store postgresql://q2api:***@…")."""
@@ -72,6 +89,8 @@ class StoreDatabase(ABC):
     def failures(self) -> Iterator[None]:
         try:
             yield
+        except TimeoutError:
+            raise StoreUnavailable(f"{self._name} did not answer within {self.deadline:g}s") from None
         except DBAPIError as exc:
             fault = exc.orig if exc.orig is not None else exc
             raise StoreUnavailable(f"{self._name} failed: {type(fault).__name__}: {fault}") from exc
@@ -79,6 +98,15 @@ class StoreDatabase(ABC):
             raise StoreUnavailable(f"{self._name} failed: {type(exc).__name__}") from exc
         except OSError as exc:  # the drivers' own connection errors (refused, unreachable, timed out, TLS files)
             raise StoreUnavailable(f"{self._name} failed: {type(exc).__name__}: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def bounded(self) -> AsyncIterator[None]:
+        """The block within the deadline; one that overruns raises TimeoutError (`failures` names the store).
+
+        The deadline also bounds the connection's clean-up on the way out, which a frozen server would hang.
+        """
+        async with asyncio.timeout(self.deadline):
+            yield
 
     async def dispose(self) -> None:
         """Let running writes finish (for a while), then close every connection."""

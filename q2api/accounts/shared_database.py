@@ -14,28 +14,37 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from q2api.accounts import database
 from q2api.accounts.database import StoreDatabase, Work
 from q2api.accounts.database_url import DatabaseUrl
 
 T = TypeVar("T")
 # MySQL's default REPEATABLE READ adds gap locks that only make concurrent writers deadlock.
 _ISOLATION = "READ COMMITTED"
+_CONNECT_TIMEOUT_ARGUMENT = {"postgresql": "timeout", "mysql": "connect_timeout"}  # asyncpg, aiomysql
 
 
 class SharedDatabase(StoreDatabase):
-    def __init__(self, url: DatabaseUrl) -> None:
-        """Raises StoreUnavailable when the URL's TLS files cannot be read; connects only when first used."""
+    def __init__(self, url: DatabaseUrl, *, deadline: float | None = None) -> None:
+        """Raises StoreUnavailable when the URL's TLS files cannot be read; connects only when first used.
+
+        `deadline`: seconds a unit of work may take (database.UNIT_DEADLINE when None).
+        """
         super().__init__(f"the shared store {url.masked}")
         self.url = url
         self.kind = url.kind
+        self.deadline = database.UNIT_DEADLINE if deadline is None else deadline
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
+        connect_timeout = min(database.CONNECT_TIMEOUT, self.deadline)
+        connect_args = {_CONNECT_TIMEOUT_ARGUMENT[url.kind]: connect_timeout, **connect_args}
         # hide_parameters: SQLAlchemy's errors would otherwise quote each statement's parameters (token
         # ciphertexts, labels) in their message, and so in every traceback that chains them.
         self.engine: AsyncEngine = create_async_engine(
             engine_url,
             connect_args=connect_args,
             pool_pre_ping=True,
+            pool_timeout=min(database.POOL_TIMEOUT, self.deadline),
             isolation_level=_ISOLATION,
             hide_parameters=True,
         )
@@ -50,15 +59,16 @@ class SharedDatabase(StoreDatabase):
     async def _run(self, work: Work[T], *, write: bool) -> T:
         with self.failures():
             if write:
-                async with self.engine.begin() as connection:
+                async with self.bounded(), self.engine.begin() as connection:
                     return await connection.run_sync(work)
-            async with self.engine.connect() as connection:
+            async with self.bounded(), self.engine.connect() as connection:
                 return await connection.run_sync(work)
 
     async def connect_for_lock(self) -> AsyncConnection:
         """A connection of its own (never pooled): closing it releases every lock it holds."""
         with self.failures():
-            return await self._lock_engine.connect()
+            async with self.bounded():
+                return await self._lock_engine.connect()
 
     async def _close(self) -> None:
         await self.engine.dispose()

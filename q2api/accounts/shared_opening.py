@@ -67,7 +67,8 @@ class _DatabaseRefreshLock:
 
     async def _try_lock(self, connection: AsyncConnection, name: str) -> bool:
         with self._db.failures():
-            return await self._locks.try_acquire(connection, name)
+            async with self._db.bounded():
+                return await self._locks.try_acquire(connection, name)
 
 
 async def _close_quietly(connection: AsyncConnection) -> None:

@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import sqlalchemy as sa
+from loguru import logger
 
 from q2api.accounts import store_schema as tables
 from q2api.accounts.database import StoreDatabase, affected_rows, all_rows, first_row
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.file_lock import exclusive_lock, exclusive_lock_async
 from q2api.accounts.migrations import MigrationChain
 from q2api.accounts.private_files import create_private_dir, create_private_file
@@ -49,6 +51,7 @@ from q2api.accounts.records import (
     EnvAccount,
     check_new_credentials,
 )
+from q2api.accounts.secret_box import SecretKeyMismatch
 from q2api.accounts.sql_logins import SqlLogins
 from q2api.accounts.sql_telemetry import SqlTelemetry
 from q2api.accounts.sqlite_database import SqliteDatabase
@@ -95,6 +98,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         self._secrets = secrets
         self._refresh_lock = refresh_lock
         self._location = location
+        self._unreadable: set[str] = set()  # ids of the rows skipped (and logged) because they do not decrypt
 
     @property
     def location(self) -> str:
@@ -115,9 +119,25 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         return self._account(row) if row is not None else None
 
     async def accounts(self) -> list[Account]:
+        """Every account whose secrets open with the key; a row sealed with another key is skipped (and logged).
+
+        Raises SecretKeyMismatch when no row opens at all: then the key is wrong, not a row.
+        """
         query = sa.select(tables.accounts).order_by(tables.accounts.c.created_at, tables.accounts.c.id)
         rows = await self._db.read(lambda db: all_rows(db, query))
-        return [self._account(row) for row in rows]
+        readable: list[Account] = []
+        unreadable: list[tuple[sa.Row[Any], SecretKeyMismatch]] = []
+        for row in rows:
+            try:
+                readable.append(self._account(row))
+            except SecretKeyMismatch as exc:
+                unreadable.append((row, exc))
+        if unreadable and not readable:
+            raise unreadable[0][1]
+        self._unreadable.intersection_update(row.id for row, _ in unreadable)  # a mended row may be logged again
+        for row, error in unreadable:
+            self._skip_unreadable(row, error)
+        return readable
 
     async def list_views(self) -> list[AccountView]:
         return [account.view() for account in await self.accounts()]
@@ -147,6 +167,15 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         Replacing keeps the operator's enabled flag and clears "needs login".
         """
         check_new_credentials(auth_method, client_id, client_secret)
+        check_account_fields(
+            account_id=account_id,
+            label=label,
+            refresh_token=refresh_token,
+            client_id=client_id,
+            client_secret=client_secret,
+            profile_arn=profile_arn,
+            region=region,
+        )
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
         credentials = {
@@ -306,6 +335,12 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
             enabled=bool(row.enabled),
             region=row.region,
         )
+
+    def _skip_unreadable(self, row: sa.Row[Any], error: SecretKeyMismatch) -> None:
+        """Log a row that does not decrypt once (not at every reload tick); the other accounts go on serving."""
+        if row.id not in self._unreadable:
+            self._unreadable.add(row.id)
+            logger.error(f"account {row.id!r} ({row.label!r}) is skipped: {error}")
 
     def _config_differs(self, row: sa.Row[Any], env: EnvAccount) -> bool:
         return (

@@ -22,24 +22,25 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from q2api.accounts.field_limits import CLIENT_ID_CHARS, ID_CHARS, LABEL_CHARS, PROFILE_ARN_CHARS, REGION_CHARS
 from q2api.accounts.legacy_sqlite import adopt_legacy_sqlite_tables
 from q2api.accounts.migrations import Migration, MigrationChain, bookkeeping_table, create
 
 metadata = sa.MetaData()
 
-ID = sa.String(64)
+ID = sa.String(ID_CHARS)
 TIMESTAMP: sa.Double[float] = sa.Double()  # epoch seconds
 
 accounts = sa.Table(
     "q2api_accounts",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("label", sa.String(LABEL_CHARS), nullable=False),
     sa.Column("auth_method", sa.String(16), nullable=False),
     sa.Column("refresh_token", sa.Text),  # secret
-    sa.Column("client_id", sa.String(255)),
+    sa.Column("client_id", sa.String(CLIENT_ID_CHARS)),
     sa.Column("client_secret", sa.Text),  # secret
-    sa.Column("profile_arn", sa.String(512)),
+    sa.Column("profile_arn", sa.String(PROFILE_ARN_CHARS)),
     sa.Column("access_token", sa.Text),  # secret
     sa.Column("expires_at", TIMESTAMP),
     sa.Column("status", sa.String(32), nullable=False),
@@ -50,7 +51,7 @@ accounts = sa.Table(
     sa.Column("updated_at", TIMESTAMP, nullable=False),
     sa.Column("refreshed_at", TIMESTAMP),
     sa.Column("enabled", sa.Boolean, nullable=False),
-    sa.Column("region", sa.String(32)),
+    sa.Column("region", sa.String(REGION_CHARS)),
 )
 
 # The columns a shared store keeps encrypted (the SQLite file is private to its user instead).
@@ -78,7 +79,7 @@ logins = sa.Table(
     "q2api_logins",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("label", sa.String(LABEL_CHARS), nullable=False),
     sa.Column("method", sa.String(32), nullable=False),
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("account_id", ID),
