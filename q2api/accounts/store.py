@@ -209,9 +209,13 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         values = {column.name: getattr(account, column.name, None) for column in tables.accounts.columns}
         values.update({name: self._secrets.seal(values[name]) for name in tables.SECRET_ACCOUNT_COLUMNS})
         values["status"] = account.status.value
-        values["seed_fingerprint"] = None  # it belongs to the environment of the store it came from
 
         def write(db: sa.Connection) -> None:
+            # The seed fingerprint belongs to this store's environment, not to the one the account came
+            # from: a replaced row keeps its own, so a restart with the same env token keeps the copied
+            # (newest) tokens, as the SQLite store always did.
+            seeded = sa.select(tables.accounts.c.seed_fingerprint).where(tables.accounts.c.id == account.id)
+            values["seed_fingerprint"] = db.scalar(seeded)
             db.execute(sa.delete(tables.accounts).where(tables.accounts.c.id == account.id))
             db.execute(sa.insert(tables.accounts).values(**values))
 

@@ -206,6 +206,21 @@ async def test_an_imported_account_is_an_exact_copy(open_store: OpenStore, tmp_p
     assert await store.accounts() == [copied_from]
 
 
+async def test_an_account_copied_over_the_environment_account_survives_a_restart(
+    open_store: OpenStore, tmp_path
+) -> None:
+    store = await open_store()
+    await store.seed_from_env(env_account())
+    source = await open_account_store(None, tmp_path / "source", None)
+    await source.seed_from_env(env_account())
+    await source.save_tokens(ENV_ACCOUNT_ID, access_token="a", expires_at=2e9, refresh_token="rotated-SECRET")
+    copied = await source.get(ENV_ACCOUNT_ID)
+    assert copied is not None
+    await store.import_account(copied)  # `q2api accounts copy --replace`
+    restarted = await (await open_store()).seed_from_env(env_account())  # the same env token
+    assert restarted.refresh_token == "rotated-SECRET"  # the copied, newest token, not the retired env one
+
+
 async def test_the_refresh_lock_has_one_holder_across_handles(open_store: OpenStore) -> None:
     first, second = await open_store(), await open_store()
     order: list[str] = []
