@@ -249,3 +249,36 @@ async def test_an_added_account_the_store_cannot_take_after_its_refresh_is_kept_
             assert labels["second"].refresh_token in gw.sim.valid_refresh_tokens  # the rotated one, kept
         finally:
             await store.close()
+
+
+async def test_forty_admin_refreshes_of_one_account_are_one_refresh_shared_by_all(tmp_path) -> None:
+    async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
+        gw.sim.refresh_delay = 0.5
+        refreshes = gw.sim.refresh_calls
+        replies = await asyncio.gather(*(http.post(f"/accounts/{ENV_ACCOUNT_ID}/refresh") for _ in range(40)))
+        assert [reply.status_code for reply in replies] == [200] * 40
+        assert len({reply.json()["token_expires_at"] for reply in replies}) == 1  # one result, shared
+        assert gw.sim.refresh_calls == refreshes + 1
+
+
+async def test_lock_connections_are_bounded_per_process() -> None:
+    with scratch_database_url("postgresql") as database_url:
+        async with fault_proxy(database_url) as proxy:
+            store = await open_account_store(proxy.url_through(database_url), "unused", TEST_SECRET_KEY)
+            holding = peak_holders = peak_connections = 0
+
+            async def hold(account_id: str) -> None:
+                nonlocal holding, peak_holders, peak_connections
+                async with store.refresh_lock(account_id):
+                    holding += 1
+                    peak_holders = max(peak_holders, holding)
+                    peak_connections = max(peak_connections, proxy.open_connections)
+                    await asyncio.sleep(0.1)
+                    holding -= 1
+
+            try:
+                await asyncio.wait_for(asyncio.gather(*(hold(f"account-{n}") for n in range(12))), HANG_GUARD)
+            finally:
+                await store.close()
+    assert peak_holders == database.LOCK_CONNECTIONS
+    assert peak_connections <= database.LOCK_CONNECTIONS + 1  # + the pooled connection start-up used
