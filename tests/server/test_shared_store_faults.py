@@ -19,13 +19,15 @@ from pathlib import Path
 
 import httpx2
 import pytest
+import sqlalchemy as sa
+from cryptography.fernet import Fernet
 
-from q2api.accounts import database, tokens
+from q2api.accounts import database, shared_schema, tokens
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import ENV_ACCOUNT_ID
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
-from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
+from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, run_sql, scratch_database_url
 from tests.support.fault_proxy import FaultProxy, fault_proxy
 from tests.support.gateway_harness import ADMIN_KEY, ask, capture_logs, find_secrets, gateway_settings, sdk
 
@@ -288,3 +290,30 @@ async def test_lock_connections_are_bounded_per_process() -> None:
                 await store.close()
     assert peak_holders == database.LOCK_CONNECTIONS
     assert peak_connections <= database.LOCK_CONNECTIONS + 1  # + the pooled connection start-up used
+
+
+async def test_a_row_sealed_with_another_key_leaves_the_gateway_following_the_store(tmp_path) -> None:
+    other_key_row = Fernet(Fernet.generate_key()).encrypt(b"a refresh token").decode()
+    with capture_logs() as logs:
+        async with faulty_gateway("postgresql", tmp_path) as gw:
+            store = await open_account_store(gw.database_url, "unused", TEST_SECRET_KEY)
+            try:
+                bad = await store.add(auth_method="social", refresh_token="r-bad", label="sealed-elsewhere")
+                table = shared_schema.accounts
+                reseal = sa.update(table).where(table.c.id == bad.id).values(refresh_token=other_key_row)
+                run_sql(gw.database_url, lambda db: db.execute(reseal))
+                await asyncio.sleep(1.0)  # a few reload ticks with the bad row in the store
+                await store.update(ENV_ACCOUNT_ID, enabled=False)  # another replica disables the account
+            finally:
+                await store.close()
+            async with httpx2.AsyncClient(base_url=gw.url, timeout=HANG_GUARD) as http:
+                for _ in range(200):
+                    health = (await http.get("/healthz")).json()
+                    if not health["accounts"]:
+                        break
+                    await asyncio.sleep(0.05)
+                assert health["accounts"] == []  # the disabled account left the pool: nothing stale serves
+                assert (await http.get("/readyz")).status_code == 503  # not ready: no enabled account
+    skipped = [line for line in logs.lines if "is skipped" in line.message]
+    assert len(skipped) == 1 and bad.id in skipped[0].message
+    assert "r-bad" not in logs.text and find_secrets(logs.text) == []
