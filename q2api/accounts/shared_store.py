@@ -73,9 +73,19 @@ class SharedAccountStore:
         db = Database(url)
         try:
             with db.failures():
-                async with db.engine.connect() as connection:
+                # The first contact is bounded like any unit of work: a server that accepts the connection
+                # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
+                # covers the TCP connect only).
+                async with db.bounded(), db.engine.connect() as connection:
                     locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
-                await tables.migrate(db.engine, locks)
+                migration_bound = tables.MIGRATION_LOCK_TIMEOUT + db.deadline  # it may wait for another replica's
+                try:
+                    async with asyncio.timeout(migration_bound):
+                        await tables.migrate(db.engine, locks)
+                except TimeoutError:
+                    raise StoreUnavailable(
+                        f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
+                    ) from None
         except BaseException:
             await db.dispose()
             raise

@@ -25,6 +25,7 @@ from cryptography.fernet import Fernet
 from q2api.accounts import database, shared_schema, tokens
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import ENV_ACCOUNT_ID
+from q2api.accounts.store_protocol import StoreUnavailable
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, run_sql, scratch_database_url
@@ -317,3 +318,15 @@ async def test_a_row_sealed_with_another_key_leaves_the_gateway_following_the_st
     skipped = [line for line in logs.lines if "is skipped" in line.message]
     assert len(skipped) == 1 and bad.id in skipped[0].message
     assert "r-bad" not in logs.text and find_secrets(logs.text) == []
+
+
+@pytest.mark.parametrize("kind", SHARED_KINDS)
+async def test_a_store_frozen_at_start_up_is_a_clear_error_within_the_connect_timeout(kind) -> None:
+    with scratch_database_url(kind) as database_url:
+        async with fault_proxy(database_url) as proxy:
+            proxy.freeze()
+            with pytest.raises(StoreUnavailable, match=r"did not answer|TimeoutError"):
+                # The drivers' own connect timeouts are a minute (asyncpg) or more: far past this guard.
+                await asyncio.wait_for(
+                    open_account_store(proxy.url_through(database_url), "unused", TEST_SECRET_KEY), 30
+                )
