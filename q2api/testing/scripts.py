@@ -330,9 +330,9 @@ def service_unavailable() -> ErrorReply:
     )
 
 
-# What Claude Code puts before the user's words in the same message (context, reminders): not
-# what the user said, so the echo leaves it out.
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+# What travels in the user's message besides the user's words — Claude Code's reminders, and the
+# system prompt the gateway moves there (q2api.conversion.system_context) — the echo leaves out.
+_REMINDER = re.compile(r"<(system-reminder|system_message)>.*?</\1>", re.DOTALL)
 
 
 def echo_reply(request_body: object) -> StreamReply:
