@@ -118,6 +118,7 @@ def _store_problem(settings: Settings) -> str | None:
     import asyncio
 
     from q2api.accounts.opening import opened_account_store
+    from q2api.accounts.secret_box import SecretKeyMismatch
     from q2api.accounts.store_protocol import STORE_ERRORS
 
     async def read_the_store() -> None:
@@ -126,6 +127,8 @@ def _store_problem(settings: Settings) -> str | None:
 
     try:
         asyncio.run(read_the_store())  # its own event loop, ended before uvicorn starts the server's
+    except SecretKeyMismatch as exc:  # the key, not the store, is wrong: the message says which and what to do
+        return str(exc)
     except STORE_ERRORS as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         # The database URL may hold a password: named, never printed.

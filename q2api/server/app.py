@@ -151,7 +151,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
 
     async def readyz(request: Request) -> Response:
         gateway = gateway_of(request)
-        reason = await readiness(gateway.store, gateway.pool)
+        reason = await readiness(gateway.store, gateway.pool, gateway.reloader)
         if reason is None:
             note = gateway.pool.resting_note()
             return json_response({"status": "ready", **({"note": note} if note else {})})

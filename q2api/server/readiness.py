@@ -5,6 +5,7 @@ from __future__ import annotations
 from loguru import logger
 
 from q2api.accounts.pool import AccountPool
+from q2api.accounts.reload import AccountReloader
 from q2api.accounts.store_protocol import AccountStore
 from q2api.log_text import one_line
 
@@ -23,11 +24,14 @@ async def log_store_contents(store: AccountStore) -> None:
         )
 
 
-async def readiness(store: AccountStore, pool: AccountPool) -> str | None:
+async def readiness(store: AccountStore, pool: AccountPool, reloader: AccountReloader | None = None) -> str | None:
     """None when a request would be served now, else the reason it would not.
 
     The one definition of "ready": `/readyz` answers it, and start-up logs it.
     """
+    if reloader is not None and reloader.failure is not None:
+        # Without its reloader this worker serves the accounts of the past (a disabled one keeps serving).
+        return f"the accounts cannot follow the store: {reloader.failure}"
     reason = pool.unready_reason()
     if reason is None or len(pool):
         return reason
