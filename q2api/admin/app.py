@@ -1,8 +1,9 @@
 """The gateway's app with the operator's surfaces mounted: the admin API and the web console.
 
 Both exist only when `Q2API_ADMIN_KEY` is set; without it their paths answer 404 like any
-unknown path — `/console` with a page saying how to turn it on (and nothing else). `q2api serve` and the test gateway build the app here, so that the server never
-imports the admin room (the admin room depends on the server it operates).
+unknown path — `/console` with a page saying how to turn it on (and nothing else). `q2api serve`
+and the test gateway build the app here, so that the server never imports the admin room (the
+admin room depends on the server it operates).
 """
 
 from __future__ import annotations
