@@ -363,10 +363,5 @@ async def build_account_pool(
         return TokenManager(account, store, refresh, observer=observer)
 
     managers = [factory(account) for account in await store.accounts() if account.enabled]
-    pool = AccountPool(managers, factory=factory, failure_limit=failure_limit)
-    if not managers:
-        logger.warning(
-            "no Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (and the client id/secret for IdC) "
-            "or run `q2api accounts add` / `q2api login`"
-        )
-    return pool
+    # No account is said once, by start-up's readiness line (q2api.server.readiness), with what to do.
+    return AccountPool(managers, factory=factory, failure_limit=failure_limit)
