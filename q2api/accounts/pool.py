@@ -196,7 +196,7 @@ class AccountPool:
         # Shared like every cool-down: unshared, the next reload tick would read no rest for the
         # account in the store and end this one as "served by another worker".
         self._rests_to_share[account_id] = AccountRest(
-            time.time() + (slot.resting_until - self._clock()), "quota_exhausted"
+            time.time() + (slot.resting_until - self._clock()), AccountHealth.QUOTA_EXHAUSTED.value
         )
         logger.bind(account=slot.manager.label, health=slot.rest_reason.value).warning(
             f"account rests for {seconds:g}s: its credits are used up until they reset"
@@ -316,7 +316,7 @@ class AccountPool:
     def resting_note(self) -> str | None:
         """For a pool that serves (`unready_reason` None) with no account ready: which ones rest."""
         views = self.health()
-        if any(view.health == AccountHealth.READY.value for view in views):
+        if not views or any(view.health == AccountHealth.READY.value for view in views):
             return None
         counts = collections.Counter(view.health for view in views)
         return "serving on resting accounts: " + ", ".join(
