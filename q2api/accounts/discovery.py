@@ -4,9 +4,10 @@
   demand (a request for a model no catalogue has, at most every five minutes), and for an account
   the moment it joins a running gateway's pool (`q2api accounts add`, `login` or `import` while it
   runs, the admin API). Until that first read, a joining account neither adds to the models listed
-  nor takes a request while another account can (it would be routed on the built-in table). A failed read keeps
-  the account's last good catalogue, else the built-in table, with a WARNING either way. The pool
-  learns each account's models, so a request only goes to an account that may use its model.
+  nor takes a request while another account can (it would be routed on the built-in table). A
+  failed read keeps the account's last good catalogue, else the built-in table, with a WARNING
+  either way. The pool learns each account's models, so a request only goes to an account that may
+  use its model.
 * Credits (`getUsageLimits`) are cached for `credits_max_age` seconds and read again in the
   background after an account serves a request once they are older. An account whose credits are
   used up rests until they reset, before a request fails on it. Between two reads, the credits each

@@ -140,8 +140,9 @@ class NoAccountConfigured(RefreshRejected):
         self.detail = "no account configured"
         UpstreamError.__init__(
             self,
-            "No Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (plus AMAZONQ_CLIENT_ID and "
-            "AMAZONQ_CLIENT_SECRET for IdC logins) or run `q2api accounts add`.",
+            "No Amazon Q account is configured: run `q2api accounts import` (the logins Kiro IDE, kiro-cli or "
+            "the Amazon Q CLI hold) or `q2api login`, or set AMAZONQ_REFRESH_TOKEN (plus AMAZONQ_CLIENT_ID and "
+            "AMAZONQ_CLIENT_SECRET for IdC logins).",
         )
 
 
