@@ -4,6 +4,7 @@
     ├── UpstreamHTTPError              (status, code, message, reason, request_id, retry_after, body); `.kind`
     ├── UpstreamTimeout                (phase: TimeoutPhase, seconds)
     ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
+    │   └── HostUnreachable            no connection could be opened to the host (refused, DNS, TLS)
     ├── RefreshRejected                (account_label, detail): the account needs a new login
     │   └── NoAccountConfigured
     ├── ModelNotServed                 (model): no account's catalogue has the model
@@ -114,6 +115,11 @@ class UpstreamTimeout(UpstreamError):
 
 class UpstreamUnavailable(UpstreamError):
     """The connection to Amazon Q failed (refused, reset, DNS, TLS), or broke mid-reply."""
+
+
+class HostUnreachable(UpstreamUnavailable):
+    """No connection could be opened to the host (refused, no such name, TLS failed): the host, not the
+    request, is at fault, so the account's next host may serve it (docs/protocol.md#hosts-in-2026)."""
 
 
 class RefreshRejected(UpstreamError):

@@ -28,6 +28,10 @@ def _ignore(*_: object) -> None:
 class UpstreamObserver:
     # One call to Amazon Q finished: "ok", a FailureKind value, "timeout", "unreachable", …
     upstream_attempt: Callable[[str], None] = _ignore
+    # One call to Amazon Q finished on a host: its name (`runtime.us-east-1.kiro.dev`) and the outcome.
+    host_attempt: Callable[[str, str], None] = _ignore
+    # A request moved from one of its account's hosts to the next: from, to (host names).
+    host_failover: Callable[[str, str], None] = _ignore
     # A failed call is about to be repeated (tenacity's before-sleep).
     upstream_retry: Callable[[], None] = _ignore
     # A token refresh finished: see the REFRESH_* outcomes below.

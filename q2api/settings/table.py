@@ -32,6 +32,7 @@ from q2api.settings.parsers import (
     FernetKeys,
     Flag,
     HostList,
+    HostOverride,
     ModelMap,
     Number,
     OptionalDirectory,
@@ -163,12 +164,20 @@ class Settings:
     # -- Amazon Q endpoints and retries --------------------------------------------------
     endpoint: str = setting(
         "AMAZONQ_ENDPOINT",
-        Url(),
-        default=DEFAULT_ENDPOINT,
+        HostOverride(),
+        default="",
         group=Group.UPSTREAM,
         description="""
-            The `GenerateAssistantResponse` endpoint (eu-central-1:
-            `https://q.eu-central-1.amazonaws.com/`).""",
+            Where `GenerateAssistantResponse` calls go. Empty (the default): each account's ordered
+            hosts follow from its login kind and region — social logins
+            `runtime.<region>.kiro.dev`, then `q.<region>.amazonaws.com`, then (us-east-1)
+            `codewhisperer.us-east-1.amazonaws.com`; IdC / Builder ID logins `q.<region>` first and
+            `runtime.<region>` last; API keys `q.<region>` then `runtime.<region>`. A host that
+            answers 401/403/404 or cannot be reached rests for that account (1 minute, doubling
+            up to 30) and the request moves to the next one. One URL (e.g.
+            `https://q.eu-central-1.amazonaws.com/`) or a comma-separated ordered list overrides
+            the list for every account; `runtime=https://…` names the kind of a host whose name
+            does not say it.""",
     )
     oidc_endpoint: str = setting(
         "AMAZONQ_OIDC_ENDPOINT",
@@ -356,6 +365,17 @@ class Settings:
         default=300.0,
         group=Group.STREAMING,
         description="Seconds Amazon Q may stay silent between two parts of a reply.",
+    )
+    upstream_keepalive_seconds: float = setting(
+        "Q2API_UPSTREAM_KEEPALIVE_SECONDS",
+        Number(float, 0, above=True, unit="seconds"),
+        default=300.0,
+        group=Group.STREAMING,
+        description="""
+            How long an idle connection to Amazon Q is kept for the next request. Amazon Q drops
+            silent connections after 200–400 s and a new TLS handshake costs a few hundred
+            milliseconds, so a user's next turn minutes later reuses the connection of the last
+            one; at least 180 is advised.""",
     )
     # -- transport limits (per worker) ---------------------------------------------------
     max_header_bytes: int = setting(
