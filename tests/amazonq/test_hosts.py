@@ -84,7 +84,7 @@ def test_the_override_replaces_every_accounts_list_in_its_order() -> None:
 
 @pytest.mark.parametrize("raw", ["q.us-east-1.amazonaws.com", "mars=https://x/", "https://", "runtime=ftp://x/"])
 def test_a_bad_override_names_the_entry(raw: str) -> None:
-    with pytest.raises(ValueError, match="is not an http|unknown host kind"):
+    with pytest.raises(ValueError, match=r"is not an http|unknown host kind"):
         parse_override(raw)
 
 
