@@ -119,7 +119,7 @@ class UpstreamUnavailable(UpstreamError):
 
 class HostUnreachable(UpstreamUnavailable):
     """No connection could be opened to the host (refused, no such name, TLS failed): the host, not the
-    request, is at fault, so the account's next host may serve it (docs/protocol.md#hosts-in-2026)."""
+    request, is at fault, so the account's next host may serve it (docs/protocol.md#hosts)."""
 
 
 class RefreshRejected(UpstreamError):

@@ -1,7 +1,7 @@
 """Which Amazon Q hosts an account's requests go to, in which order, and what each host accepts.
 
 Pure: plain values in (an auth kind, a region, the operator's override), plain values out. The facts
-are docs/protocol.md's "Hosts in 2026" (the shared PROTOCOL.md A8, A10):
+are docs/protocol.md#hosts, with their sources (peers' trackers, tagged A8–A10 below):
 
 * AWS announced `q.<region>.amazonaws.com` would be replaced by `runtime.<region>.kiro.dev`
   (regions us-east-1 and eu-central-1), but every 2026 peer still reaches the legacy host, and the

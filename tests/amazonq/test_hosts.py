@@ -1,4 +1,4 @@
-"""Each account's hosts (docs/protocol.md#hosts-in-2026): the derived lists, the override, the body rules, rests."""
+"""Each account's hosts (docs/protocol.md#hosts): the derived lists, the override, the body rules, rests."""
 
 from __future__ import annotations
 
