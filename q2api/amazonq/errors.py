@@ -8,6 +8,7 @@
     ├── RefreshRejected                (account_label, detail): the account needs a new login
     │   └── NoAccountConfigured
     ├── ModelNotServed                 (model): no account's catalogue has the model
+    ├── RequestTooLarge                (size, limit): the encoded request is over the upstream's limit
     └── RefreshUnavailable             the token service could not be reached; tokens are kept
 
 Frame-level faults of the event stream have their own tree (`q2api.amazonq.eventstream.errors`).
@@ -157,6 +158,16 @@ class ModelNotServed(UpstreamError):
     def __init__(self, model: str) -> None:
         self.model = model
         super().__init__(f"no Amazon Q account may use model {model!r} (it is not in any account's catalogue)")
+
+
+class RequestTooLarge(UpstreamError):
+    """The encoded Amazon Q request is larger than the upstream accepts (docs/protocol.md#limits): it is
+    not sent, and the client hears it as a prompt too long (so Claude Code compacts)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"the Amazon Q request would be {size:,} bytes, over the upstream's limit of {limit:,} bytes")
 
 
 class RefreshUnavailable(UpstreamError):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from q2api.amazonq.errors import (
     RefreshRejected,
     RefreshUnavailable,
+    RequestTooLarge,
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -56,6 +57,8 @@ def attempt_outcome(error: BaseException | None) -> str:
         return "cancelled"  # the client left while the call was under way
     if isinstance(error, UpstreamHTTPError):
         return error.kind.value
+    if isinstance(error, RequestTooLarge):
+        return "too_large"  # refused before sending
     if isinstance(error, UpstreamTimeout):
         return "timeout"
     if isinstance(error, UpstreamUnavailable):

@@ -34,6 +34,7 @@ from q2api.amazonq.errors import (
     ModelNotServed,
     NoAccountConfigured,
     RefreshRejected,
+    RequestTooLarge,
     TimeoutPhase,
     UpstreamError,
     UpstreamHTTPError,
@@ -61,6 +62,9 @@ FIXED_HEADERS = {  # every call; Authorization is added per call
 # KIRO_ENDPOINT_FALLBACK_STATUSES): the account's next host may serve the same body.
 FAILOVER_STATUSES = frozenset({401, 403, 404})
 DEFAULT_KEEPALIVE_SECONDS = 300.0
+# The largest request body sources saw Amazon Q accept (docs/protocol.md#limits: bodies of 6.34 MB
+# passed, 7.34 MB failed; an early 1.3 MB failure was not seen again once the limit moved to tokens).
+DEFAULT_MAX_REQUEST_BYTES = 6_340_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +77,7 @@ class UpstreamConfig:
     max_retries: int = 3  # attempts after the first
     backoff_initial: float = 0.5
     backoff_max: float = 8.0  # also the longest Retry-After honoured by waiting instead of failing
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # a larger encoded body is never sent
 
 
 def create_session(
@@ -283,6 +288,8 @@ class UpstreamClient:
             # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
             response, error = await self._post_on_hosts(attempt, manager, token)
+        except RequestTooLarge:
+            raise  # the request's fault, not the account's: nothing was sent
         except UpstreamError as exc:  # no reply: a dead login, the token service or Amazon Q unreachable
             self._pool.report_failure(manager.account_id, None, detail=str(exc))
             if isinstance(exc, RefreshRejected):
@@ -368,6 +375,8 @@ class UpstreamClient:
         """One call, recorded in the request's trace with its host, its account and how it ended."""
         endpoint = host.url
         body = attempt.body_for(manager.profile_arn if sends_profile(host, manager.auth_kind) else None, host)
+        if len(body) > self._config.max_request_bytes:
+            raise RequestTooLarge(len(body), self._config.max_request_bytes)
         began = attempt.trace.sending(endpoint, body)
         status: int | None = None
         failure: BaseException | None = None

@@ -61,6 +61,7 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         first_byte_timeout=settings.first_byte_timeout,
         read_timeout=settings.read_timeout,
         max_retries=settings.max_retries,
+        max_request_bytes=settings.upstream_max_request_bytes,
     )
 
 

@@ -366,6 +366,17 @@ class Settings:
         group=Group.STREAMING,
         description="Seconds Amazon Q may stay silent between two parts of a reply.",
     )
+    upstream_max_request_bytes: int = setting(
+        "Q2API_UPSTREAM_MAX_REQUEST_BYTES",
+        Number(int, 1024, unit="bytes"),
+        default=6_340_000,
+        group=Group.CONVERSION,
+        description="""
+            Largest Amazon Q request the gateway sends (the converted conversation, encoded). A
+            larger one is answered 400 `prompt is too long: …` naming its size and this limit, so
+            Claude Code compacts the conversation instead of meeting an opaque upstream failure.
+            The default is the largest body peers saw Amazon Q accept (6.34 MB; 7.34 MB failed).""",
+    )
     upstream_keepalive_seconds: float = setting(
         "Q2API_UPSTREAM_KEEPALIVE_SECONDS",
         Number(float, 0, above=True, unit="seconds"),
