@@ -9,6 +9,7 @@
     │   └── NoAccountConfigured
     ├── ModelNotServed                 (model): no account's catalogue has the model
     ├── RequestTooLarge                (size, limit): the encoded request is over the upstream's limit
+    ├── AccountsBusy                   (retry_after): every eligible account has its cap of requests in flight
     └── RefreshUnavailable             the token service could not be reached; tokens are kept
 
 Frame-level faults of the event stream have their own tree (`q2api.amazonq.eventstream.errors`).
@@ -168,6 +169,18 @@ class RequestTooLarge(UpstreamError):
         self.size = size
         self.limit = limit
         super().__init__(f"the Amazon Q request would be {size:,} bytes, over the upstream's limit of {limit:,} bytes")
+
+
+class AccountsBusy(UpstreamError):
+    """Every account that could serve the request already has its cap of requests in flight, and none
+    freed a slot within the wait: the client should come back in `retry_after` seconds."""
+
+    def __init__(self, cap: int, waited: float, retry_after: int) -> None:
+        self.cap = cap
+        self.retry_after = retry_after
+        super().__init__(
+            f"every Amazon Q account already has {cap} requests in flight (waited {waited:g}s for a free slot)"
+        )
 
 
 class RefreshUnavailable(UpstreamError):

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 from q2api.amazonq.errors import (
+    AccountsBusy,
     RefreshRejected,
     RefreshUnavailable,
     RequestTooLarge,
@@ -57,6 +58,8 @@ def attempt_outcome(error: BaseException | None) -> str:
         return "cancelled"  # the client left while the call was under way
     if isinstance(error, UpstreamHTTPError):
         return error.kind.value
+    if isinstance(error, AccountsBusy):
+        return "accounts_busy"  # no call made: every account had its cap in flight
     if isinstance(error, RequestTooLarge):
         return "too_large"  # refused before sending
     if isinstance(error, UpstreamTimeout):

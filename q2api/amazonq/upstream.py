@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 import orjson
@@ -29,6 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from q2api.amazonq.account_access import Credential, CredentialPool
 from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace, host_of
 from q2api.amazonq.errors import (
+    AccountsBusy,
     FailureKind,
     HostUnreachable,
     ModelNotServed,
@@ -44,6 +46,7 @@ from q2api.amazonq.errors import (
 )
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.hosts import Host, sends_profile, shape_document
+from q2api.amazonq.inflight import InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.proxy import ProxyRoute, proxy_route
 from q2api.amazonq.types import GenerateAssistantResponseRequest
@@ -78,6 +81,8 @@ class UpstreamConfig:
     backoff_initial: float = 0.5
     backoff_max: float = 8.0  # also the longest Retry-After honoured by waiting instead of failing
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # a larger encoded body is never sent
+    account_max_inflight: int = 8  # requests in flight per account (peers: Amazon Q tolerates 5–8)
+    inflight_wait: float = 10.0  # how long a request waits for a free slot before "overloaded"
 
 
 def create_session(
@@ -117,8 +122,10 @@ class UpstreamStream:
         upstream_started_at: float,
         read_timeout: float,
         host: str = "",
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self._response = response
+        self._on_close = on_close  # gives the account's in-flight slot back, once
         self.account_id = account_id
         self.account_label = account_label
         self.host = host  # the host that served the reply
@@ -180,6 +187,9 @@ class UpstreamStream:
         return data
 
     def close(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
         self._silence.close()
         # A fully read reply can give its connection back to the pool; a
         # half-read one must drop it, which is what tells the upstream to stop.
@@ -219,6 +229,7 @@ class UpstreamClient:
         self._config = config
         self._observer = observer
         self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
+        self.inflight = InflightSlots(config.account_max_inflight)
         self._proxies: dict[str, ProxyRoute] = {}  # per host URL, resolved once (hosts are few)
         self._timeout = aiohttp.ClientTimeout(
             total=None,
@@ -253,9 +264,11 @@ class UpstreamClient:
         try:
             async for try_ in retrying:
                 with try_:
+                    manager = await self._take_slot(attempt)
                     try:
-                        response, manager = await self._attempt_once(attempt)
+                        response = await self._attempt_once(attempt, manager)
                     except BaseException as exc:
+                        self.inflight.release(manager.account_id)
                         self._observer.upstream_attempt(attempt_outcome(exc))
                         raise
                     self._observer.upstream_attempt(attempt_outcome(None))
@@ -267,6 +280,7 @@ class UpstreamClient:
                         upstream_started_at=started,
                         read_timeout=self._config.read_timeout,
                         host=attempt.served_by,
+                        on_close=functools.partial(self.inflight.release, manager.account_id),
                     )
         except Exception as exc:
             attempt.trace.failure = exc
@@ -277,13 +291,37 @@ class UpstreamClient:
             attempt.release()
         raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
 
-    async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, Credential]:
-        # Only an account whose catalogue has the model: another one would answer INVALID_MODEL_ID.
-        manager = self._pool.pick(exclude=attempt.resting, model=attempt.model) or self._pool.pick(model=attempt.model)
-        if manager is None:
-            if not len(self._pool):  # every account left the pool since the request started
-                raise NoAccountConfigured()
-            raise ModelNotServed(attempt.model or "")
+    def _pick(self, attempt: _Attempt) -> Credential | None:
+        """The least busy account that may serve (and has a free slot), preferring those not resting.
+
+        Only an account whose catalogue has the model: another one would answer INVALID_MODEL_ID.
+        """
+        model = attempt.model
+        for level in self.inflight.levels():  # idle accounts first, then the next least busy
+            chosen = self._pool.pick(exclude=attempt.resting | self.inflight.busier_than(level), model=model)
+            if chosen is not None:
+                return chosen
+        return self._pool.pick(exclude=self.inflight.full(), model=model)  # a resting one, rather than none
+
+    async def _take_slot(self, attempt: _Attempt) -> Credential:
+        """An account for the next call, its in-flight slot taken; waits briefly when all are full."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.inflight_wait
+        while True:
+            manager = self._pick(attempt)
+            if manager is not None:
+                self.inflight.take(manager.account_id)
+                return manager
+            if self._pool.pick(model=attempt.model) is None:  # not busy: no account may serve at all
+                if not len(self._pool):  # every account left the pool since the request started
+                    raise NoAccountConfigured()
+                raise ModelNotServed(attempt.model or "")
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.inflight.wait_for_release(remaining):
+                # A reply takes seconds to minutes; a short wait lets a few finish before the client retries.
+                raise AccountsBusy(self.inflight.cap, self._config.inflight_wait, retry_after=5)
+
+    async def _attempt_once(self, attempt: _Attempt, manager: Credential) -> aiohttp.ClientResponse:
         try:
             # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
@@ -297,7 +335,7 @@ class UpstreamClient:
             raise
         if response is not None and response.status == 200:
             self._pool.report_success(manager.account_id)
-            return response, manager
+            return response
 
         if error is None:
             assert response is not None

@@ -62,6 +62,8 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         read_timeout=settings.read_timeout,
         max_retries=settings.max_retries,
         max_request_bytes=settings.upstream_max_request_bytes,
+        account_max_inflight=settings.account_max_inflight,
+        inflight_wait=settings.account_inflight_wait_seconds,
     )
 
 

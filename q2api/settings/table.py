@@ -211,6 +211,24 @@ class Settings:
             Consecutive upstream failures (5xx, unreachable, refresh failures; not the client's own
             bad requests) after which an account rests for 5 minutes; `0` = never.""",
     )
+    account_max_inflight: int = setting(
+        "Q2API_ACCOUNT_MAX_INFLIGHT",
+        Number(int, 1),
+        default=8,
+        group=Group.UPSTREAM,
+        description="""
+            Requests one account may have in flight at once (peers report 5–8 as what Amazon Q
+            tolerates). A request that finds every eligible account full waits up to
+            `Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS` for a slot on the least busy one, then gets the
+            door's overloaded error (Claude 529, OpenAI 503) with `retry-after`. Counted per worker.""",
+    )
+    account_inflight_wait_seconds: float = setting(
+        "Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS",
+        Number(float, 0, unit="seconds"),
+        default=10.0,
+        group=Group.UPSTREAM,
+        description="How long a request waits for a free in-flight slot before the overloaded error.",
+    )
     # -- account store -------------------------------------------------------------------
     data_dir: Path = setting(
         "Q2API_DATA_DIR",
@@ -262,6 +280,17 @@ class Settings:
         default=32 * 1024 * 1024,
         group=Group.CONVERSION,
         description="Largest accepted request body (32 MiB); larger ones get 413.",
+    )
+    upstream_max_request_bytes: int = setting(
+        "Q2API_UPSTREAM_MAX_REQUEST_BYTES",
+        Number(int, 1024, unit="bytes"),
+        default=6_340_000,
+        group=Group.CONVERSION,
+        description="""
+            Largest Amazon Q request the gateway sends (the converted conversation, encoded). A
+            larger one is answered 400 `prompt is too long: …` naming its size and this limit, so
+            Claude Code compacts the conversation instead of meeting an opaque upstream failure.
+            The default is the largest body peers saw Amazon Q accept (6.34 MB; 7.34 MB failed).""",
     )
     loop_mode: LoopMode = setting(
         "Q2API_LOOP_MODE",
@@ -365,17 +394,6 @@ class Settings:
         default=300.0,
         group=Group.STREAMING,
         description="Seconds Amazon Q may stay silent between two parts of a reply.",
-    )
-    upstream_max_request_bytes: int = setting(
-        "Q2API_UPSTREAM_MAX_REQUEST_BYTES",
-        Number(int, 1024, unit="bytes"),
-        default=6_340_000,
-        group=Group.CONVERSION,
-        description="""
-            Largest Amazon Q request the gateway sends (the converted conversation, encoded). A
-            larger one is answered 400 `prompt is too long: …` naming its size and this limit, so
-            Claude Code compacts the conversation instead of meeting an opaque upstream failure.
-            The default is the largest body peers saw Amazon Q accept (6.34 MB; 7.34 MB failed).""",
     )
     upstream_keepalive_seconds: float = setting(
         "Q2API_UPSTREAM_KEEPALIVE_SECONDS",
