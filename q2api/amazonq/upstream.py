@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import functools
 import random
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -86,7 +87,10 @@ class UpstreamConfig:
 
 
 def create_session(
-    *, user_agent: str = "q2api", keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS
+    *,
+    user_agent: str = "q2api",
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> aiohttp.ClientSession:
     """The one shared client session (call inside the running loop, e.g. in the app's lifespan);
     every call it makes says `user_agent`.
@@ -100,7 +104,12 @@ def create_session(
     `trust_env`, which costs a thread hop per request. Per-request timeouts
     are set by the client.
     """
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=keepalive_seconds)
+    connector = aiohttp.TCPConnector(
+        limit=0,
+        ttl_dns_cache=300,
+        keepalive_timeout=keepalive_seconds,
+        ssl=ssl_context if ssl_context is not None else True,  # a context: tests trusting their own CA
+    )
     return aiohttp.ClientSession(
         connector=connector,
         trust_env=False,
