@@ -65,6 +65,7 @@ FIXED_HEADERS = {  # every call; Authorization is added per call
 # Statuses that say "not this host for this token" rather than "not this request" (A8.5, NR's
 # KIRO_ENDPOINT_FALLBACK_STATUSES): the account's next host may serve the same body.
 FAILOVER_STATUSES = frozenset({401, 403, 404})
+PROFILE_REQUIRED_TEXT = "profilearn is required"
 DEFAULT_KEEPALIVE_SECONDS = 300.0
 # The largest request body sources saw Amazon Q accept (docs/protocol.md#limits: bodies of 6.34 MB
 # passed, 7.34 MB failed; an early 1.3 MB failure was not seen again once the limit moved to tokens).
@@ -393,13 +394,15 @@ class UpstreamClient:
                     manager, host, following, "unreachable" if isinstance(exc, HostUnreachable) else "connect_timeout"
                 )
                 continue
-            if response.status not in FAILOVER_STATUSES:
+            if response.status not in FAILOVER_STATUSES and not _may_be_profile_refusal(response):
                 if response.status == 200:
                     attempt.served_by = host.name
                     self.hosts.served(manager, host)
                 return response, None
             error = await _read_error(response)
             attempt.trace.classify_last(error.kind.value)
+            if response.status == 400 and not is_profile_refusal(error):
+                return None, error  # a 400 about the body: terminal, whichever host answered it
             if error.kind is FailureKind.BEARER_INVALID and not refreshed:
                 # Expired or revoked early: refresh once (unless another request already did) and
                 # repeat the call once on this host, outside the retry budget.
@@ -570,6 +573,17 @@ class OpenedReply:
         """Close the reply (idempotent; also usable from synchronous clean-up code)."""
         if self._stream is not None:
             self._stream.close()
+
+
+def _may_be_profile_refusal(response: aiohttp.ClientResponse) -> bool:
+    """A 400 whose body must be read to know whether it is the host's "profileArn is required"."""
+    return response.status == 400
+
+
+def is_profile_refusal(error: UpstreamHTTPError) -> bool:
+    """The runtime host wants a profile the request has none of (A8.4): the host's rule, not the body's
+    fault, so the account's next host may serve it (OR PR #13193 moves on for exactly this 400)."""
+    return error.status == 400 and PROFILE_REQUIRED_TEXT in error.message.lower()
 
 
 def _status_outcome(status: int | None) -> str:

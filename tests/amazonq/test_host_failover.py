@@ -282,3 +282,16 @@ async def test_every_call_and_failover_is_counted_per_host(tmp_path, sim, hosts,
     gone = hosts.gone.removeprefix("http://").rstrip("/")
     assert attempts == [(gone, "unreachable"), (runtime, "http_403"), (runtime, "http_403"), (legacy, "ok")]
     assert moves == [(gone, runtime), (runtime, legacy)]
+
+
+async def test_a_host_asking_for_a_profile_the_account_lacks_moves_it_on(tmp_path, sim, session):
+    # Named like a legacy host, it is not skipped up front; its 400 "profileArn is required" is the host's
+    # rule, not the body's fault (OR PR #13193), so the next host is tried — unlike any other 400.
+    strict = await sim.add_host(HostRules(kind="q", requires_profile=True))
+    legacy = await sim.add_host(HostRules.legacy_q())
+    pool = await pool_of(tmp_path, sim, session, ("idc", None))
+    client = client_for(pool, session, f"{strict.override_entry},{legacy.override_entry}")
+    with capture_logs() as logs:
+        assert await ask(client) == f"127.0.0.1:{legacy.port}"
+    assert strict.refused == 1
+    assert [line.rsplit("status=", 1)[1] for line in failovers(logs)] == ["400"]

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_rests import HostRests
 from q2api.amazonq.hosts import (
     Host,
@@ -21,6 +22,7 @@ from q2api.amazonq.hosts import (
     shape_document,
     write_override,
 )
+from q2api.amazonq.service_api import ServiceApis
 
 RUNTIME_US = "https://runtime.us-east-1.kiro.dev/"
 Q_US = "https://q.us-east-1.amazonaws.com/"
@@ -173,3 +175,31 @@ def test_resting_hosts_are_ordered_by_the_end_of_their_rest() -> None:
     rests.rest("x", b)  # 60 s
     assert rests.order("x", [a, b, c]) == [c, b, a]
     assert rests.is_resting("x", a) and not rests.is_resting("x", c)
+
+
+class FakeCredential:
+    def __init__(self, auth_kind: str, profile_arn: str | None = None, region: str | None = None) -> None:
+        self.account_id = f"acct-{auth_kind}"
+        self.label = auth_kind
+        self.auth_kind = auth_kind
+        self.region = region
+        self.profile_arn = profile_arn
+
+
+def test_the_catalogue_and_credits_follow_the_chats_host_choice() -> None:
+    choice = HostChoice("https://a.example/,https://b.example/", rests=HostRests(clock=Clock()))
+    apis = ServiceApis(session=None, hosts=choice)  # type: ignore[arg-type]  # no call is made here
+    credential = FakeCredential("idc")
+    assert apis.for_account(credential)._endpoint == "https://a.example"  # type: ignore[arg-type]
+    a, b = choice.hosts(credential)  # type: ignore[arg-type]
+    choice.failed(credential, a, b, "403")  # type: ignore[arg-type]
+    assert apis.for_account(credential)._endpoint == "https://b.example"  # type: ignore[arg-type]
+    assert apis.for_account(FakeCredential("social"))._endpoint == "https://a.example"  # type: ignore[arg-type]
+
+
+def test_derived_hosts_per_account_when_nothing_is_overridden() -> None:
+    choice = HostChoice("")
+    assert choice.preferred(FakeCredential("social", "arn:x")).url == RUNTIME_US  # type: ignore[arg-type]
+    assert choice.preferred(FakeCredential("social")).url == Q_US  # type: ignore[arg-type]  # no profile yet
+    assert choice.preferred(FakeCredential("idc", region="eu-west-1")).url == "https://q.eu-central-1.amazonaws.com/"  # type: ignore[arg-type]
+    assert choice.preferred(FakeCredential("api_key")).url == Q_US  # type: ignore[arg-type]
