@@ -13,7 +13,7 @@ import pytest
 from q2api.accounts.pool import AccountPool, build_account_pool
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.store import SqliteAccountStore
-from q2api.amazonq.errors import UpstreamHTTPError, UpstreamUnavailable
+from q2api.amazonq.errors import AccountsBusy, UpstreamHTTPError, UpstreamUnavailable
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_rests import HostRests
 from q2api.amazonq.observer import UpstreamObserver
@@ -295,3 +295,20 @@ async def test_a_host_asking_for_a_profile_the_account_lacks_moves_it_on(tmp_pat
         assert await ask(client) == f"127.0.0.1:{legacy.port}"
     assert strict.refused == 1
     assert [line.rsplit("status=", 1)[1] for line in failovers(logs)] == ["400"]
+
+
+async def test_requests_go_to_the_least_busy_account_and_never_over_its_cap(tmp_path, sim, session):
+    pool = await pool_of(tmp_path, sim, session, ("idc", None), ("idc", None))
+    client = client_for(pool, session, sim.url, account_max_inflight=2, inflight_wait=0.1)
+    sim.responder = lambda record: scripts.stalled_reply(0.3, text_before="ok")
+    opened = [client.open_stream(payload()) for _ in range(5)]  # type: ignore[arg-type]
+    streams = []
+    for reply in opened[:4]:
+        streams.append(await reply.__aenter__())
+    per_account = sorted(stream.account_id for stream in streams)
+    assert len(set(per_account)) == 2 and per_account.count(per_account[0]) == 2  # two each, not 3 + 1
+    with pytest.raises(AccountsBusy, match="requests in flight"):
+        await opened[4].__aenter__()  # both full: waited briefly, then overloaded
+    for reply in opened[:4]:
+        await reply.__aexit__(None, None, None)
+    assert all(client.inflight.count(stream.account_id) == 0 for stream in streams)  # every slot given back
