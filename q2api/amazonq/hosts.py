@@ -20,7 +20,7 @@ The order chosen per kind (A8.5 for what peers do; where the sources disagree th
 * IdC / Builder ID: q first (✓ for both), codewhisperer (us-east-1), runtime last — ⚠ some peers
   report the runtime host accepting a real enterprise ARN, so it stays as the last resort; an account
   without a profile never goes there (the host requires one).
-* API key: q only first, runtime last (⚠ only NR and OR report runtime refusing keys, A10);
+* API key: q first, runtime last (⚠ only NR and OR report runtime refusing keys, A10);
   codewhisperer never (it authenticates keys and then refuses the body).
 
 `AMAZONQ_ENDPOINT` overrides the derived list for every account: one URL or a comma-separated ordered

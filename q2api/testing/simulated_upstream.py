@@ -22,6 +22,11 @@ closing frames of :mod:`q2api.testing.simulated_accounting` — token usage with
 computed from the request's cache points, credits, context use — after its own frames (off by
 default: scripted replies then stay exactly as scripted).
 
+`await sim.add_host(HostRules.runtime())` adds an address with the rules of one of the 2026 hosts
+(:mod:`q2api.testing.simulated_hosts`: token kinds it refuses, a required profile, legacy fields
+refused); `ssl_context` makes every address speak TLS, and `connections_seen` counts the client
+connections (handshakes) it accepted.
+
 It records every request, knows which access tokens it has issued (with
 `check_tokens=True` others get the real 403 "bearer token invalid"), and counts
 streams, disconnects and open connections so a test can see that a client
@@ -94,7 +99,7 @@ class SimulatedUpstream:
     ) -> None:
         self.host = host
         self.port = port
-        self.ssl_context = ssl_context  # TLS on every port (a self-signed certificate: see bench/support)
+        self.ssl_context = ssl_context  # TLS on every port (a self-signed certificate: q2api.testing.tls)
         self.keepalive_timeout = keepalive_timeout  # an idle client connection is closed after this
         # Extra hosts (add_host): local port -> the rules of the host behind it.
         self.host_rules: dict[int, HostRules] = {}
