@@ -18,6 +18,8 @@ from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_rests import HostRests
 from q2api.amazonq.observer import UpstreamObserver
 from q2api.amazonq.upstream import UpstreamClient, UpstreamConfig, create_session
+from q2api.server.wiring import web_searcher
+from q2api.settings import load_settings
 from q2api.testing import scripts
 from q2api.testing.simulated_hosts import HostRules, gone_url
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream
@@ -312,3 +314,18 @@ async def test_requests_go_to_the_least_busy_account_and_never_over_its_cap(tmp_
     for reply in opened[:4]:
         await reply.__aexit__(None, None, None)
     assert all(client.inflight.count(stream.account_id) == 0 for stream in streams)  # every slot given back
+
+
+async def test_web_search_goes_to_the_host_the_accounts_chat_moved_to(tmp_path, sim, session):
+    refusing = await sim.add_host(HostRules(kind="q", refuses_token_kinds=frozenset({"idc"})))
+    legacy = await sim.add_host(HostRules.legacy_q())
+    override = f"{refusing.override_entry},{legacy.override_entry}"
+    pool = await pool_of(tmp_path, sim, session, ("idc", None))
+    client = client_for(pool, session, override)
+    searcher = web_searcher(session, pool, client.hosts, load_settings({"AMAZONQ_ENDPOINT": override}, env_file=None))
+    (manager,) = pool.managers()
+    await searcher.search("first", account_id=manager.account_id)
+    await ask(client)  # the chat fails over from the refusing host to the legacy one
+    await searcher.search("second", account_id=manager.account_id)
+    hosts_searched = [headers["Host"] for headers, _ in sim.mcp.requests]
+    assert hosts_searched == [f"127.0.0.1:{refusing.port}", f"127.0.0.1:{legacy.port}"]
