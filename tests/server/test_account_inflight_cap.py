@@ -8,6 +8,7 @@ import asyncio
 
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, open_gateway
+from tests.support.search_replies import answer, search_call
 
 BURST = 100
 CAP = 4
@@ -70,3 +71,24 @@ async def test_past_the_wait_a_request_gets_the_overloaded_error_with_retry_afte
     assert chat_refused and all(response.status_code == 503 for response in chat_refused)
     assert int(chat_refused[0].headers["retry-after"]) > 0
     assert len(gw.sim.requests) == 2 * CAP  # the refused ones never reached Amazon Q
+
+
+async def test_a_web_search_turn_needs_one_slot_at_a_time(tmp_path):
+    # The turn's second upstream call (after its search) opens once the first is closed: with a cap of
+    # one it is served at once, not after the wait and an overloaded error.
+    query = "python 3.14 release date"
+    async with open_gateway(
+        tmp_path,
+        AMAZONQ_AUTH_METHOD="social",
+        Q2API_ACCOUNT_MAX_INFLIGHT="1",
+        Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS="0",
+    ) as gw:
+        gw.sim.enqueue(search_call(query), answer("It came out in October."))
+        message = await gw.client.messages.create(
+            model=MODEL,
+            max_tokens=256,
+            messages=[{"role": "user", "content": "When was Python 3.14 released?"}],
+            tools=[{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}],
+        )
+    assert message.content[-1].text == "It came out in October."
+    assert len(gw.sim.requests) == 2
