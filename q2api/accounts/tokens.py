@@ -92,6 +92,14 @@ class TokenManager:
         return self._account.label
 
     @property
+    def auth_kind(self) -> str:
+        return self._account.auth_method
+
+    @property
+    def region(self) -> str | None:
+        return self._account.region
+
+    @property
     def profile_arn(self) -> str | None:
         return self._account.profile_arn
 

@@ -53,7 +53,9 @@ async def log_readiness(store: AccountStore, pool: AccountPool, endpoint: str) -
     """Start-up's last line: ready (INFO) or not yet, and why (WARNING) — as `/readyz` will answer."""
     reason = await readiness(store, pool)
     if reason is None:
-        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {endpoint}")
+        # `endpoint` is AMAZONQ_ENDPOINT: empty when each account's hosts follow from its login kind and region.
+        hosts = endpoint or "derived per account"
+        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, hosts {hosts}")
     else:
         remedy = f"; {NO_ACCOUNT_REMEDY}" if reason == NO_ACCOUNT else ""
         logger.warning(
