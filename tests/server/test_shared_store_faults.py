@@ -7,6 +7,12 @@ two minutes, inside the five-minute refresh margin: every request wants a
 refresh, which needs the store's lock. The access token is still valid, so
 every request must be served all the same, and the refresh must happen once
 the store is back.
+
+Also here, on the same rig: admin calls during an outage (503 in the admin
+envelope), a refresh or an added account whose tokens rotated while the store
+went down (kept, written later), fields the store would refuse (400 before the
+refresh), forty concurrent admin refreshes (one refresh), bounded lock
+connections, a row sealed with another key, and a store frozen at start-up.
 """
 
 from __future__ import annotations
