@@ -22,7 +22,7 @@ And the documents say what the program does, where a test can hold them to it:
   substitution) and not one the installed `anthropic` SDK warns is at its end of life;
 * the JSON log line the operating page shows has the fields a real request's line has;
 * the `/v1/models` fields the clients page names are in a real list entry;
-* the admin API table of the operating page lists exactly the admin API's routes.
+* the admin API tables of the operating page list exactly the admin API's routes.
 """
 
 from __future__ import annotations

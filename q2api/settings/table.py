@@ -460,10 +460,11 @@ class Settings:
         group=Group.TRANSPORT,
         flag_metavar=COUNT,
         description="""
-            Most open client connections, and requests in progress, per worker; beyond it, 503. 0 =
-            from the worker's open-file limit, which `q2api serve` first raises to its hard limit: a
-            stream holds two sockets (client and Amazon Q), and 64 files are kept for the rest, so
-            `ulimit -n` 1024 gives 480 and 65536 gives 32736. Start-up logs the figure.""",
+            Most open client connections, and requests in progress, per worker (0: half the
+            open-file limit, less 64). Beyond it, 503. With 0, the figure follows the worker's
+            open-file limit, which `q2api serve` first raises to its hard limit: a stream holds two
+            sockets (client and Amazon Q), and 64 files are kept for the rest, so `ulimit -n` 1024
+            gives 480 and 65536 gives 32736. Start-up logs the figure.""",
     )
     # -- models and credits ---------------------------------------------------------------
     model_map: Mapping[str, str] = setting(
