@@ -46,6 +46,7 @@ _CLOSE_WAIT = 10.0  # seconds `dispose` waits for running writes: a hung databas
 CONNECT_TIMEOUT = 5.0
 POOL_TIMEOUT = 5.0  # waiting for a pooled connection when all are busy
 UNIT_DEADLINE = 10.0
+LOCK_CONNECTIONS = 4  # lock connections open at once, per process (each refresh in progress holds one)
 
 
 class StoreDatabase(ABC):

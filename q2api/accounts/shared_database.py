@@ -9,6 +9,9 @@ waits on the event loop, never in a thread.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -34,6 +37,7 @@ class SharedDatabase(StoreDatabase):
         self.url = url
         self.kind = url.kind
         self.deadline = database.UNIT_DEADLINE if deadline is None else deadline
+        self._lock_slots = asyncio.Semaphore(database.LOCK_CONNECTIONS)
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
         connect_timeout = min(database.CONNECT_TIMEOUT, self.deadline)
@@ -64,11 +68,30 @@ class SharedDatabase(StoreDatabase):
             async with self.bounded(), self.engine.connect() as connection:
                 return await connection.run_sync(work)
 
-    async def connect_for_lock(self) -> AsyncConnection:
-        """A connection of its own (never pooled): closing it releases every lock it holds."""
-        with self.failures():
+    @contextlib.asynccontextmanager
+    async def lock_connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection of its own (never pooled) for the block: its close at the end releases every lock it holds.
+
+        At most LOCK_CONNECTIONS are open at once in this process (more wait their turn): forty admin
+        refreshes must not take forty of a small database's connections.
+        """
+        async with self._lock_slots:
+            with self.failures():
+                async with self.bounded():
+                    connection = await self._lock_engine.connect()
+            try:
+                yield connection
+            finally:
+                # Shielded, so that a cancelled holder still closes it (a lock left to the garbage collector
+                # stays taken), and bounded, so that a frozen database cannot keep the slot.
+                await asyncio.shield(self._close_quietly(connection))
+
+    async def _close_quietly(self, connection: AsyncConnection) -> None:
+        # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
+        # the block's own outcome is what the holder must see.
+        with contextlib.suppress(Exception):
             async with self.bounded():
-                return await self._lock_engine.connect()
+                await connection.close()
 
     async def _close(self) -> None:
         await self.engine.dispose()

@@ -20,6 +20,7 @@ from q2api.accounts.migrations import MigrationChain, apply_chains
 from q2api.accounts.secret_box import SecretBox
 from q2api.accounts.shared_database import SharedDatabase
 from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore
+from q2api.accounts.store_protocol import StoreUnavailable
 
 MIGRATION_LOCK = "migrate"
 MIGRATION_LOCK_TIMEOUT = 120.0  # seconds a replica waits for another one's migration
@@ -33,13 +34,23 @@ async def open_shared_store(
     db = SharedDatabase(url)
     try:
         with db.failures():
-            async with db.engine.connect() as connection:
+            # The first contact is bounded like any unit of work: a server that accepts the connection
+            # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
+            # covers the TCP connect only).
+            async with db.bounded(), db.engine.connect() as connection:
                 locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
-            async with (
-                db.engine.connect() as connection,
-                locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
-            ):
-                await connection.run_sync(apply_chains, chains)
+            migration_bound = MIGRATION_LOCK_TIMEOUT + (db.deadline or 0.0)  # it may wait for another replica's
+            try:
+                async with (
+                    asyncio.timeout(migration_bound),
+                    db.engine.connect() as connection,
+                    locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
+                ):
+                    await connection.run_sync(apply_chains, chains)
+            except TimeoutError:
+                raise StoreUnavailable(
+                    f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
+                ) from None
     except BaseException:
         await db.dispose()
         raise
@@ -54,25 +65,14 @@ class _DatabaseRefreshLock:
     @contextlib.asynccontextmanager
     async def __call__(self, account_id: str) -> AsyncIterator[None]:
         name = f"refresh:{account_id}"
-        connection = await self._db.connect_for_lock()
-        try:
+        # Closing the (unpooled) connection at the block's end ends the database session and so the lock.
+        async with self._db.lock_connection() as connection:
             # Polled, not waited for in the database: a waiting statement could not be cancelled cleanly.
             while not await self._try_lock(connection, name):  # noqa: ASYNC110
                 await asyncio.sleep(_LOCK_POLL_INTERVAL)
             yield
-        finally:
-            # Closing the (unpooled) connection ends the database session and so the lock; shielded,
-            # so that a cancelled holder still closes it (a lock left to the garbage collector stays taken).
-            await asyncio.shield(_close_quietly(connection))
 
     async def _try_lock(self, connection: AsyncConnection, name: str) -> bool:
         with self._db.failures():
             async with self._db.bounded():
                 return await self._locks.try_acquire(connection, name)
-
-
-async def _close_quietly(connection: AsyncConnection) -> None:
-    # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
-    # the block's own outcome is what the holder must see.
-    with contextlib.suppress(Exception):
-        await connection.close()

@@ -394,9 +394,13 @@ class SqliteAccountStore(SqlAccountStore):
         # WAL with "database is locked" at once (the busy timeout does not cover it): set the file up
         # one process at a time.
         with exclusive_lock(self.data_dir / INIT_LOCK_FILENAME):
-            create_private_file(self.path)
-            db.set_wal_mode()
-            db.migrate(chains)
+            try:
+                create_private_file(self.path)
+                db.set_wal_mode()
+                db.migrate(chains)
+            except BaseException:
+                db.engine.dispose()  # a file that cannot be the store keeps no pooled connection open
+                raise
         super().__init__(db, PlainSecrets(), self._file_refresh_lock, str(self.path.resolve()))
 
     def _file_refresh_lock(self, account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
