@@ -50,7 +50,6 @@ from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.models.routing import ModelRouter
 from q2api.models.table import builtin_catalogue, resolve_model
-from q2api.server import relay as relay_module
 from q2api.server.exchange_log import Exchange
 from q2api.server.relay import MessagesRelay
 from q2api.settings import Settings
@@ -141,18 +140,18 @@ def main() -> None:
     assert session is not None
 
     def no_checkpoints() -> None:
-        relay_module.CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=1 << 30)
+        gateway.checkpoints = CheckpointStore(max_bytes=1 << 30)
 
     # The previous turn's checkpoint, as prepare() keeps it (its history entries checked by the guard).
     no_checkpoints()
     whole_prepare(raw)
-    checkpoint = relay_module.CONVERSION_CHECKPOINTS.find(session, request.messages)
+    checkpoint = gateway.checkpoints.find(session, request.messages)
     assert checkpoint is not None and checkpoint.checked is not None
     next_payload = convert_request(next_request, options, checkpoint).payload
 
     def previous_turn_only() -> None:
         no_checkpoints()
-        relay_module.CONVERSION_CHECKPOINTS.keep(session, checkpoint, len(raw), replacing=None)
+        gateway.checkpoints.keep(session, checkpoint, len(raw), replacing=None)
 
     long_session = tool_session([("Read", {"file_path": f"/src/{n}.py"}, f"# {n}\n" + "x" * 4000) for n in range(300)])
     looping_session = tool_session(
