@@ -34,19 +34,6 @@ def no_checked_run() -> None:
     pipeline.validate_conversation = lambda payload, checked=None: validate(payload)  # type: ignore[assignment]
 
 
-def no_json_levels() -> None:
-    """The null scan and the depth check take their plain walks (no gc.get_referents)."""
-    from q2api.anthropic import json_levels as levels
-    from q2api.conversion import null_scan
-
-    def plain(values: list[object]) -> object:
-        raise levels.NotPlainJSON
-        yield  # a generator, like the real one
-
-    levels.json_levels = plain  # type: ignore[assignment]
-    null_scan.json_levels = plain  # type: ignore[assignment]
-
-
 def no_off_loop() -> None:
     """Every body prepared on the event loop, however large."""
     from q2api.server import relay
@@ -118,7 +105,6 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "nothing": nothing,
     "checkpoints": no_checkpoints,
     "checked-run": no_checked_run,
-    "json-levels": no_json_levels,
     "off-loop": no_off_loop,
     "wait-deadline": no_wait_deadline,
     "direct-routes": no_direct_routes,
