@@ -25,14 +25,6 @@ def no_checkpoints() -> None:
     CheckpointStore.find = lambda self, conversation_id, messages: None  # type: ignore[method-assign]
 
 
-def no_checked_run() -> None:
-    """Conversions still resume from checkpoints, but the order guard reads every history entry."""
-    from q2api.conversion import pipeline
-
-    validate = pipeline.validate_conversation
-    pipeline.validate_conversation = lambda payload, checked=None: validate(payload)  # type: ignore[assignment]
-
-
 def no_off_loop() -> None:
     """Every body prepared on the event loop, however large."""
     from q2api.server import relay
@@ -56,7 +48,6 @@ def nothing() -> None:
 VARIANTS: dict[str, Callable[[], None]] = {
     "nothing": nothing,
     "checkpoints": no_checkpoints,
-    "checked-run": no_checked_run,
     "off-loop": no_off_loop,
     "direct-routes": no_direct_routes,
 }
