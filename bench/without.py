@@ -25,6 +25,19 @@ def no_checkpoints() -> None:
     CheckpointStore.find = lambda self, conversation_id, messages: None  # type: ignore[method-assign]
 
 
+def no_json_levels() -> None:
+    """The null scan and the depth check take their plain walks (no gc.get_referents)."""
+    from q2api.anthropic import json_levels as levels
+    from q2api.conversion import null_scan
+
+    def plain(values: list[object]) -> object:
+        raise levels.NotPlainJSON
+        yield  # a generator, like the real one
+
+    levels.json_levels = plain  # type: ignore[assignment]
+    null_scan.json_levels = plain  # type: ignore[assignment]
+
+
 def no_off_loop() -> None:
     """Every body prepared on the event loop, however large."""
     from q2api.server import relay
@@ -48,6 +61,7 @@ def nothing() -> None:
 VARIANTS: dict[str, Callable[[], None]] = {
     "nothing": nothing,
     "checkpoints": no_checkpoints,
+    "json-levels": no_json_levels,
     "off-loop": no_off_loop,
     "direct-routes": no_direct_routes,
 }
