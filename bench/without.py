@@ -45,15 +45,6 @@ def no_off_loop() -> None:
     relay.OFF_LOOP_BODY_BYTES = 1 << 62
 
 
-def no_direct_routes() -> None:
-    """The front doors' POST routes served through Starlette's middleware and router like the others."""
-    from starlette.applications import Starlette
-
-    from q2api.server.direct_routes import DirectRoutesApp
-
-    DirectRoutesApp.__call__ = Starlette.__call__  # type: ignore[method-assign]
-
-
 def nothing() -> None:
     """The gateway as it is, started the same way (the baseline of a comparison)."""
 
@@ -63,7 +54,6 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "checkpoints": no_checkpoints,
     "json-levels": no_json_levels,
     "off-loop": no_off_loop,
-    "direct-routes": no_direct_routes,
 }
 
 

@@ -108,7 +108,7 @@ class MessagesRelay:
     # ------------------------------------------------------------ pure preparation
 
     def prepare(self, call: DoorCall, exchange: Exchange, recorder: CaptureRecorder | None = None) -> Prepared:
-        # Lines logged here carry the request id: DirectRoutesApp put it in the log context.
+        # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
         request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
         resolution = self._models.resolve(request.model)
