@@ -163,7 +163,7 @@ class AccountStore(CredentialStore, TelemetryStore, LoginStore, Protocol):
         ...
 
     async def close(self) -> None:
-        """Release connections once running writes have finished (a no-op for the SQLite file)."""
+        """Release the connections once running writes have finished (for a while: a hung database must not hang a shutdown)."""
         ...
 
 
