@@ -108,7 +108,7 @@ class Settings:
             Where the limits of the client keys kept in the store (`q2api keys`) are counted, shared by
             every worker and replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in
             the store itself (SQLite, or the shared database). See
-            [Keys and usage](keys-and-usage.md#where-limits-are-counted).""",
+            [Keys and usage](keys-and-usage.md#limits).""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",

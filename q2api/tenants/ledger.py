@@ -63,7 +63,7 @@ class UsageLedger:
         on_lost: Callable[[int], None] = lambda count: None,
         flush_seconds: float = FLUSH_SECONDS,
     ) -> None:
-        self._database = database
+        self.database = database
         self._retention_days = retention_days
         self._on_lost = on_lost
         self._flush_seconds = flush_seconds
@@ -95,7 +95,7 @@ class UsageLedger:
             if time.time() - self._last_rollup >= ROLLUP_EVERY_SECONDS:
                 self._last_rollup = time.time()
                 try:
-                    await roll_up(self._database, self._retention_days)
+                    await roll_up(self.database, self._retention_days)
                 except Exception as exc:
                     logger.warning(f"the usage ledger's daily roll-up failed ({type(exc).__name__}: {exc})")
 
@@ -108,7 +108,7 @@ class UsageLedger:
                 db.execute(sa.insert(usage), [row.values() for row in rows])
 
             try:
-                await self._database.write(insert)
+                await self.database.write(insert)
             except Exception as exc:
                 logger.warning(f"{len(batch)} usage row(s) not written yet ({type(exc).__name__}: {exc})")
                 return False
