@@ -137,6 +137,8 @@ class Tenancy:
         if exchange.credits_metered:
             credits, estimated = exchange.credits, False
             self._estimate.observe(exchange.upstream_model, tokens, exchange.credits)
+        elif exchange.upstream_attempts == 0:
+            credits, estimated = 0.0, False  # refused before any upstream call: nothing was spent
         else:
             credits, estimated = self._estimate.estimate(exchange.upstream_model, tokens), True
         if exchange.key_label is not None:
