@@ -39,22 +39,41 @@ def add_keys_parser(commands: Any) -> None:
         description="Client keys kept in the store (beside Q2API_API_KEYS, which stay unlimited). "
         "A key is named by its id or label.",
     )
-    key_commands = keys.add_subparsers(dest="keys_command", required=True)
-    create = key_commands.add_parser("create", help="make a key; it is printed once, and only its hash is stored")
+    key_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND")
+    create = key_commands.add_parser(
+        "create",
+        help="make a key; it is printed once, and only its hash is stored",
+        description="Make a client key with its limits. The key is printed once, alone on stdout "
+        "(KEY=$(q2api keys create --label ci)); the store keeps only its SHA-256.",
+    )
     create.add_argument("--label", required=True, help="the key's name in logs, the ledger and /metrics")
     _limit_flags(create, lift=False)
-    listing = key_commands.add_parser("list", help="every key with its limits and today's spend")
+    listing = key_commands.add_parser(
+        "list",
+        help="every key with its limits and today's spend",
+        description="Every key in the store (revoked ones too), its limits and the credits it spent today.",
+    )
     listing.add_argument("--json", action="store_true", help="as JSON")
-    show = key_commands.add_parser("show", help="one key")
+    show = key_commands.add_parser(
+        "show", help="one key", description="One key's limits, status and spend today and this month (never the key)."
+    )
     show.add_argument("key", help="its id or label")
     show.add_argument("--json", action="store_true", help="as JSON")
-    update = key_commands.add_parser("update", help="change a key's label or limits ('none' lifts a limit)")
+    update = key_commands.add_parser(
+        "update",
+        help="change a key's label or limits ('none' lifts a limit)",
+        description="Change a key's label or limits; a limit given as 'none' is lifted, one left out stays.",
+    )
     update.add_argument("key", help="its id or label")
     update.add_argument("--label", help="a new label")
     _limit_flags(update, lift=True)
-    revoke = key_commands.add_parser("revoke", help="stop a key (within seconds on every worker and replica)")
+    revoke = key_commands.add_parser(
+        "revoke",
+        help="stop a key (within seconds on every worker and replica)",
+        description="Stop a key for good: its requests are refused (401) within seconds on every worker and replica.",
+    )
     revoke.add_argument("key", help="its id or label")
-    keys.set_defaults(run=run_keys_command)
+    keys.set_defaults(run=run_keys_command, group=keys)  # `q2api keys` alone prints its help
 
 
 def _number(kind: type[int] | type[float], lift: bool) -> Callable[[str], object]:
