@@ -108,6 +108,12 @@ async def test_keys_and_usage_panels(tmp_path: Path) -> None:
         await expect(alpha_row.locator("meter")).to_have_attribute("value", "0.25")
         await screenshot(page, "keys-laptop")
 
+        # The activity names each request's store key by its label (an environment key: —).
+        await page.locator("#tabs").get_by_role("button", name="Activity", exact=True).click()
+        keys_shown = page.locator("#activity-rows td[data-label='Key']")
+        await expect(keys_shown.filter(has_text="alpha")).to_have_count(6)
+        await expect(keys_shown.filter(has_text="beta")).to_have_count(3)
+
         # The usage page: today's requests plus the seeded days, in the tiles and the charts.
         await page.locator("#tabs").get_by_role("button", name="Usage", exact=True).click()
         total = seeded + 11
