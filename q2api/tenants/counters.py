@@ -40,6 +40,7 @@ class Admitted:
 
 
 WindowRef = tuple[str, float, float]  # name, start, end
+Addition = tuple[Sequence[WindowRef], float]  # windows, the amount to add to each
 
 
 class Counters(Protocol):
@@ -47,11 +48,10 @@ class Counters(Protocol):
         self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
     ) -> Admitted | Refused: ...
 
-    async def add(self, key_id: str, windows: Sequence[WindowRef], amount: float) -> None:
-        """Count `amount` more in each window (tokens or credits known once the reply is over)."""
+    async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
+        """A request is over: give its place in flight back (`lease`), and count what became known
+        only then (its real tokens, its credits), `amount` more in each of the windows, in one step."""
         ...
-
-    async def release(self, key_id: str, lease: str) -> None: ...
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]: ...
 
@@ -105,22 +105,21 @@ class StoreCounters:
 
         return await self._database.write(admit)
 
-    async def add(self, key_id: str, windows: Sequence[WindowRef], amount: float) -> None:
-        if not amount:
+    async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
+        counted = [(windows, amount) for windows, amount in additions if amount]
+        if lease is None and not counted:
             return
 
-        def add(db: sa.Connection) -> None:
-            _take_turn(db, key_id, None)
-            for name, start, _end in windows:
-                _add(db, key_id, name, start, amount)
+        def settle(db: sa.Connection) -> None:
+            if counted:
+                _take_turn(db, key_id, None)
+                for windows, amount in counted:
+                    for name, start, _end in windows:
+                        _add(db, key_id, name, start, amount)
+            if lease is not None:
+                db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
 
-        await self._database.write(add)
-
-    async def release(self, key_id: str, lease: str) -> None:
-        def release(db: sa.Connection) -> None:
-            db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
-
-        await self._database.write(release)
+        await self._database.write(settle)
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
         def select(db: sa.Connection) -> dict[str, float]:

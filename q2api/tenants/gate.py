@@ -17,7 +17,7 @@ from collections.abc import Callable
 from loguru import logger
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.tenants.counters import Admitted, Counters, Refused
+from q2api.tenants.counters import Addition, Admitted, Counters, Refused
 from q2api.tenants.keys import KeyRecord, models_text
 from q2api.tenants.windows import (
     CREDITS_DAY,
@@ -134,13 +134,11 @@ class LimitGate:
             return
         admission.settled = True
         key = admission.key
+        additions: list[Addition] = [(budget_windows(admission.at), credits)]
+        if key.limits.tpm is not None:
+            additions.append(([(TOKENS, *minute(admission.at))], tokens - admission.tokens_counted))
         try:
-            if admission.lease is not None:
-                await self.counters.release(key.id, admission.lease)
-            if key.limits.tpm is not None:
-                await self.counters.add(key.id, [(TOKENS, *minute(admission.at))], tokens - admission.tokens_counted)
-            if credits:
-                await self.counters.add(key.id, budget_windows(admission.at), credits)
+            await self.counters.settle(key.id, admission.lease, additions)
         except Exception as exc:
             logger.warning(f"the usage of key {key.label!r} could not be counted ({type(exc).__name__}: {exc})")
 

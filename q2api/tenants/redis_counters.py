@@ -14,7 +14,15 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from q2api.tenants.counters import CONCURRENCY_RETRY_SECONDS, LEASE_SECONDS, Admitted, Refused, WindowRef, new_lease
+from q2api.tenants.counters import (
+    CONCURRENCY_RETRY_SECONDS,
+    LEASE_SECONDS,
+    Addition,
+    Admitted,
+    Refused,
+    WindowRef,
+    new_lease,
+)
 from q2api.tenants.windows import Window
 
 _PREFIX = "q2api:tenants"
@@ -99,18 +107,18 @@ class RedisCounters:
         used = {window.name: float(total) for window, total in zip(windows, answer[1:], strict=True)}
         return Admitted(lease or None, used)
 
-    async def add(self, key_id: str, windows: Sequence[WindowRef], amount: float) -> None:
-        if not amount:
-            return
+    async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
-            for name, start, end in windows:
-                key = _window_key(key_id, name, start)
-                pipe.incrbyfloat(key, amount)
-                pipe.expire(key, _keep_seconds(end, time.time()))
+            if lease is not None:
+                pipe.zrem(_leases_key(key_id), lease)
+            for windows, amount in additions:
+                if not amount:
+                    continue
+                for name, start, end in windows:
+                    key = _window_key(key_id, name, start)
+                    pipe.incrbyfloat(key, amount)
+                    pipe.expire(key, _keep_seconds(end, time.time()))
             await pipe.execute()
-
-    async def release(self, key_id: str, lease: str) -> None:
-        await self._redis.zrem(_leases_key(key_id), lease)
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
         values = await self._redis.mget([_window_key(key_id, name, start) for name, start, _end in windows])
