@@ -126,12 +126,13 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
         return json_response({"input_tokens": estimate_request_tokens(parsed, include_upstream_prompt=False)})
 
     async def list_models(request: Request) -> Response:
-        await admit(request)
-        models = gateway_of(request).models
+        caller = await admit(request)
+        entries = gateway_of(request).models.entries()
+        allowed = caller.key.limits.models if caller.key is not None else None
+        if allowed is not None:  # a store key limited to some models is shown only those
+            entries = [entry for entry in entries if entry["id"] in allowed]
         # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
-        return json_response(
-            model_list(list_models_page(models.entries(), request.query_params), owned_by=MODELS_OWNER)
-        )
+        return json_response(model_list(list_models_page(entries, request.query_params), owned_by=MODELS_OWNER))
 
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health and last known credits (labels only, never a credential).

@@ -14,7 +14,15 @@ import pytest
 from q2api.tenants.database import open_tenant_database
 from q2api.tenants.keys import KeyLimits, KeyStore
 from q2api.testing import scripts
-from tests.support.gateway_harness import JSON_BODY, MODEL, Gateway, capture_logs, find_secrets, open_gateway
+from tests.support.gateway_harness import (
+    CLIENT_KEY,
+    JSON_BODY,
+    MODEL,
+    Gateway,
+    capture_logs,
+    find_secrets,
+    open_gateway,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -229,3 +237,22 @@ async def test_an_open_gateway_closes_once_a_store_key_exists(tmp_path: Path) ->
         assert (await http.post(path, json=body, headers=JSON_BODY)).status_code == 401
         gw.sim.enqueue(scripts.text_reply("ok"))
         assert (await http.post(path, json=body, headers=headers_for("claude", key))).status_code == 200
+
+
+async def test_models_lists_only_the_keys_models(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path) as gw, httpx2.AsyncClient(base_url=gw.base_url, timeout=20) as http:
+        everything = (await http.get("/v1/models", headers=headers_for("claude", CLIENT_KEY))).json()["data"]
+        assert MODEL in [entry["id"] for entry in everything] and len(everything) > 1
+        key = await make_key(tmp_path, "one-model", models=(MODEL,))
+        listed = (await http.get("/v1/models", headers=headers_for("chat", key))).json()["data"]
+        assert [entry["id"] for entry in listed] == [MODEL]
+
+
+async def test_a_counter_store_that_is_down_lets_requests_through(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path, Q2API_REDIS_URL="redis://127.0.0.1:1/0") as gw:
+        key = await make_key(tmp_path, "redis-down", rpm=1)
+        with capture_logs() as logs:
+            for _ in range(2):
+                gw.sim.enqueue(scripts.text_reply("ok"))
+                assert (await call(gw, "claude", key)).status_code == 200
+        assert "could not be checked" in logs.text and key not in logs.text
