@@ -131,6 +131,7 @@ class LoginStatus(enum.StrEnum):
     EXPIRED = "expired"
     DENIED = "denied"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # by the operator (DELETE /admin/api/logins/{id})
 
 
 @dataclasses.dataclass(frozen=True)

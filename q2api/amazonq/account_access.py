@@ -22,6 +22,16 @@ class Credential(Protocol):
     def label(self) -> str: ...
 
     @property
+    def auth_kind(self) -> str:
+        """ "social", "idc" or "api_key" (q2api.amazonq.hosts.AuthKind): which hosts accept its token."""
+        ...
+
+    @property
+    def region(self) -> str | None:
+        """Its region (an SSO region is mapped to its API region by q2api.amazonq.hosts.api_region)."""
+        ...
+
+    @property
     def profile_arn(self) -> str | None:
         """The `profileArn` its requests carry (known once a social login has refreshed)."""
         ...

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import datetime
 import getpass
+import math
 import os
 import sys
 import time
@@ -45,6 +46,7 @@ NEW_REFRESH_TOKEN_VARIABLE = NEW_REFRESH_TOKEN.name
 NEW_CLIENT_SECRET_VARIABLE = NEW_CLIENT_SECRET.name
 SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE)
 
+_NOT_A_TIME = "invalid"
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_REFUSED = 1  # the token service refused (or could not check) the credentials
@@ -169,6 +171,8 @@ def _expiry(view: AccountView, now: float) -> str:
         return "-"
     if view.expires_at is None:
         return "unknown"
+    if not math.isfinite(view.expires_at) or _timestamp(view.expires_at) == _NOT_A_TIME:
+        return _NOT_A_TIME  # one bad row (an imported file's) must not break the list of every account
     remaining = view.expires_at - now
     if remaining <= 0:
         return f"{_timestamp(view.expires_at)} (expired)"
@@ -178,7 +182,10 @@ def _expiry(view: AccountView, now: float) -> str:
 def _timestamp(epoch: float | None) -> str:
     if epoch is None:
         return "-"
-    return datetime.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # out of the platform's range (1e20, NaN…)
+        return _NOT_A_TIME
 
 
 def _duration(seconds: float) -> str:

@@ -14,10 +14,13 @@ from collections.abc import Sequence
 
 from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.pool import build_account_pool
+from q2api.accounts.records import Account
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
-from q2api.amazonq.service_api import ServiceApi
+from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.hosts import first_host, parse_override
+from q2api.amazonq.service_api import ServiceApi, ServiceApis
 from q2api.log_text import one_line
 from q2api.models.table import builtin_catalogue
 from q2api.server.wiring import refresh_endpoints, upstream_session
@@ -31,22 +34,27 @@ _VALID_FOR_AT_LEAST = 30.0  # seconds left on an access token that a listing sti
 async def credits_with_current_tokens(store: AccountStore, settings: Settings) -> dict[str, Credits]:
     """Credits of every account that holds an unexpired access token (account id → credits)."""
     now = time.time()
-    usable = {
-        account.id: (account.access_token, account.profile_arn)
+    usable = [
+        account
         for account in await store.accounts()
         if account.access_token and (account.expires_at is None or account.expires_at - now > _VALID_FOR_AT_LEAST)
-    }
+    ]
     if not usable:
         return {}
+    override = parse_override(settings.endpoint)
     async with upstream_session() as session:
-        api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT)
         found: dict[str, Credits] = {}
 
-        async def read(account_id: str, token: str, profile_arn: str | None) -> None:
+        async def read(account: Account) -> None:
+            # The host the account's chat would go to first (nothing has failed in this one-off call).
+            host = first_host(account.auth_method, account.region, bool(account.profile_arn), override)
+            api = ServiceApi(session, host.url, timeout=_TIMEOUT)
             with contextlib.suppress(UpstreamError):
-                found[account_id] = await fetch_credits(api, token, profile_arn=profile_arn)
+                found[account.id] = await fetch_credits(
+                    api, account.access_token or "", profile_arn=account.profile_arn
+                )
 
-        await asyncio.gather(*(read(account_id, *pair) for account_id, pair in usable.items() if pair[0]))
+        await asyncio.gather(*(read(account) for account in usable))
         return found
 
 
@@ -55,7 +63,7 @@ async def read_usage(store: AccountStore, settings: Settings, account_ids: Seque
     async with upstream_session() as session:
         pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings))
         discovery = AccountDiscovery(
-            pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT), fallback=builtin_catalogue()
+            pool, ServiceApis(session, HostChoice(settings.endpoint), timeout=_TIMEOUT), fallback=builtin_catalogue()
         )
         wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
         results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))

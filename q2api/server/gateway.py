@@ -37,6 +37,7 @@ from q2api.server.tenancy import KeyDirectory, Tenancy
 from q2api.server.wiring import (
     account_discovery,
     env_account,
+    host_choice,
     model_router,
     refresh_endpoints,
     upstream_config,
@@ -81,7 +82,7 @@ class Gateway:
 async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
     """Build the gateway, serve while the block runs, and close every part in reverse order."""
     async with contextlib.AsyncExitStack() as stack:
-        session = await stack.enter_async_context(upstream_session())
+        session = await stack.enter_async_context(upstream_session(settings.upstream_keepalive_seconds))
         store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
         stack.push_async_callback(store.close)
         endpoints = refresh_endpoints(settings)
@@ -97,19 +98,22 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         reloader = AccountReloader(store, pool)
         reloader.start()
         stack.push_async_callback(reloader.stop)
-        discovery = account_discovery(settings, pool, session, observer=metrics.UPSTREAM_OBSERVER)
+        hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER)
+        discovery = account_discovery(settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER)
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
         tenancy = await stack.enter_async_context(opened_tenancy(settings))
         activity = ActivityLog()
         captures = Captures(settings)
         stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
         relay = MessagesRelay(
-            upstream=UpstreamClient(session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER),
+            upstream=UpstreamClient(
+                session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER, hosts=hosts
+            ),
             settings=settings,
             models=models,
             on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None, tenancy),
             captures=captures,
-            searcher=web_searcher(settings, session, pool),
+            searcher=web_searcher(session, pool, hosts, settings),
             tenancy=tenancy,
         )
         await discovery.start()

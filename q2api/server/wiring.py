@@ -13,9 +13,10 @@ from q2api.accounts.records import EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.account_access import Credential
 from q2api.amazonq.catalogue import Catalogue
+from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
-from q2api.amazonq.service_api import ServiceApi
-from q2api.amazonq.upstream import UpstreamConfig, create_session
+from q2api.amazonq.service_api import ServiceApis
+from q2api.amazonq.upstream import DEFAULT_KEEPALIVE_SECONDS, UpstreamConfig, create_session
 from q2api.amazonq.web_search import WebSearchClient
 from q2api.conversion.loop_guard import LoopPolicy
 from q2api.conversion.trimming import TrimPolicy
@@ -25,9 +26,14 @@ from q2api.models.table import builtin_catalogue
 from q2api.settings import Settings
 
 
-def upstream_session() -> aiohttp.ClientSession:
+def upstream_session(keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS) -> aiohttp.ClientSession:
     """The HTTP session every call to Amazon Q and its token services goes through (inside a running loop)."""
-    return create_session(user_agent=f"q2api/{__version__}")
+    return create_session(user_agent=f"q2api/{__version__}", keepalive_seconds=keepalive_seconds)
+
+
+def host_choice(settings: Settings, *, observer: UpstreamObserver = NO_OBSERVER) -> HostChoice:
+    """Each account's hosts and what failed lately: one for the chat, the catalogue, credits and web search."""
+    return HostChoice(settings.endpoint, observer=observer)
 
 
 def env_account(settings: Settings) -> EnvAccount | None:
@@ -55,18 +61,20 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         first_byte_timeout=settings.first_byte_timeout,
         read_timeout=settings.read_timeout,
         max_retries=settings.max_retries,
+        max_request_bytes=settings.upstream_max_request_bytes,
+        account_max_inflight=settings.account_max_inflight,
+        inflight_wait=settings.account_inflight_wait_seconds,
     )
 
 
-def web_searcher(settings: Settings, session: aiohttp.ClientSession, pool: AccountPool) -> WebSearchClient:
-    """Web searches through Kiro's MCP endpoint on the account that serves each reply.
-
-    The host is the gateway's one endpoint for every account today; per-account hosts replace
-    `host_of` (it is given the account's credential)."""
-    endpoint = settings.endpoint
+def web_searcher(
+    session: aiohttp.ClientSession, pool: AccountPool, hosts: HostChoice, settings: Settings
+) -> WebSearchClient:
+    """Web searches through Kiro's MCP endpoint on the account that serves each reply, on the host its
+    chat goes to (A11: `/mcp` lives on the inference hosts)."""
 
     def host_of(credential: Credential) -> str:
-        return endpoint
+        return hosts.preferred(credential).url
 
     return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0)
 
@@ -84,12 +92,17 @@ def trim_policy(settings: Settings) -> TrimPolicy:
 
 
 def account_discovery(
-    settings: Settings, pool: AccountPool, session: aiohttp.ClientSession, *, observer: UpstreamObserver = NO_OBSERVER
+    settings: Settings,
+    pool: AccountPool,
+    session: aiohttp.ClientSession,
+    *,
+    hosts: HostChoice | None = None,
+    observer: UpstreamObserver = NO_OBSERVER,
 ) -> AccountDiscovery:
-    """Each account's catalogue and credits, read from the configured endpoint."""
+    """Each account's catalogue and credits, read from the host its chat goes to."""
     return AccountDiscovery(
         pool,
-        ServiceApi(session, settings.endpoint, timeout=settings.connect_timeout + 10.0),
+        ServiceApis(session, hosts or host_choice(settings), timeout=settings.connect_timeout + 10.0),
         fallback=builtin_catalogue(),
         catalogue_interval=settings.models_refresh_seconds,
         credits_max_age=settings.credits_refresh_seconds,

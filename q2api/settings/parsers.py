@@ -19,6 +19,7 @@ from typing import Generic, Protocol, TypeVar
 
 from q2api.accounts.database_url import mask_database_url, parse_database_url
 from q2api.accounts.secret_box import SecretBox
+from q2api.amazonq.hosts import parse_override, write_override
 
 T = TypeVar("T")
 Number_ = TypeVar("Number_", int, float)
@@ -94,6 +95,25 @@ class Url:
         if not value.startswith(("http://", "https://")):
             raise SettingsError(f"{name} must be an http:// or https:// URL, got {value!r}")
         return value
+
+    def write(self, value: str) -> str:
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class HostOverride:
+    """Empty (each account's hosts are derived), one URL, or a comma-separated ordered list of URLs, each
+    optionally `kind=URL` (q2api.amazonq.hosts). Kept as written, normalised; checked here."""
+
+    accepts: str = (
+        "empty, an http(s) URL, or a comma-separated ordered list of them (`runtime=URL` names a host's kind)"
+    )
+
+    def __call__(self, name: str, raw: str) -> str:
+        try:
+            return write_override(parse_override(raw))
+        except ValueError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
 
     def write(self, value: str) -> str:
         return value
