@@ -224,6 +224,7 @@ def test_no_secret_value_reaches_the_repr_whatever_secret_is_set():
     key = Fernet.generate_key().decode()
     values = {
         "Q2API_DATABASE_URL": "postgresql://q2api:pw-SECRET-DB@db:5432/q2api",
+        "Q2API_REDIS_URL": "redis://default:pw-SECRET-REDIS@redis:6379/0",
         "Q2API_SECRET_KEY": key,
     }
     for variable in VARIABLES:

@@ -33,28 +33,39 @@ async def open_shared_store(
     """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
     db = SharedDatabase(url)
     try:
-        with db.failures():
-            # The first contact is bounded like any unit of work: a server that accepts the connection
-            # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
-            # covers the TCP connect only).
-            async with db.bounded(), db.engine.connect() as connection:
-                locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
-            migration_bound = MIGRATION_LOCK_TIMEOUT + (db.deadline or 0.0)  # it may wait for another replica's
-            try:
-                async with (
-                    asyncio.timeout(migration_bound),
-                    db.engine.connect() as connection,
-                    locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
-                ):
-                    await connection.run_sync(apply_chains, chains)
-            except TimeoutError:
-                raise StoreUnavailable(
-                    f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
-                ) from None
+        locks = await migrate_shared_database(db, chains)
     except BaseException:
         await db.dispose()
         raise
     return SqlAccountStore(db, secrets, _DatabaseRefreshLock(db, locks), url.masked)
+
+
+async def migrate_shared_database(db: SharedDatabase, chains: Sequence[MigrationChain]) -> DatabaseLocks:
+    """Bring `chains` up to date under the database's migration lock; the database's locks, for later use.
+
+    Tables kept beside the accounts (client keys) are migrated through here too, with their own chain.
+    Raises StoreUnavailable, SchemaTooNew.
+    """
+    url = db.url
+    with db.failures():
+        # The first contact is bounded like any unit of work: a server that accepts the connection
+        # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
+        # covers the TCP connect only).
+        async with db.bounded(), db.engine.connect() as connection:
+            locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
+        migration_bound = MIGRATION_LOCK_TIMEOUT + (db.deadline or 0.0)  # it may wait for another replica's
+        try:
+            async with (
+                asyncio.timeout(migration_bound),
+                db.engine.connect() as connection,
+                locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
+            ):
+                await connection.run_sync(apply_chains, chains)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
+            ) from None
+    return locks
 
 
 class _DatabaseRefreshLock:

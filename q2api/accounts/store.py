@@ -388,24 +388,37 @@ class SqliteAccountStore(SqlAccountStore):
     ) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_FILENAME
-        create_private_dir(self.data_dir)
-        db = SqliteDatabase(self.path, busy_timeout=busy_timeout)
-        # `--workers` processes start together, and SQLite answers a second simultaneous switch to
-        # WAL with "database is locked" at once (the busy timeout does not cover it): set the file up
-        # one process at a time.
-        with exclusive_lock(self.data_dir / INIT_LOCK_FILENAME):
-            try:
-                create_private_file(self.path)
-                db.set_wal_mode()
-                db.migrate(chains)
-            except BaseException:
-                db.engine.dispose()  # a file that cannot be the store keeps no pooled connection open
-                raise
+        db = open_sqlite_file(self.data_dir, chains, busy_timeout=busy_timeout)
         super().__init__(db, PlainSecrets(), self._file_refresh_lock, str(self.path.resolve()))
 
     def _file_refresh_lock(self, account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         # An fcntl lock: released by the kernel when its process dies, however it dies.
         return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
+
+
+def open_sqlite_file(
+    data_dir: Path, chains: Sequence[MigrationChain], *, busy_timeout: float = _BUSY_TIMEOUT
+) -> SqliteDatabase:
+    """The store's SQLite file in `data_dir` (directory 0700, file 0600), in WAL mode, `chains` migrated.
+
+    It may wait for another worker's set-up (a file lock): an event loop calls it in a thread. Tables
+    kept beside the accounts (client keys) are set up through here too, with their own chain.
+    """
+    create_private_dir(data_dir)
+    path = data_dir / DB_FILENAME
+    db = SqliteDatabase(path, busy_timeout=busy_timeout)
+    # `--workers` processes start together, and SQLite answers a second simultaneous switch to
+    # WAL with "database is locked" at once (the busy timeout does not cover it): set the file up
+    # one process at a time.
+    with exclusive_lock(data_dir / INIT_LOCK_FILENAME):
+        try:
+            create_private_file(path)
+            db.set_wal_mode()
+            db.migrate(chains)
+        except BaseException:
+            db.engine.dispose()  # a file that cannot be the store keeps no pooled connection open
+            raise
+    return db
 
 
 def _safe_name(account_id: str) -> str:

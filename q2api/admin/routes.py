@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from q2api.accounts.store_protocol import STORE_ERRORS
-from q2api.admin import accounts, activity, captures, logins, models
+from q2api.admin import accounts, activity, captures, keys, logins, models, usage
 from q2api.admin.auth import AdminKey
 from q2api.admin.responses import AdminError
 from q2api.server.gateway import Gateway, gateway_of
@@ -61,6 +61,13 @@ def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
         Route(f"{PREFIX}/logins/{{login_id}}", endpoint(cancel_login), methods=["DELETE"]),
         Route(f"{PREFIX}/activity", endpoint(activity.list_activity), methods=["GET"]),
         Route(f"{PREFIX}/models", endpoint(models.list_models), methods=["GET"]),
+        Route(f"{PREFIX}/keys", endpoint(keys.list_keys), methods=["GET"]),
+        Route(f"{PREFIX}/keys", endpoint(keys.create_key), methods=["POST"]),
+        Route(f"{PREFIX}/keys/{{key}}", endpoint(keys.show_key), methods=["GET"]),
+        Route(f"{PREFIX}/keys/{{key}}", endpoint(keys.patch_key), methods=["PATCH"]),
+        Route(f"{PREFIX}/keys/{{key}}", endpoint(keys.revoke_key), methods=["DELETE"]),
+        Route(f"{PREFIX}/usage", endpoint(usage.usage_totals), methods=["GET"]),
+        Route(f"{PREFIX}/usage/overview", endpoint(usage.usage_page), methods=["GET"]),
         Route(f"{PREFIX}/captures", endpoint(captures.list_captures), methods=["GET"]),
         Route(f"{PREFIX}/captures/{{capture_id}}", endpoint(captures.get_capture), methods=["GET"]),
         Route(f"{PREFIX}/captures/{{capture_id}}", endpoint(captures.delete_capture), methods=["DELETE"]),

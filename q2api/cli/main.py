@@ -401,6 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("captures", nargs="*", help="capture ids (or their start) or request ids")
     remove.add_argument("--all", action="store_true", help="remove every capture")
     captures.set_defaults(run=_captures, group=captures)
+
+    from q2api.cli.keys import add_keys_parser
+    from q2api.cli.usage import add_usage_parser
+
+    add_keys_parser(commands)
+    add_usage_parser(commands)
     return parser
 
 

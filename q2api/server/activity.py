@@ -46,6 +46,7 @@ class ActivityLog:
                 "input_tokens": exchange.input_tokens,
                 "output_tokens": exchange.output_tokens,
                 "account": exchange.account,
+                "key": exchange.key_label,  # the store key's label (None: an environment key)
                 "capture": exchange.capture,  # the id of its capture file, if one was written
                 "credits": exchange.credits if exchange.credits_metered else None,
             }

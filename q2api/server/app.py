@@ -35,6 +35,7 @@ from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, j
 from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
 from q2api.server.readiness import readiness
 from q2api.server.responses_routes import ResponsesRoutes
+from q2api.server.tenancy import Caller, Tenancy
 from q2api.server.transport import transport_limits
 from q2api.settings import Settings
 
@@ -67,7 +68,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     client_keys = ClientKeys(list(settings.api_keys))
     # Without client keys, only loopback names and the listed ones are answered (DNS rebinding).
     hosts = HostAllowList(settings.allowed_hosts, enforced=not client_keys.required)
-    responses = ResponsesRoutes(settings, client_keys, hosts)
+    responses = ResponsesRoutes(settings, hosts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
@@ -90,14 +91,15 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     async def relayed(request: Request, door: FrontDoor) -> Response:
         request_id = request.state.request_id  # given by RequestIdMiddleware
         relay = gateway_of(request).relay
+        caller = None
         try:
-            admit(request)
+            caller = await admit(request)
             require_json(request)
             body = await read_body(request, settings.max_body_bytes)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
-            return relay.refuse(request_id, error, door)
-        return await relay.handle(request, body, request_id, door)
+            return relay.refuse(request_id, error, door, caller)
+        return await relay.handle(request, body, request_id, door, caller=caller)
 
     async def messages(request: Request) -> Response:
         return await relayed(request, CLAUDE_DOOR)
@@ -105,26 +107,31 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     async def chat_completions(request: Request) -> Response:
         return await relayed(request, CHAT_DOOR)
 
-    def admit(request: Request) -> None:
-        """The client may use the API: its Host may be answered, and it has a client key if keys are set."""
+    async def admit(request: Request) -> Caller:
+        """The client may use the API: its Host may be answered, and it has a client key if keys are set
+        (an environment key, or a store key neither revoked nor expired)."""
         hosts.check(request)
-        client_keys.check(request)
+        return await gateway_of(request).tenancy.identify(request)
 
     async def count_tokens(request: Request) -> Response:
-        admit(request)
+        caller = await admit(request)
         require_json(request)
         body = await read_body(request, settings.max_body_bytes)
         parsed = parse_count_tokens_request(body)
+        # A store key may count tokens only for its own models; counting costs no upstream call, so
+        # it is held to no rate (Claude Code calls it many times per turn).
+        Tenancy.check_model(caller, parsed.model)
         # Without Amazon Q's hidden prompt: Claude Code sums many count_tokens calls per conversation.
         return json_response({"input_tokens": estimate_request_tokens(parsed, include_upstream_prompt=False)})
 
     async def list_models(request: Request) -> Response:
-        admit(request)
-        models = gateway_of(request).models
+        caller = await admit(request)
+        entries = gateway_of(request).models.entries()
+        allowed = caller.key.limits.models if caller.key is not None else None
+        if allowed is not None:  # a store key limited to some models is shown only those
+            entries = [entry for entry in entries if entry["id"] in allowed]
         # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
-        return json_response(
-            model_list(list_models_page(models.entries(), request.query_params), owned_by=MODELS_OWNER)
-        )
+        return json_response(model_list(list_models_page(entries, request.query_params), owned_by=MODELS_OWNER))
 
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health and last known credits (labels only, never a credential).

@@ -184,21 +184,35 @@ class ClientKeys:
         """
         if not self._keys:
             return None
-        # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
-        presented = request.headers.get("x-api-key") or None
-        if presented is None:
-            authorization = request.headers.get("authorization", "")
-            scheme, _, token = authorization.partition(" ")
-            presented = token.strip() if scheme.lower() == "bearer" else None
+        presented = presented_key(request)
         if not presented:
-            raise AnthropicError(401, "x-api-key header or Authorization: Bearer is required", headers=NO_RETRY)
+            raise AnthropicError(401, KEY_REQUIRED, headers=NO_RETRY)
+        if not self.matches(presented):
+            raise AnthropicError(401, KEY_INVALID, headers=NO_RETRY)
+        return presented
+
+    def matches(self, presented: str) -> bool:
+        """Whether `presented` is one of the configured keys (compared with each, in constant time)."""
         candidate = presented.encode()
         matched = False
         for key in self._keys:
             matched |= hmac.compare_digest(candidate, key)
-        if not matched:
-            raise AnthropicError(401, "invalid x-api-key", headers=NO_RETRY)
-        return presented
+        return matched
+
+
+KEY_REQUIRED = "x-api-key header or Authorization: Bearer is required"
+KEY_INVALID = "invalid x-api-key"
+
+
+def presented_key(request: Request) -> str | None:
+    """The client key a request carries: `x-api-key`, else `Authorization: Bearer` (None: neither)."""
+    # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
+    presented = request.headers.get("x-api-key") or None
+    if presented is None:
+        authorization = request.headers.get("authorization", "")
+        scheme, _, token = authorization.partition(" ")
+        presented = token.strip() if scheme.lower() == "bearer" else None
+    return presented or None
 
 
 async def read_body(request: Request, limit: int) -> bytes:

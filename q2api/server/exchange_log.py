@@ -25,6 +25,7 @@ from loguru import logger
 
 from q2api.amazonq.attempts import UpstreamTrace
 from q2api.server import metrics
+from q2api.tenants.gate import Admission
 
 
 @dataclass(slots=True)
@@ -54,6 +55,10 @@ class Exchange:
     error: str | None = None
     error_message: str | None = None
     account: str = "-"  # the label of the account that served it, when one did
+    key_label: str | None = None  # the label of the store key it came with (never the key itself)
+    admission: Admission | None = None  # what its store key was counted for, settled once it is over
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     account_id: str | None = None
     capture: str | None = None  # the id of the capture file written for it (q2api.server.captures)
     # Told that the request is over just before its line is written (a capture is decided there).
@@ -144,6 +149,8 @@ class Exchange:
         fields: dict[str, object] = {}
         if self.capture is not None:
             fields["capture"] = self.capture
+        if self.key_label is not None:
+            fields["key"] = self.key_label
         if self.credits_metered:
             metrics.observe_credits(
                 account_id=self.account_id, account=self.account, model=self.upstream_model, credits=self.credits

@@ -29,9 +29,11 @@ from q2api.models.routing import ModelRouter
 from q2api.server import metrics
 from q2api.server.activity import ActivityLog
 from q2api.server.captures.recorder import Captures
+from q2api.server.edge import ClientKeys
 from q2api.server.exchange_log import Exchange
 from q2api.server.readiness import log_readiness, log_store_contents
 from q2api.server.relay import MessagesRelay
+from q2api.server.tenancy import KeyDirectory, Tenancy
 from q2api.server.wiring import (
     account_discovery,
     env_account,
@@ -43,6 +45,11 @@ from q2api.server.wiring import (
     web_searcher,
 )
 from q2api.settings import Settings
+from q2api.tenants.counters import Counters, StoreCounters
+from q2api.tenants.database import open_tenant_database
+from q2api.tenants.gate import LimitGate
+from q2api.tenants.keys import KeyStore
+from q2api.tenants.ledger import UsageLedger
 
 STATE_KEY = "gateway"  # its name in the lifespan state every request's scope carries
 
@@ -61,6 +68,7 @@ class Gateway:
     relay: MessagesRelay
     activity: ActivityLog  # the last requests this worker served
     captures: Captures  # capture files of failed requests (Q2API_CAPTURE)
+    tenancy: Tenancy  # client keys (environment and store), their limits, the usage ledger
 
     async def account_usage(self, account: Account) -> dict[str, Any] | None:
         """An account's credits as the admin API shows them; None for an account outside the pool (disabled)."""
@@ -93,6 +101,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER)
         discovery = account_discovery(settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER)
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
+        tenancy = await stack.enter_async_context(opened_tenancy(settings))
         activity = ActivityLog()
         captures = Captures(settings)
         stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
@@ -102,9 +111,10 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             ),
             settings=settings,
             models=models,
-            on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None),
+            on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None, tenancy),
             captures=captures,
             searcher=web_searcher(session, pool, hosts, settings),
+            tenancy=tenancy,
         )
         await discovery.start()
         stack.push_async_callback(discovery.stop)
@@ -122,14 +132,47 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             relay=relay,
             activity=activity,
             captures=captures,
+            tenancy=tenancy,
         )
 
 
-def _after_each_request(discovery: AccountDiscovery, activity: ActivityLog | None) -> Callable[[Exchange], None]:
+@contextlib.asynccontextmanager
+async def opened_tenancy(settings: Settings) -> AsyncIterator[Tenancy]:
+    """The client keys (environment and store), their limits' counters (Redis, else the store) and the
+    usage ledger, for the length of a block; the ledger's last rows are written at its end."""
+    database = await open_tenant_database(settings.database_url, settings.data_dir)
+    try:
+        counters: Counters
+        if settings.redis_url:
+            from q2api.tenants.redis_counters import RedisCounters  # redis is imported only when used
+
+            counters = RedisCounters(settings.redis_url)
+        else:
+            counters = StoreCounters(database)
+        ledger = UsageLedger(
+            database, retention_days=settings.usage_retention_days, on_lost=metrics.count_lost_usage_rows
+        )
+        ledger.start()
+        tenancy = Tenancy(
+            ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), LimitGate(counters), ledger
+        )
+        try:
+            yield tenancy
+        finally:
+            await tenancy.close()
+    finally:
+        await database.close()
+
+
+def _after_each_request(
+    discovery: AccountDiscovery, activity: ActivityLog | None, tenancy: Tenancy
+) -> Callable[[Exchange], None]:
     """What happens once a request's log line is written: its metered credits move its account's
-    known figure, and the admin API's activity ring (when there is an admin API) keeps it."""
+    known figure, the admin API's activity ring (when there is an admin API) keeps it, and its
+    client key and the usage ledger count it."""
 
     def logged(exchange: Exchange) -> None:
+        tenancy.finished(exchange, exchange.admission)
         if exchange.credits_metered and exchange.account_id is not None:
             discovery.note_metered(exchange.account_id, exchange.credits)
         if activity is not None:

@@ -186,6 +186,31 @@ CREDITS = Counter(
     ["account_id", "account", "model"],
     registry=_REGISTRY,
 )
+# Per client key kept in the store (`q2api keys`): the label is the key's, never the key; environment
+# keys and open gateways are not counted here, so the series stay as few as the keys an operator made.
+KEY_REQUESTS = Counter(
+    "q2api_key_requests",
+    "Requests made with each client key kept in the store, by key label and HTTP status.",
+    ["key", "status"],
+    registry=_REGISTRY,
+)
+KEY_TOKENS = Counter(
+    "q2api_key_tokens",
+    "Tokens of each store key's requests, by key label and direction (input, output).",
+    ["key", "direction"],
+    registry=_REGISTRY,
+)
+KEY_CREDITS = Counter(
+    "q2api_key_credits",
+    "Credits of each store key's requests (metered by Amazon Q, or estimated when it metered none).",
+    ["key"],
+    registry=_REGISTRY,
+)
+USAGE_ROWS_LOST = Counter(
+    "q2api_usage_rows_lost",
+    "Usage ledger rows that could not be written (the store failed for long, or at shutdown).",
+    registry=_REGISTRY,
+)
 ACCOUNT_CREDITS_USED = Gauge(
     "q2api_account_credits_used",
     "Credits the account has used in its current period (Amazon Q getUsageLimits), last value seen.",
@@ -262,6 +287,18 @@ def count_capture(reason: str) -> None:
 def observe_credits(*, account_id: str | None, account: str, model: str, credits: float) -> None:
     """The credits one reply was metered (called where its log line is written)."""
     CREDITS.labels(account_id=account_id or "-", account=account or "-", model=model or NO_MODEL).inc(max(credits, 0.0))
+
+
+def observe_key_request(key: str, status: int, input_tokens: int, output_tokens: int, credits: float) -> None:
+    """One request of a store key (`key`: its label), once it is over."""
+    KEY_REQUESTS.labels(key, str(status)).inc()
+    KEY_TOKENS.labels(key, "input").inc(max(input_tokens, 0))
+    KEY_TOKENS.labels(key, "output").inc(max(output_tokens, 0))
+    KEY_CREDITS.labels(key).inc(max(credits, 0.0))
+
+
+def count_lost_usage_rows(count: int) -> None:
+    USAGE_ROWS_LOST.inc(count)
 
 
 def stream_started() -> None:

@@ -52,6 +52,7 @@ from q2api.server.exchange_log import Exchange
 from q2api.server.off_loop import run_off_loop
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.streaming import ReplyStream
+from q2api.server.tenancy import Caller, Tenancy
 from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import Settings
 
@@ -89,6 +90,7 @@ class MessagesRelay:
         captures: Captures | None = None,
         searcher: WebSearcher | None = None,
         checkpoints: CheckpointStore | None = None,
+        tenancy: Tenancy | None = None,
     ) -> None:
         """`on_exchange_logged` is told about each request once its log line is written; `captures`
         writes the capture files of failed requests; `searcher` runs the web searches of requests
@@ -104,6 +106,7 @@ class MessagesRelay:
         self._loop_policy = loop_policy(settings)
         self._trim_policy = trim_policy(settings)
         self._captures = captures
+        self._tenancy = tenancy
 
     # ------------------------------------------------------------ pure preparation
 
@@ -156,8 +159,10 @@ class MessagesRelay:
         door: FrontDoor = CLAUDE_DOOR,
         *,
         finishing: Finishing | None = None,
+        caller: Caller | None = None,
     ) -> Response:
         exchange = self._exchange(request_id, door, request_bytes=len(body))
+        exchange.key_label = caller.label if caller is not None else None
         recorder = self._captures.recorder(request_id, door, body, request.headers.items()) if self._captures else None
         if recorder is not None:
             exchange.on_ending = recorder.finish
@@ -170,6 +175,9 @@ class MessagesRelay:
             else:
                 call = door.read(body)
                 prepared = self.prepare(call, exchange, recorder)
+            if caller is not None and self._tenancy is not None:
+                # The key's models, rates, concurrency and budgets: checked before any upstream call.
+                exchange.admission = await self._tenancy.admit(caller, call.request.model, prepared.input_tokens)
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error) if call else error)
         # Opening the reply (retries included), the hold and a whole non-streaming
@@ -183,6 +191,8 @@ class MessagesRelay:
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
         # Never a silent swap: every reply names the model that answered it.
         response.headers[UPSTREAM_MODEL_HEADER] = prepared.conversion.model.q_model_id
+        if exchange.admission is not None:
+            response.headers.update(exchange.admission.headers)  # the key's rate-limit headers
         return response
 
     async def _respond(
@@ -279,9 +289,13 @@ class MessagesRelay:
 
     # ------------------------------------------------------------ helpers
 
-    def refuse(self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR) -> Response:
+    def refuse(
+        self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR, caller: Caller | None = None
+    ) -> Response:
         """Answer a request refused before its body was parsed (bad client key, body too large)."""
-        return self._finish_with_error(self._exchange(request_id, door), door, error)
+        exchange = self._exchange(request_id, door)
+        exchange.key_label = caller.label if caller is not None else None
+        return self._finish_with_error(exchange, door, error)
 
     def _exchange(self, request_id: str, door: FrontDoor, request_bytes: int = 0) -> Exchange:
         return Exchange(

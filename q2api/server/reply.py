@@ -341,11 +341,14 @@ class Reply:
         translator = self._translator
         for finding in translator.findings:
             logger.warning(f"reply finding: {finding}")
+        outcome = self.exchange
         try:
-            output_tokens = translator.usage.get("output_tokens", 0)
+            usage = translator.usage
+            output_tokens = usage.get("output_tokens", 0)
+            outcome.cache_read_tokens = usage.get("cache_read_input_tokens") or 0
+            outcome.cache_write_tokens = usage.get("cache_creation_input_tokens") or 0
         except Exception:  # a translator fault, already reported by the pump; the line must still be written
             output_tokens = 0
-        outcome = self.exchange
         outcome.record_reply(translator.stop_reason, output_tokens, translator.credits)
         failure = error or self.failure
         if abandoned is not None and not self.finished:

@@ -43,8 +43,9 @@ from q2api.frontdoors.responses.door import (
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.server.cross_site import HostAllowList, require_json
-from q2api.server.edge import ClientKeys, error_response, json_response, read_body
+from q2api.server.edge import error_response, json_response, read_body
 from q2api.server.gateway import gateway_of
+from q2api.server.tenancy import Caller
 from q2api.settings import Settings
 
 OPEN_GATEWAY_OWNER = "-"  # with no client keys configured, every client is one owner
@@ -80,15 +81,18 @@ def _store_unavailable(error: Exception) -> ChatError:
 
 
 class ResponsesRoutes:
-    def __init__(self, settings: Settings, client_keys: ClientKeys, hosts: HostAllowList) -> None:
+    def __init__(self, settings: Settings, hosts: HostAllowList) -> None:
         self._settings = settings
-        self._client_keys = client_keys
         self._hosts = hosts
 
-    def _owner(self, request: Request) -> str:
-        """The caller's owner string, once its Host and client key are admitted (403 / 401 otherwise)."""
+    async def _caller(self, request: Request) -> Caller:
+        """The caller, once its Host and client key are admitted (403 / 401 otherwise)."""
         self._hosts.check(request)
-        return response_owner(self._client_keys.check(request))
+        return await gateway_of(request).tenancy.identify(request)
+
+    async def _owner(self, request: Request) -> str:
+        """The caller's owner string, once its Host and client key are admitted (403 / 401 otherwise)."""
+        return response_owner((await self._caller(request)).presented)
 
     # ------------------------------------------------------------ POST /v1/responses
 
@@ -96,8 +100,10 @@ class ResponsesRoutes:
         request_id = request.state.request_id  # given by RequestIdMiddleware
         gateway = gateway_of(request)
         relay = gateway.relay
+        caller = None
         try:
-            owner = self._owner(request)
+            caller = await self._caller(request)
+            owner = response_owner(caller.presented)
             require_json(request)
             body = await read_body(request, self._settings.max_body_bytes)
             parsed = read_responses_request(body)
@@ -114,13 +120,13 @@ class ResponsesRoutes:
                 door = ResponsesDoor(parsed, conversation.items, previous_model=conversation.model)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
-            return relay.refuse(request_id, error, RESPONSES_DOOR)
+            return relay.refuse(request_id, error, RESPONSES_DOOR, caller)
 
         async def store_finished() -> None:
             if parsed.store is not False and door.call is not None:
                 await self._store(gateway.responses, door.call, owner, parsed.previous_response_id)
 
-        return await relay.handle(request, body, request_id, door, finishing=store_finished)
+        return await relay.handle(request, body, request_id, door, finishing=store_finished, caller=caller)
 
     async def _store(self, store: ResponseStore, call: ResponsesCall, owner: str, previous: str | None) -> None:
         outcome = call.outcome
@@ -154,7 +160,7 @@ class ResponsesRoutes:
         return json_response(stored.response)
 
     async def delete(self, request: Request) -> Response:
-        owner = self._owner(request)
+        owner = await self._owner(request)
         response_id = request.path_params["response_id"]
         try:
             deleted = await gateway_of(request).responses.delete(response_id, owner)
@@ -182,7 +188,7 @@ class ResponsesRoutes:
         return json_response(shapes.item_list(page, has_more=has_more))
 
     async def _find(self, request: Request) -> StoredResponse:
-        owner = self._owner(request)
+        owner = await self._owner(request)
         response_id = request.path_params["response_id"]
         try:
             stored = await gateway_of(request).responses.get(response_id, owner)

@@ -56,6 +56,37 @@ class Text:
 
 
 @dataclasses.dataclass(frozen=True)
+class RedisUrl:
+    """A Redis URL (`redis://`, `rediss://` with TLS, `unix://`); empty means unset (None)."""
+
+    accepts: str = "`redis://…`, `rediss://…` or `unix://…` URL"
+
+    def __call__(self, name: str, raw: str) -> str | None:
+        value = raw.strip()
+        if not value:
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            # It may hold a password: only its scheme is quoted back.
+            raise SettingsError(
+                f"{name} must be a redis://, rediss:// or unix:// URL, got {value.split(':', 1)[0]!r}:…"
+            )
+        return value
+
+    def write(self, value: str | None) -> str:
+        return value or ""
+
+
+def mask_redis_url(url: str) -> str:
+    """The URL with its password (between `:` and `@`) replaced by `***`: safe for logs."""
+    scheme, _, rest = url.partition("://")
+    credentials, at, place = rest.rpartition("@")
+    if not at:
+        return url
+    user, colon, _password = credentials.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{place}"
+
+
+@dataclasses.dataclass(frozen=True)
 class Url:
     accepts: str = "an http:// or https:// URL"
 

@@ -36,8 +36,10 @@ from q2api.settings.parsers import (
     ModelMap,
     Number,
     OptionalDirectory,
+    RedisUrl,
     Text,
     Url,
+    mask_redis_url,
 )
 
 AuthMethod = Literal["idc", "social"]
@@ -73,6 +75,10 @@ def _masked_url(url: str | None) -> str:
     return repr(url and mask_database_url(url))
 
 
+def _masked_redis_url(url: str | None) -> str:
+    return repr(url and mask_redis_url(url))
+
+
 def _mapping(value: Mapping[str, str]) -> str:
     return repr(dict(value))
 
@@ -91,6 +97,19 @@ class Settings:
             Client keys, comma-separated, accepted as `x-api-key` or `Authorization: Bearer`.
             Empty = no client auth (only loopback names and `Q2API_ALLOWED_HOSTS` are answered),
             and a warning at start-up.""",
+    )
+    redis_url: str | None = setting(
+        "Q2API_REDIS_URL",
+        RedisUrl(),
+        default=None,
+        group=Group.CLIENT_ACCESS,
+        secret=True,  # it may hold a password: shown with the password masked
+        shown_as=_masked_redis_url,
+        description="""
+            Where the limits of the client keys kept in the store (`q2api keys`) are counted, shared by
+            every worker and replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in
+            the store itself (SQLite, or the shared database). See
+            [Keys and usage](keys-and-usage.md#limits).""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",
@@ -272,6 +291,16 @@ class Settings:
             Seconds a response of the OpenAI Responses API (`POST /v1/responses`) is kept in the store
             for `previous_response_id` and `GET /v1/responses/{id}` (30 days); a request with
             `store: false` is never kept. See [Clients](clients.md#openai-responses-api).""",
+    )
+    usage_retention_days: int = setting(
+        "Q2API_USAGE_RETENTION_DAYS",
+        Number(int, 1, unit="days"),
+        default=90,
+        group=Group.STORE,
+        description="""
+            Days the usage ledger keeps one row per request; older rows are folded into daily sums
+            per key, model, account and door, which `q2api usage` and the console still count. See
+            [Keys and usage](keys-and-usage.md#the-usage-ledger).""",
     )
     # -- conversion and guards -----------------------------------------------------------
     max_body_bytes: int = setting(

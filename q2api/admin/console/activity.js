@@ -48,6 +48,7 @@ function buildRow(entry) {
       `${formatNumber(entry.input_tokens)} / ${formatNumber(entry.output_tokens)}`,
     ),
     el("td", { dataset: { label: "Account" } }, entry.account === "-" ? "—" : entry.account),
+    el("td", { dataset: { label: "Key" } }, entry.key ?? "—"), // a store key's label; an environment key shows —
     el(
       "td",
       { dataset: { label: "Outcome" } },

@@ -4,16 +4,20 @@ import { ApiError, admin, session, whenUnauthorized } from "./api.js";
 import { refreshAccounts, rerenderAccounts, wireAddForm } from "./accounts.js";
 import { refreshActivity } from "./activity.js";
 import { refreshCaptures } from "./captures.js";
+import { refreshKeys, wireKeyForm } from "./keys.js";
+import { refreshUsage, wireUsage } from "./usage.js";
 import { $, setText, show, toast } from "./dom.js";
 import { wireLoginForm } from "./login.js";
 import { refreshModels } from "./models.js";
 import { prepareTryIt, wireTryIt } from "./tryit.js";
 
-const REFRESH_MS = { accounts: 4000, activity: 3000, captures: 5000 };
+const REFRESH_MS = { accounts: 4000, keys: 5000, usage: 10000, activity: 3000, captures: 5000 };
 const PANELS = {
   accounts: refreshAccounts,
   models: refreshModels,
   try: prepareTryIt,
+  keys: refreshKeys,
+  usage: refreshUsage,
   activity: refreshActivity,
   captures: refreshCaptures,
 };
@@ -110,6 +114,8 @@ function main() {
   wireAddForm();
   wireLoginForm();
   wireTryIt();
+  wireKeyForm();
+  wireUsage(refreshNow);
   if (session.key()) start();
   else signedIn(false);
 }

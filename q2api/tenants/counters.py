@@ -1,0 +1,156 @@
+"""What each key has used in its current windows, and its requests in flight: the one protocol the
+limits are checked through, kept in Redis (q2api.tenants.redis_counters) or in the store (here).
+
+Both keep the same promise: an admission is checked and counted in one atomic step, so that two
+workers (or replicas) admitting the same key at once can never both take the last request of a window.
+In the store, that step is one transaction that first updates the key's own row, which makes the
+key's admissions take turns (a row lock on PostgreSQL and MySQL, the write lock on SQLite).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Sequence
+from typing import Protocol
+
+import sqlalchemy as sa
+
+from q2api.tenants.database import TenantDatabase
+from q2api.tenants.tables import client_keys, key_leases, key_windows
+from q2api.tenants.windows import Window
+
+# A request in flight holds its place this long at most: a worker that dies never releases its
+# leases, and they must not block the key for ever. Longer than any request the gateway lets run.
+LEASE_SECONDS = 30 * 60.0
+CONCURRENCY_RETRY_SECONDS = 1.0  # the retry-after of a request refused for the key's concurrency
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Refused:
+    window: Window | None  # None: the key's concurrency
+    used: float  # what was used in that window (or requests in flight)
+    retry_after: float  # seconds
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Admitted:
+    lease: str | None  # the request's place in flight, when the key has a concurrency limit
+    used: dict[str, float]  # window name → used, this request counted
+
+
+WindowRef = tuple[str, float, float]  # name, start, end
+Addition = tuple[Sequence[WindowRef], float]  # windows, the amount to add to each
+
+
+class Counters(Protocol):
+    async def admit(
+        self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
+    ) -> Admitted | Refused: ...
+
+    async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
+        """A request is over: give its place in flight back (`lease`), and count what became known
+        only then (its real tokens, its credits), `amount` more in each of the windows, in one step."""
+        ...
+
+    async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]: ...
+
+    async def close(self) -> None: ...
+
+
+def new_lease() -> str:
+    return "lease_" + secrets.token_hex(8)
+
+
+class StoreCounters:
+    """The counters in the store's tables (SQLite, PostgreSQL or MySQL)."""
+
+    def __init__(self, database: TenantDatabase) -> None:
+        self._database = database
+
+    async def admit(
+        self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
+    ) -> Admitted | Refused:
+        def admit(db: sa.Connection) -> Admitted | Refused:
+            _take_turn(db, key_id, now)
+            used: dict[str, float] = {}
+            for window in windows:
+                amount = _amount(db, key_id, window.name, window.start)
+                if window.refuses(amount):
+                    return Refused(window, amount, window.end - now)
+                used[window.name] = amount
+            lease = None
+            if concurrency is not None:
+                db.execute(sa.delete(key_leases).where(key_leases.c.key_id == key_id, key_leases.c.expires_at <= now))
+                in_flight = db.execute(
+                    sa.select(sa.func.count()).select_from(key_leases).where(key_leases.c.key_id == key_id)
+                ).scalar_one()
+                if in_flight >= concurrency:
+                    return Refused(None, float(in_flight), CONCURRENCY_RETRY_SECONDS)
+                lease = new_lease()
+                db.execute(sa.insert(key_leases).values(id=lease, key_id=key_id, expires_at=now + LEASE_SECONDS))
+            for window in windows:
+                if window.cost:
+                    _add(db, key_id, window.name, window.start, window.cost)
+                    used[window.name] += window.cost
+                # Earlier windows of the same limit are over: nobody reads them again.
+                db.execute(
+                    sa.delete(key_windows).where(
+                        key_windows.c.key_id == key_id,
+                        key_windows.c.name == window.name,
+                        key_windows.c.window_start < window.start,
+                    )
+                )
+            return Admitted(lease, used)
+
+        return await self._database.write(admit)
+
+    async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
+        counted = [(windows, amount) for windows, amount in additions if amount]
+        if lease is None and not counted:
+            return
+
+        def settle(db: sa.Connection) -> None:
+            if counted:
+                _take_turn(db, key_id, None)
+                for windows, amount in counted:
+                    for name, start, _end in windows:
+                        _add(db, key_id, name, start, amount)
+            if lease is not None:
+                db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
+
+        await self._database.write(settle)
+
+    async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
+        def select(db: sa.Connection) -> dict[str, float]:
+            return {name: _amount(db, key_id, name, start) for name, start, _end in windows}
+
+        return await self._database.read(select)
+
+    async def close(self) -> None:
+        return None  # the database is the key store's, closed with it
+
+
+def _take_turn(db: sa.Connection, key_id: str, now: float | None) -> None:
+    """Update the key's row first: its lock makes this key's counting transactions take turns."""
+    column = client_keys.c.admitted_at
+    db.execute(
+        sa.update(client_keys).where(client_keys.c.id == key_id).values(admitted_at=column if now is None else now)
+    )
+
+
+def _amount(db: sa.Connection, key_id: str, name: str, start: float) -> float:
+    row = db.execute(
+        sa.select(key_windows.c.amount).where(
+            key_windows.c.key_id == key_id, key_windows.c.name == name, key_windows.c.window_start == start
+        )
+    ).first()
+    return float(row.amount) if row is not None else 0.0
+
+
+def _add(db: sa.Connection, key_id: str, name: str, start: float, amount: float) -> None:
+    # Under the key's turn (`_take_turn`): no other transaction inserts this row meanwhile.
+    where = (key_windows.c.key_id == key_id, key_windows.c.name == name, key_windows.c.window_start == start)
+    changed = db.execute(sa.update(key_windows).where(*where).values(amount=key_windows.c.amount + amount)).rowcount
+    if not changed:
+        db.execute(sa.insert(key_windows).values(key_id=key_id, name=name, window_start=start, amount=amount))

@@ -1,0 +1,149 @@
+"""The one check every front door's request passes before any upstream call, for a key kept in the store:
+still valid (else 401), allowed the model (else 403 naming its models), and within its rates,
+concurrency and budgets (else 429 with `retry-after` and Anthropic's rate-limit headers).
+
+What the request really used (its tokens, its credits) is counted once it is over (`settle`), and
+its place in flight given back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import time
+from collections.abc import Callable
+
+from loguru import logger
+
+from q2api.anthropic.errors import AnthropicError
+from q2api.tenants.counters import Addition, Admitted, Counters, Refused
+from q2api.tenants.keys import KeyRecord, models_text
+from q2api.tenants.windows import (
+    CREDITS_DAY,
+    CREDITS_MONTH,
+    REQUESTS,
+    TOKENS,
+    Window,
+    budget_windows,
+    minute,
+    windows_for,
+)
+
+# Bad keys are told so without `x-should-retry`-style hints: retrying will not help.
+_NO_RETRY = {"x-should-retry": "false"}
+
+
+@dataclasses.dataclass(slots=True)
+class Admission:
+    """A request a store key was admitted for: what it was counted as, to be settled when it ends."""
+
+    key: KeyRecord
+    at: float  # epoch seconds of the admission
+    lease: str | None
+    tokens_counted: int  # the input estimate counted in the tokens window (0: the key has no tpm)
+    headers: dict[str, str]  # the rate-limit headers of the reply
+    settled: bool = False
+
+
+def _reset_time(end: float) -> str:
+    moment = datetime.datetime.fromtimestamp(end, tz=datetime.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def rate_headers(windows: list[Window], used: dict[str, float]) -> dict[str, str]:
+    """Anthropic's rate-limit headers (what Claude Code and the SDKs read) for the key's rates."""
+    headers: dict[str, str] = {}
+    for window in windows:
+        kind = {REQUESTS: "requests", TOKENS: "tokens"}.get(window.name)
+        if kind is None:
+            continue
+        headers[f"anthropic-ratelimit-{kind}-limit"] = str(int(window.limit))
+        headers[f"anthropic-ratelimit-{kind}-remaining"] = str(max(int(window.limit - used.get(window.name, 0)), 0))
+        headers[f"anthropic-ratelimit-{kind}-reset"] = _reset_time(window.end)
+    return headers
+
+
+def check_standing(key: KeyRecord, now: float) -> None:
+    """401 for a revoked or expired key."""
+    if key.revoked_at is not None:
+        raise AnthropicError(401, f"the client key {key.label!r} was revoked", headers=_NO_RETRY)
+    if key.expired(now):
+        raise AnthropicError(
+            401, f"the client key {key.label!r} expired on {_reset_time(key.limits.expires_at or 0)}", headers=_NO_RETRY
+        )
+
+
+def check_model(key: KeyRecord, model: str) -> None:
+    """403 (the door's permission error) for a model outside the key's list, naming the ones it may use."""
+    allowed = key.limits.models
+    if allowed is not None and model not in allowed:
+        raise AnthropicError(
+            403, f"the client key {key.label!r} may not use the model {model!r}; it may use: {models_text(allowed)}"
+        )
+
+
+def _refusal(key: KeyRecord, refused: Refused) -> AnthropicError:
+    retry_after = max(math.ceil(refused.retry_after), 1)
+    headers = {"retry-after": str(retry_after)}
+    window = refused.window
+    if window is None:
+        what = f"its {key.limits.max_concurrent} concurrent requests are all in flight"
+    elif window.name == REQUESTS:
+        what = f"its limit of {int(window.limit)} requests a minute is reached"
+    elif window.name == TOKENS:
+        what = f"its limit of {int(window.limit)} tokens a minute is reached ({int(refused.used)} used)"
+    elif window.name == CREDITS_DAY:
+        what = f"its budget of {window.limit:g} credits a day is spent ({refused.used:.2f} used)"
+    else:
+        what = f"its budget of {window.limit:g} credits a month is spent ({refused.used:.2f} used)"
+    if window is not None and window.name in (REQUESTS, TOKENS):
+        headers.update(rate_headers([window], {window.name: refused.used}))
+    return AnthropicError(429, f"the client key {key.label!r} is over its limits: {what}", headers=headers)
+
+
+class LimitGate:
+    def __init__(self, counters: Counters, clock: Callable[[], float] = time.time) -> None:
+        self.counters = counters
+        self._clock = clock
+
+    async def admit(self, key: KeyRecord, model: str, input_tokens: int) -> Admission:
+        """Admit one request of `key` (raises the AnthropicError to answer it with)."""
+        now = self._clock()
+        check_standing(key, now)
+        check_model(key, model)
+        windows = windows_for(key.limits, now, input_tokens)
+        if not windows and key.limits.max_concurrent is None:
+            return Admission(key, now, None, 0, {})
+        try:
+            outcome = await self.counters.admit(key.id, windows, key.limits.max_concurrent, now)
+        except Exception as exc:  # a counter store that is down degrades to no limit, said in the log
+            logger.warning(
+                f"the limits of key {key.label!r} could not be checked ({type(exc).__name__}: {exc}); admitted"
+            )
+            return Admission(key, now, None, 0, {})
+        if isinstance(outcome, Refused):
+            raise _refusal(key, outcome)
+        assert isinstance(outcome, Admitted)
+        counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
+        return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
+
+    async def settle(self, admission: Admission, tokens: int, credits: float) -> None:
+        """Count what the request really used, and give its place in flight back (once; never raises)."""
+        if admission.settled:
+            return
+        admission.settled = True
+        key = admission.key
+        additions: list[Addition] = [(budget_windows(admission.at), credits)]
+        if key.limits.tpm is not None:
+            additions.append(([(TOKENS, *minute(admission.at))], tokens - admission.tokens_counted))
+        try:
+            await self.counters.settle(key.id, admission.lease, additions)
+        except Exception as exc:
+            logger.warning(f"the usage of key {key.label!r} could not be counted ({type(exc).__name__}: {exc})")
+
+    async def spent(self, key: KeyRecord) -> dict[str, float]:
+        """Credits the key spent today and this month (UTC), for the keys panel."""
+        now = self._clock()
+        used = await self.counters.used(key.id, budget_windows(now))
+        return {"credits_today": used.get(CREDITS_DAY, 0.0), "credits_this_month": used.get(CREDITS_MONTH, 0.0)}

@@ -1,0 +1,128 @@
+"""The counters in Redis (`Q2API_REDIS_URL`): one key per window of a key's limits, a sorted set of
+its requests in flight, and one Lua script that checks and counts an admission atomically (Redis
+runs a script whole, with nothing of another client between its commands).
+
+Every Redis key of one client key shares a hash tag (`{key_…}`), so a Redis Cluster keeps them in
+one slot, which a script touching several keys needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from q2api.tenants.counters import (
+    CONCURRENCY_RETRY_SECONDS,
+    LEASE_SECONDS,
+    Addition,
+    Admitted,
+    Refused,
+    WindowRef,
+    new_lease,
+)
+from q2api.tenants.windows import Window
+
+_PREFIX = "q2api:tenants"
+_SOCKET_TIMEOUT = 2.0  # seconds: a Redis that stops answering fails the check, it does not hang it
+_KEEP_AFTER_END = 3600  # seconds a window's counter outlives its window (read late by the keys panel)
+
+# KEYS: one per window, then the set of leases.
+# ARGV: now, number of windows, lease id ('' for none), concurrency (-1: no limit), lease seconds,
+#       then per window: cost, limit, seconds to keep it (Redis' own clock is not the gateway's).
+_ADMIT = """
+local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local used = {}
+for i = 1, n do
+  local cost = tonumber(ARGV[5 + 3 * (i - 1) + 1])
+  local limit = tonumber(ARGV[5 + 3 * (i - 1) + 2])
+  local amount = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if (cost > 0 and amount + cost > limit) or (cost == 0 and amount >= limit) then
+    return {'refused', tostring(i), tostring(amount)}
+  end
+  used[i] = amount
+end
+local concurrency = tonumber(ARGV[4])
+if concurrency >= 0 then
+  local leases = KEYS[n + 1]
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+  local in_flight = redis.call('ZCARD', leases)
+  if in_flight >= concurrency then
+    return {'refused', '0', tostring(in_flight)}
+  end
+  redis.call('ZADD', leases, now + tonumber(ARGV[5]), ARGV[3])
+  redis.call('EXPIRE', leases, math.ceil(tonumber(ARGV[5])))
+end
+local result = {'admitted'}
+for i = 1, n do
+  local cost = tonumber(ARGV[5 + 3 * (i - 1) + 1])
+  local total = used[i]
+  if cost > 0 then
+    total = tonumber(redis.call('INCRBYFLOAT', KEYS[i], cost))
+  end
+  redis.call('EXPIRE', KEYS[i], tonumber(ARGV[5 + 3 * (i - 1) + 3]))
+  result[i + 1] = tostring(total)
+end
+return result
+"""
+
+
+def _keep_seconds(end: float, now: float) -> int:
+    return max(int(end - now), 0) + _KEEP_AFTER_END
+
+
+def _window_key(key_id: str, name: str, start: float) -> str:
+    return f"{_PREFIX}:{{{key_id}}}:{name}:{int(start)}"
+
+
+def _leases_key(key_id: str) -> str:
+    return f"{_PREFIX}:{{{key_id}}}:leases"
+
+
+class RedisCounters:
+    def __init__(self, url: str) -> None:
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url, socket_timeout=_SOCKET_TIMEOUT, socket_connect_timeout=_SOCKET_TIMEOUT, decode_responses=True
+        )
+        self._admit = self._redis.register_script(_ADMIT)
+
+    async def admit(
+        self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
+    ) -> Admitted | Refused:
+        keys = [_window_key(key_id, window.name, window.start) for window in windows] + [_leases_key(key_id)]
+        lease = new_lease() if concurrency is not None else ""
+        arguments: list[Any] = [now, len(windows), lease, -1 if concurrency is None else concurrency, LEASE_SECONDS]
+        for window in windows:
+            arguments += [window.cost, window.limit, _keep_seconds(window.end, now)]
+        answer = await self._admit(keys=keys, args=arguments)
+        if answer[0] == "refused":
+            index, amount = int(answer[1]), float(answer[2])
+            if index == 0:
+                return Refused(None, amount, CONCURRENCY_RETRY_SECONDS)
+            window = windows[index - 1]
+            return Refused(window, amount, window.end - now)
+        used = {window.name: float(total) for window, total in zip(windows, answer[1:], strict=True)}
+        return Admitted(lease or None, used)
+
+    async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            if lease is not None:
+                pipe.zrem(_leases_key(key_id), lease)
+            for windows, amount in additions:
+                if not amount:
+                    continue
+                for name, start, end in windows:
+                    key = _window_key(key_id, name, start)
+                    pipe.incrbyfloat(key, amount)
+                    pipe.expire(key, _keep_seconds(end, time.time()))
+            await pipe.execute()
+
+    async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
+        values = await self._redis.mget([_window_key(key_id, name, start) for name, start, _end in windows])
+        return {name: float(value or 0) for (name, _start, _end), value in zip(windows, values, strict=True)}
+
+    async def close(self) -> None:
+        await self._redis.aclose()

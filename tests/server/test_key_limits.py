@@ -1,0 +1,258 @@
+"""Store keys held to their models, rates, concurrency and budgets on every front door, before any
+upstream call, each refusal in its door's envelope (the gateway on loopback, the simulated Amazon Q)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from q2api.tenants.database import open_tenant_database
+from q2api.tenants.keys import KeyLimits, KeyStore
+from q2api.testing import scripts
+from tests.support.gateway_harness import (
+    CLIENT_KEY,
+    JSON_BODY,
+    MODEL,
+    Gateway,
+    capture_logs,
+    find_secrets,
+    open_gateway,
+)
+
+pytestmark = pytest.mark.asyncio
+
+OTHER_MODEL = "claude-haiku-4-5"
+DOORS = ("claude", "chat", "responses")
+
+
+def door_call(door: str, model: str = MODEL, *, stream: bool = False) -> tuple[str, dict[str, Any]]:
+    if door == "claude":
+        body = {"model": model, "max_tokens": 32, "messages": [{"role": "user", "content": "hi"}]}
+        return "/v1/messages", {**body, "stream": stream}
+    if door == "chat":
+        return "/v1/chat/completions", {
+            "model": model,
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": stream,
+        }
+    return "/v1/responses", {"model": model, "input": "hi", "stream": stream, "store": False}
+
+
+def headers_for(door: str, key: str) -> dict[str, str]:
+    auth = {"x-api-key": key} if door == "claude" else {"authorization": f"Bearer {key}"}
+    return {**JSON_BODY, **auth}
+
+
+async def call(gw: Gateway, door: str, key: str, model: str = MODEL) -> httpx2.Response:
+    path, body = door_call(door, model)
+    async with httpx2.AsyncClient(base_url=gw.base_url, timeout=20) as http:
+        return await http.post(path, json=body, headers=headers_for(door, key))
+
+
+def error_message(door: str, response: httpx2.Response) -> str:
+    body = response.json()
+    if door == "claude":
+        assert body["type"] == "error"
+        return body["error"]["message"]
+    assert set(body["error"]) == {"message", "type", "param", "code"}, body
+    return body["error"]["message"]
+
+
+async def make_key(data_dir: Path, label: str, **limits: Any) -> str:
+    database = await open_tenant_database(None, data_dir)
+    try:
+        key, _record = await KeyStore(database).create(label, KeyLimits(**limits))
+    finally:
+        await database.close()
+    return key
+
+
+async def revoke(data_dir: Path, label: str) -> None:
+    database = await open_tenant_database(None, data_dir)
+    try:
+        await KeyStore(database).revoke(label)
+    finally:
+        await database.close()
+
+
+def metered(credits: float, delay: float = 0.0) -> scripts.StreamReply:
+    return scripts.stream(
+        scripts.conversation_event(),
+        scripts.text_events("ok"),
+        scripts.usage_event(10, 5),
+        scripts.metering_event(credits),
+        delay=delay,
+    )
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_model_outside_the_keys_list_is_refused_naming_its_models(tmp_path: Path, door: str) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "one-model", models=(MODEL,))
+        response = await call(gw, door, key, OTHER_MODEL)
+        assert response.status_code == 403
+        message = error_message(door, response)
+        assert MODEL in message and OTHER_MODEL in message and "one-model" in message
+        assert gw.sim.requests == []  # refused before any upstream call
+        gw.sim.enqueue(scripts.text_reply("fine"))
+        assert (await call(gw, door, key)).status_code == 200
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_rpm_admits_exactly_the_limit_then_429_with_retry_after(tmp_path: Path, door: str) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "three-a-minute", rpm=3)
+        if time.time() % 60 > 50:  # the three must fall in one minute
+            await asyncio.sleep(61 - time.time() % 60)
+        for remaining in (2, 1, 0):
+            gw.sim.enqueue(scripts.text_reply("ok"))
+            response = await call(gw, door, key)
+            assert response.status_code == 200
+            assert response.headers["anthropic-ratelimit-requests-remaining"] == str(remaining)
+            assert response.headers["anthropic-ratelimit-requests-limit"] == "3"
+        calls = len(gw.sim.requests)
+        refused = await call(gw, door, key)
+        assert refused.status_code == 429
+        assert 1 <= int(refused.headers["retry-after"]) <= 60
+        assert refused.headers["anthropic-ratelimit-requests-remaining"] == "0"
+        assert "3 requests a minute" in error_message(door, refused)
+        assert len(gw.sim.requests) == calls
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_revoked_key_stops_within_seconds_and_an_expired_one_is_refused(tmp_path: Path, door: str) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "soon-revoked")
+        gw.sim.enqueue(scripts.text_reply("ok"))
+        assert (await call(gw, door, key)).status_code == 200
+        await revoke(tmp_path, "soon-revoked")
+        started = time.monotonic()
+        while (response := await call(gw, door, key)).status_code != 401:
+            gw.sim.enqueue(scripts.text_reply("ok"))
+            assert time.monotonic() - started < 5, "the revoked key still works"
+            await asyncio.sleep(0.2)
+        assert "revoked" in error_message(door, response)
+        old = await make_key(tmp_path, "expired", expires_at=time.time() - 1)
+        response = await call(gw, door, old)
+        assert response.status_code == 401 and "expired" in error_message(door, response)
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_a_daily_budget_refuses_once_spent(tmp_path: Path, door: str) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "budget", credits_per_day=0.5)
+        for _ in range(2):  # 0 spent, then 0.3: both under 0.5
+            gw.sim.enqueue(metered(0.3))
+            assert (await call(gw, door, key)).status_code == 200
+            await asyncio.sleep(0.3)  # the spend is counted just after the reply
+        refused = await call(gw, door, key)
+        assert refused.status_code == 429
+        assert "0.5 credits a day" in error_message(door, refused)
+        assert int(refused.headers["retry-after"]) >= 1
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_concurrency_refuses_the_request_over_the_limit(tmp_path: Path, door: str) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "one-at-a-time", max_concurrent=1)
+        gw.sim.enqueue(metered(0.0, delay=1.5))
+        slow = asyncio.create_task(call(gw, door, key))
+        assert await gw.sim.wait_until(lambda: len(gw.sim.requests) == 1)
+        refused = await call(gw, door, key)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        assert "concurrent" in error_message(door, refused)
+        assert (await slow).status_code == 200
+        await asyncio.sleep(0.3)
+        gw.sim.enqueue(scripts.text_reply("ok"))
+        assert (await call(gw, door, key)).status_code == 200
+
+
+@pytest.mark.parametrize("door", DOORS)
+async def test_tpm_counts_the_input_estimate_then_the_real_usage(tmp_path: Path, door: str) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "tokens", tpm=3000)
+        if time.time() % 60 > 50:
+            await asyncio.sleep(61 - time.time() % 60)
+        gw.sim.enqueue(
+            scripts.stream(scripts.conversation_event(), scripts.text_events("ok"), scripts.usage_event(100, 2900))
+        )
+        response = await call(gw, door, key)
+        assert response.status_code == 200
+        assert response.headers["anthropic-ratelimit-tokens-limit"] == "3000"
+        await asyncio.sleep(0.3)
+        refused = await call(gw, door, key)  # the reply's 2900 output tokens were counted
+        assert refused.status_code == 429 and "tokens a minute" in error_message(door, refused)
+
+
+async def test_count_tokens_checks_the_keys_standing_and_models(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path) as gw, httpx2.AsyncClient(base_url=gw.base_url, timeout=20) as http:
+        key = await make_key(tmp_path, "counter", models=(MODEL,), rpm=1)
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        for _ in range(3):  # no rate: counting costs no upstream call
+            assert (
+                await http.post("/v1/messages/count_tokens", json=body, headers=headers_for("claude", key))
+            ).status_code == 200
+        other = await http.post(
+            "/v1/messages/count_tokens", json={**body, "model": OTHER_MODEL}, headers=headers_for("claude", key)
+        )
+        assert other.status_code == 403 and MODEL in other.json()["error"]["message"]
+        await revoke(tmp_path, "counter")
+        await asyncio.sleep(2.1)
+        gone = await http.post("/v1/messages/count_tokens", json=body, headers=headers_for("claude", key))
+        assert gone.status_code == 401
+
+
+async def test_the_label_is_logged_never_the_key_and_env_keys_stay_unlimited(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "logged-bot", rpm=1)
+        with capture_logs() as logs:
+            gw.sim.enqueue(scripts.text_reply("ok"), scripts.text_reply("ok"), scripts.text_reply("ok"))
+            assert (await call(gw, "claude", key)).status_code == 200
+            assert (await call(gw, "claude", key)).status_code == 429
+            for _ in range(2):  # the environment key has no limit
+                assert await gw.client.messages.create(
+                    model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "x"}]
+                )
+        lines = logs.request_lines()
+        assert [line.extra.get("key") for line in lines] == ["logged-bot", "logged-bot", None, None]
+        assert key not in logs.text and key[4:] not in logs.text
+        assert find_secrets(logs.text) == []
+
+
+async def test_an_open_gateway_closes_once_a_store_key_exists(tmp_path: Path) -> None:
+    async with (
+        open_gateway(tmp_path, Q2API_API_KEYS="") as gw,
+        httpx2.AsyncClient(base_url=gw.base_url, timeout=20) as http,
+    ):
+        path, body = door_call("claude")
+        gw.sim.enqueue(scripts.text_reply("ok"))
+        assert (await http.post(path, json=body, headers=JSON_BODY)).status_code == 200
+        key = await make_key(tmp_path, "first")
+        await asyncio.sleep(2.1)
+        assert (await http.post(path, json=body, headers=JSON_BODY)).status_code == 401
+        gw.sim.enqueue(scripts.text_reply("ok"))
+        assert (await http.post(path, json=body, headers=headers_for("claude", key))).status_code == 200
+
+
+async def test_models_lists_only_the_keys_models(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path) as gw, httpx2.AsyncClient(base_url=gw.base_url, timeout=20) as http:
+        everything = (await http.get("/v1/models", headers=headers_for("claude", CLIENT_KEY))).json()["data"]
+        assert MODEL in [entry["id"] for entry in everything] and len(everything) > 1
+        key = await make_key(tmp_path, "one-model", models=(MODEL,))
+        listed = (await http.get("/v1/models", headers=headers_for("chat", key))).json()["data"]
+        assert [entry["id"] for entry in listed] == [MODEL]
+
+
+async def test_a_counter_store_that_is_down_lets_requests_through(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path, Q2API_REDIS_URL="redis://127.0.0.1:1/0") as gw:
+        key = await make_key(tmp_path, "redis-down", rpm=1)
+        with capture_logs() as logs:
+            for _ in range(2):
+                gw.sim.enqueue(scripts.text_reply("ok"))
+                assert (await call(gw, "claude", key)).status_code == 200
+        assert "could not be checked" in logs.text and key not in logs.text

@@ -1,0 +1,177 @@
+"""Keys kept in the store and the counters their limits are held to, on SQLite, PostgreSQL, MariaDB and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+import sqlalchemy as sa
+
+from q2api.anthropic.errors import AnthropicError
+from q2api.tenants.counters import StoreCounters
+from q2api.tenants.database import open_tenant_database
+from q2api.tenants.gate import LimitGate
+from q2api.tenants.keys import KeyLimits, KeyProblem, KeyStore, key_digest, parse_expiry
+from q2api.tenants.redis_counters import RedisCounters
+from q2api.tenants.tables import client_keys
+from tests.support.tenant_stores import DATABASE_KINDS, database_url_for, empty_redis
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(params=DATABASE_KINDS)
+def database_url(request, tmp_path):
+    with database_url_for(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(params=["store", "redis"])
+def counter_kind(request):
+    return request.param
+
+
+async def _counters(kind, database):
+    return RedisCounters(empty_redis()) if kind == "redis" else StoreCounters(database)
+
+
+async def test_a_created_key_is_returned_once_and_only_its_hash_is_stored(database_url, tmp_path):
+    database = await open_tenant_database(database_url, tmp_path)
+    try:
+        keys = KeyStore(database)
+        key, record = await keys.create("ci-bot", KeyLimits(models=("claude-sonnet-4-5",), rpm=10))
+        assert key.startswith("q2k_") and len(key) > 40
+        rows = await database.read(lambda db: [dict(row._mapping) for row in db.execute(sa.select(client_keys))])
+        assert len(rows) == 1
+        stored = " ".join(str(value) for value in rows[0].values())
+        assert key not in stored and key[10:] not in stored
+        assert rows[0]["key_hash"] == hashlib.sha256(key.encode()).hexdigest()
+        found = await keys.by_digest(key_digest(key))
+        assert found is not None and found.label == "ci-bot" and found.limits.models == ("claude-sonnet-4-5",)
+        with pytest.raises(KeyProblem, match="label"):
+            await keys.create("ci-bot", KeyLimits())
+        updated = await keys.update("ci-bot", {"rpm": None, "tpm": 5000})
+        assert updated.limits.rpm is None and updated.limits.tpm == 5000
+        assert (await keys.find(record.id)).limits.tpm == 5000
+        revoked = await keys.revoke("ci-bot")
+        assert revoked.revoked_at is not None
+        assert await keys.count_usable() == 0
+    finally:
+        await database.close()
+
+
+async def test_bad_limits_name_their_field(tmp_path):
+    database = await open_tenant_database(None, tmp_path)
+    try:
+        keys = KeyStore(database)
+        with pytest.raises(KeyProblem, match="rpm"):
+            await keys.create("a", KeyLimits(rpm=0))
+        with pytest.raises(KeyProblem, match="max_concurrent"):
+            await keys.create("a", KeyLimits(max_concurrent=1.5))  # type: ignore[arg-type]
+        with pytest.raises(KeyProblem, match="label"):
+            await keys.create("", KeyLimits())
+        with pytest.raises(KeyProblem, match="expires"):
+            parse_expiry("next tuesday")
+        assert parse_expiry("30d", now=1000.0) == 1000.0 + 30 * 86400
+        assert parse_expiry("2027-01-01") == 1798761600.0
+    finally:
+        await database.close()
+
+
+async def test_rpm_admits_exactly_the_limit_then_refuses_until_the_next_minute(database_url, tmp_path, counter_kind):
+    database = await open_tenant_database(database_url, tmp_path)
+    counters = await _counters(counter_kind, database)
+    now = [6000.0 * 60 + 5]  # 5 s into a minute
+    gate = LimitGate(counters, clock=lambda: now[0])
+    try:
+        _key, record = await KeyStore(database).create("rpm", KeyLimits(rpm=3))
+        for n in range(3):
+            admission = await gate.admit(record, "m", 10)
+            assert admission.headers["anthropic-ratelimit-requests-remaining"] == str(2 - n)
+        with pytest.raises(AnthropicError) as refused:
+            await gate.admit(record, "m", 10)
+        assert refused.value.status == 429 and refused.value.headers["retry-after"] == "55"
+        assert refused.value.headers["anthropic-ratelimit-requests-remaining"] == "0"
+        assert "3 requests a minute" in refused.value.message
+        now[0] += 55
+        await gate.admit(record, "m", 10)
+    finally:
+        await counters.close()
+        await database.close()
+
+
+async def test_concurrency_and_budget_and_tokens(database_url, tmp_path, counter_kind):
+    database = await open_tenant_database(database_url, tmp_path)
+    counters = await _counters(counter_kind, database)
+    gate = LimitGate(counters)
+    try:
+        store = KeyStore(database)
+        _key, busy = await store.create("busy", KeyLimits(max_concurrent=2))
+        first, second = await gate.admit(busy, "m", 1), await gate.admit(busy, "m", 1)
+        with pytest.raises(AnthropicError, match="concurrent"):
+            await gate.admit(busy, "m", 1)
+        await gate.settle(first, 0, 0.0)
+        third = await gate.admit(busy, "m", 1)
+        await gate.settle(second, 0, 0.0)
+        await gate.settle(third, 0, 0.0)
+
+        _key, budget = await store.create("budget", KeyLimits(credits_per_day=1.0))
+        spent = await gate.admit(budget, "m", 1)
+        await gate.settle(spent, 0, 0.6)
+        spent = await gate.admit(budget, "m", 1)  # 0.6 < 1.0: still admitted
+        await gate.settle(spent, 0, 0.6)
+        with pytest.raises(AnthropicError, match="credits a day") as refused:
+            await gate.admit(budget, "m", 1)
+        assert refused.value.status == 429 and int(refused.value.headers["retry-after"]) > 0
+        assert (await gate.spent(budget))["credits_today"] == pytest.approx(1.2)
+
+        _key, tokens = await store.create("tokens", KeyLimits(tpm=1000))
+        counted = await gate.admit(tokens, "m", 400)
+        await gate.settle(counted, 900, 0.0)  # the reply really used 900: corrected upwards
+        with pytest.raises(AnthropicError, match="tokens a minute"):
+            await gate.admit(tokens, "m", 200)
+        await gate.admit(tokens, "m", 100)  # exactly at the limit: admitted
+    finally:
+        await counters.close()
+        await database.close()
+
+
+async def test_racing_admissions_never_take_more_than_the_limit(database_url, tmp_path, counter_kind):
+    database = await open_tenant_database(database_url, tmp_path)
+    counters = await _counters(counter_kind, database)
+    gate = LimitGate(counters)
+    try:
+        _key, record = await KeyStore(database).create("race", KeyLimits(rpm=7))
+
+        async def one() -> bool:
+            try:
+                await gate.admit(record, "m", 1)
+            except AnthropicError:
+                return False
+            return True
+
+        outcomes = await asyncio.gather(*(one() for _ in range(20)))
+        assert sum(outcomes) == 7
+    finally:
+        await counters.close()
+        await database.close()
+
+
+async def test_model_and_standing_checks(tmp_path):
+    database = await open_tenant_database(None, tmp_path)
+    gate = LimitGate(StoreCounters(database))
+    try:
+        store = KeyStore(database)
+        _key, record = await store.create("one-model", KeyLimits(models=("claude-haiku-4-5",)))
+        with pytest.raises(AnthropicError, match="claude-haiku-4-5") as refused:
+            await gate.admit(record, "claude-opus-4-5", 1)
+        assert refused.value.status == 403
+        _key, old = await store.create("old", KeyLimits(expires_at=1.0))
+        with pytest.raises(AnthropicError, match="expired") as refused:
+            await gate.admit(old, "m", 1)
+        assert refused.value.status == 401
+        revoked = await store.revoke("one-model")
+        with pytest.raises(AnthropicError, match="revoked"):
+            await gate.admit(revoked, "claude-haiku-4-5", 1)
+    finally:
+        await database.close()
