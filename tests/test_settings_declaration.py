@@ -225,15 +225,20 @@ def test_no_secret_value_reaches_the_repr_whatever_secret_is_set():
     values = {
         "Q2API_DATABASE_URL": "postgresql://q2api:pw-SECRET-DB@db:5432/q2api",
         "Q2API_SECRET_KEY": key,
+        "AMAZONQ_PROXY": "socks5://user:pw-SECRET-PROXY@proxy.lan:1080",
     }
     for variable in VARIABLES:
         if variable.secret and variable.name not in values:
             values[variable.name] = f"SECRET-{variable.name}"
+    # A Kiro API key is an environment account of its own (not beside a refresh token): its own load.
+    api_key = values.pop("AMAZONQ_API_KEY")
     settings = load_settings({**values, "AMAZONQ_CLIENT_ID": "visible-client-id"}, env_file=None)
+    key_settings = load_settings({"AMAZONQ_API_KEY": api_key}, env_file=None)
     for variable in VARIABLES:
         if variable.secret:
-            assert getattr(settings, variable.field), variable.name  # the value itself is there
-    shown = repr(settings)
+            chosen = key_settings if variable.name == "AMAZONQ_API_KEY" else settings
+            assert getattr(chosen, variable.field), variable.name  # the value itself is there
+    shown = repr(settings) + repr(key_settings)
     assert "SECRET" not in shown and key not in shown
     assert "visible-client-id" in shown  # only the secrets are masked
 

@@ -21,7 +21,7 @@ TABLES = (
     CREATE TABLE IF NOT EXISTS accounts (
         id                TEXT PRIMARY KEY,
         label             TEXT NOT NULL,
-        auth_method       TEXT NOT NULL CHECK (auth_method IN ('idc', 'social')),
+        auth_method       TEXT NOT NULL CHECK (auth_method IN ('idc', 'social', 'api_key')),
         refresh_token     TEXT,
         client_id         TEXT,
         client_secret     TEXT,
@@ -36,7 +36,8 @@ TABLES = (
         updated_at        REAL NOT NULL,
         refreshed_at      REAL,
         enabled           INTEGER NOT NULL DEFAULT 1,
-        region            TEXT
+        region            TEXT,
+        proxy_url         TEXT
     )
     """,
     """
@@ -91,6 +92,7 @@ TABLES = (
 _ADDED_ACCOUNT_COLUMNS = (
     ("enabled", "INTEGER NOT NULL DEFAULT 1"),
     ("region", "TEXT"),
+    ("proxy_url", "TEXT"),
 )
 
 
@@ -102,9 +104,32 @@ def create_or_upgrade(db: sqlite3.Connection) -> None:
     for name, declaration in _ADDED_ACCOUNT_COLUMNS:
         if name not in existing:
             db.execute(f"ALTER TABLE accounts ADD COLUMN {name} {declaration}")
+    _allow_api_keys(db)
     # The first release kept "switched off" as a status; it is now the separate enabled flag.
     db.execute("UPDATE accounts SET enabled = 0, status = 'active' WHERE status = 'disabled'")
     db.execute("INSERT OR IGNORE INTO store_meta (key, value) VALUES ('generation', 0)")
+
+
+def _allow_api_keys(db: sqlite3.Connection) -> None:
+    """Rebuild an older `accounts` table whose CHECK knows only 'idc' and 'social' (SQLite cannot alter a CHECK).
+
+    The documented way (sqlite.org/lang_altertable.html, "other kinds of table schema changes"):
+    create the new table, copy the rows, drop the old one, rename — in one transaction.
+    """
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'accounts'").fetchone()
+    if row is None or "'api_key'" in row[0]:
+        return
+    columns = ", ".join(column[1] for column in db.execute("PRAGMA table_info(accounts)"))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("ALTER TABLE accounts RENAME TO accounts_before_api_keys")
+        db.execute(TABLES[0])
+        db.execute(f"INSERT INTO accounts ({columns}) SELECT {columns} FROM accounts_before_api_keys")
+        db.execute("DROP TABLE accounts_before_api_keys")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def bump_generation(db: sqlite3.Connection) -> None:

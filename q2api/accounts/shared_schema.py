@@ -49,6 +49,7 @@ accounts = sa.Table(
     sa.Column("refreshed_at", TIMESTAMP),
     sa.Column("enabled", sa.Boolean, nullable=False),
     sa.Column("region", sa.String(32)),
+    sa.Column("proxy_url", sa.Text),  # Fernet-encrypted: a proxy URL may carry credentials
 )
 
 meta = sa.Table(
@@ -128,6 +129,15 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
     return apply
 
 
+def _add_proxy_url(connection: sa.Connection) -> None:
+    # No default, no constraint: every backend adds a nullable column the same way. Accounts with a
+    # Kiro API key need no schema change (auth_method is free text here, the key an encrypted token).
+    # A store created by this release has the column already: step 1 creates the table as declared.
+    if "proxy_url" in {column["name"] for column in sa.inspect(connection).get_columns(accounts.name)}:
+        return
+    connection.execute(sa.text("ALTER TABLE q2api_accounts ADD COLUMN proxy_url TEXT"))
+
+
 def _seed_generation(connection: sa.Connection) -> None:
     connection.execute(sa.insert(meta).values(name=GENERATION, value=0))
 
@@ -138,6 +148,7 @@ MIGRATIONS = (
     Migration(2, "the store generation starts at 0", _seed_generation),
     Migration(3, "shared account cool-downs", _create(account_rests)),
     Migration(4, "stored Responses API conversations", _create(responses)),
+    Migration(5, "an account's own proxy", _add_proxy_url),
 )
 
 MIGRATION_LOCK = "migrate"

@@ -52,7 +52,7 @@ from q2api.accounts.secret_box import SecretBox
 from q2api.accounts.store_protocol import StoreUnavailable
 
 T = TypeVar("T")
-_SECRET_COLUMNS = ("refresh_token", "client_secret", "access_token")
+_SECRET_COLUMNS = ("refresh_token", "client_secret", "access_token", "proxy_url")
 _LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another replica holds
 
 
@@ -114,7 +114,7 @@ class SharedAccountStore:
         self,
         *,
         auth_method: str,
-        refresh_token: str,
+        refresh_token: str | None,
         label: str | None = None,
         client_id: str | None = None,
         client_secret: str | None = None,
@@ -123,6 +123,7 @@ class SharedAccountStore:
         expires_at: float | None = None,
         account_id: str | None = None,
         region: str | None = None,
+        proxy_url: str | None = None,
     ) -> Account:
         check_new_credentials(auth_method, client_id, client_secret)
         account_id = account_id or uuid.uuid4().hex[:12]
@@ -139,6 +140,7 @@ class SharedAccountStore:
             "status": AccountStatus.ACTIVE.value,
             "status_detail": None,
             "region": region,
+            "proxy_url": self._secrets.seal(proxy_url),  # its credentials, when it has some, are secrets
             "refreshed_at": now if access_token else None,
             "updated_at": now,
         }
@@ -190,6 +192,7 @@ class SharedAccountStore:
         now = time.time()
         config: dict[str, Any] = {"auth_method": env.auth_method, "client_id": env.client_id, "updated_at": now}
         config["client_secret"] = self._secrets.seal(env.client_secret)
+        config["proxy_url"] = self._secrets.seal(env.proxy_url)
         if env.profile_arn is not None:
             config["profile_arn"] = env.profile_arn
         tokens = {
@@ -363,6 +366,7 @@ class SharedAccountStore:
             refreshed_at=row.refreshed_at,
             enabled=bool(row.enabled),
             region=row.region,
+            proxy_url=self._secrets.open(row.proxy_url),
         )
 
     def _config_differs(self, row: sa.Row[Any], env: EnvAccount) -> bool:
@@ -371,6 +375,7 @@ class SharedAccountStore:
             or row.client_id != env.client_id
             or self._secrets.open(row.client_secret) != env.client_secret
             or (env.profile_arn is not None and row.profile_arn != env.profile_arn)
+            or self._secrets.open(row.proxy_url) != env.proxy_url
         )
 
     async def _must_get(self, account_id: str) -> Account:

@@ -118,7 +118,7 @@ class SqliteAccountStore:
         self,
         *,
         auth_method: str,
-        refresh_token: str,
+        refresh_token: str | None,
         label: str | None = None,
         client_id: str | None = None,
         client_secret: str | None = None,
@@ -127,6 +127,7 @@ class SqliteAccountStore:
         expires_at: float | None = None,
         account_id: str | None = None,
         region: str | None = None,
+        proxy_url: str | None = None,
     ) -> Account:
         """Add an account, or replace the credentials of `account_id` (e.g. after a new login).
 
@@ -140,15 +141,15 @@ class SqliteAccountStore:
                 """
                 INSERT INTO accounts (id, label, auth_method, refresh_token, client_id, client_secret,
                                       profile_arn, access_token, expires_at, status, created_at, updated_at,
-                                      region, refreshed_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)
+                                      region, refreshed_at, proxy_url)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET
                     label = excluded.label, auth_method = excluded.auth_method,
                     refresh_token = excluded.refresh_token, client_id = excluded.client_id,
                     client_secret = excluded.client_secret, profile_arn = excluded.profile_arn,
                     access_token = excluded.access_token, expires_at = excluded.expires_at,
                     status = 'active', status_detail = NULL, region = excluded.region,
-                    refreshed_at = excluded.refreshed_at,
+                    refreshed_at = excluded.refreshed_at, proxy_url = excluded.proxy_url,
                     token_generation = accounts.token_generation + 1, updated_at = excluded.updated_at
                 """,
                 (
@@ -165,6 +166,7 @@ class SqliteAccountStore:
                     now,
                     region,
                     now if access_token else None,
+                    proxy_url,
                 ),
             )
             schema.bump_generation(db)
@@ -213,8 +215,8 @@ class SqliteAccountStore:
                     """
                     INSERT INTO accounts (id, label, auth_method, refresh_token, client_id, client_secret,
                                           profile_arn, access_token, expires_at, seed_fingerprint,
-                                          created_at, updated_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
+                                          created_at, updated_at, proxy_url)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
                     """,
                     (
                         ENV_ACCOUNT_ID,
@@ -228,6 +230,7 @@ class SqliteAccountStore:
                         fingerprint,
                         now,
                         now,
+                        env.proxy_url,
                     ),
                 )
             elif row["seed_fingerprint"] != fingerprint:
@@ -236,7 +239,7 @@ class SqliteAccountStore:
                     UPDATE accounts SET auth_method = ?, refresh_token = ?, client_id = ?, client_secret = ?,
                         profile_arn = COALESCE(?, profile_arn), access_token = ?, expires_at = NULL,
                         status = 'active', status_detail = NULL, seed_fingerprint = ?,
-                        token_generation = token_generation + 1, updated_at = ?
+                        token_generation = token_generation + 1, updated_at = ?, proxy_url = ?
                     WHERE id = ?
                     """,
                     (
@@ -248,6 +251,7 @@ class SqliteAccountStore:
                         env.access_token,
                         fingerprint,
                         now,
+                        env.proxy_url,
                         ENV_ACCOUNT_ID,
                     ),
                 )
@@ -255,10 +259,18 @@ class SqliteAccountStore:
                 db.execute(
                     """
                     UPDATE accounts SET auth_method = ?, client_id = ?, client_secret = ?,
-                        profile_arn = COALESCE(?, profile_arn), updated_at = ?
+                        profile_arn = COALESCE(?, profile_arn), updated_at = ?, proxy_url = ?
                     WHERE id = ?
                     """,
-                    (env.auth_method, env.client_id, env.client_secret, env.profile_arn, now, ENV_ACCOUNT_ID),
+                    (
+                        env.auth_method,
+                        env.client_id,
+                        env.client_secret,
+                        env.profile_arn,
+                        now,
+                        env.proxy_url,
+                        ENV_ACCOUNT_ID,
+                    ),
                 )
             schema.bump_generation(db)
         account = self._read(ENV_ACCOUNT_ID)
@@ -459,7 +471,7 @@ class SqliteAccountStore:
 _IMPORTED_COLUMNS = (
     "id", "label", "auth_method", "refresh_token", "client_id", "client_secret", "profile_arn", "access_token",
     "expires_at", "status", "status_detail", "token_generation", "created_at", "updated_at", "refreshed_at",
-    "enabled", "region",
+    "enabled", "region", "proxy_url",
 )  # fmt: skip
 
 
@@ -480,6 +492,7 @@ def _config_differs(row: sqlite3.Row, env: EnvAccount) -> bool:
         or row["client_id"] != env.client_id
         or row["client_secret"] != env.client_secret
         or (env.profile_arn is not None and row["profile_arn"] != env.profile_arn)
+        or bool(row["proxy_url"] != env.proxy_url)
     )
 
 
@@ -502,4 +515,5 @@ def _account(row: sqlite3.Row) -> Account:
         refreshed_at=row["refreshed_at"],
         enabled=bool(row["enabled"]),
         region=row["region"],
+        proxy_url=row["proxy_url"],
     )

@@ -78,8 +78,16 @@ class TokenManager:
         return self._account.label
 
     @property
+    def auth_kind(self) -> str:
+        return self._account.auth_method
+
+    @property
     def profile_arn(self) -> str | None:
         return self._account.profile_arn
+
+    @property
+    def proxy_url(self) -> str | None:
+        return self._account.proxy_url
 
     @property
     def needs_login(self) -> bool:

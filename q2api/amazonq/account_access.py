@@ -22,6 +22,16 @@ class Credential(Protocol):
     def label(self) -> str: ...
 
     @property
+    def auth_kind(self) -> str:
+        """ "social", "idc" or "api_key": which hosts accept its token, and how it is sent (q2api.amazonq.bearer)."""
+        ...
+
+    @property
+    def proxy_url(self) -> str | None:
+        """The proxy (`http://…`, `socks5://…`) every call of this account goes through; None: direct."""
+        ...
+
+    @property
     def profile_arn(self) -> str | None:
         """The `profileArn` its requests carry (known once a social login has refreshed)."""
         ...

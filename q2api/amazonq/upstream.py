@@ -23,7 +23,9 @@ from loguru import logger
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from q2api.amazonq.account_access import Credential, CredentialPool
+from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace, host_of
+from q2api.amazonq.bearer import authorization_headers, token_type_of
 from q2api.amazonq.errors import (
     FailureKind,
     ModelNotServed,
@@ -186,8 +188,11 @@ class UpstreamClient:
         pool: CredentialPool,
         config: UpstreamConfig,
         observer: UpstreamObserver = NO_OBSERVER,
+        proxies: AccountProxies | None = None,
     ) -> None:
+        """`proxies`: the sessions of the accounts that have a proxy of their own (whoever made it closes it)."""
         self._session = session
+        self._proxies = proxies or AccountProxies(session)
         self._pool = pool
         self._config = config
         self._observer = observer
@@ -304,7 +309,7 @@ class UpstreamClient:
         status: int | None = None
         failure: BaseException | None = None
         try:
-            response = await self._send(endpoint, body, token)
+            response = await self._send(endpoint, body, token, manager)
         except BaseException as exc:
             failure = exc
             raise
@@ -316,14 +321,16 @@ class UpstreamClient:
             seconds = time.monotonic() - began
             attempt.trace.record(UpstreamAttempt(host_of(endpoint), manager.label, outcome, status, seconds))
 
-    async def _send(self, endpoint: str, body: bytes, token: str) -> aiohttp.ClientResponse:
+    async def _send(self, endpoint: str, body: bytes, token: str, manager: Credential) -> aiohttp.ClientResponse:
         headers = dict(FIXED_HEADERS)
-        headers["Authorization"] = f"Bearer {token}"
+        headers.update(authorization_headers(token, token_type_of(manager.auth_kind)))
+        # An account's own proxy, else the session (and HTTP(S)_PROXY route) every account shares.
+        session, route = (
+            (self._proxies.session_for(manager.proxy_url), {}) if manager.proxy_url else (self._session, self._proxy)
+        )
         try:
             async with asyncio.timeout(self._config.first_byte_timeout):
-                return await self._session.post(
-                    endpoint, data=body, headers=headers, timeout=self._timeout, **self._proxy
-                )
+                return await session.post(endpoint, data=body, headers=headers, timeout=self._timeout, **route)
         except aiohttp.ConnectionTimeoutError:
             raise UpstreamTimeout(TimeoutPhase.CONNECT, self._config.connect_timeout) from None
         except (TimeoutError, aiohttp.ServerTimeoutError):

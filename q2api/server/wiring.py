@@ -12,8 +12,10 @@ from q2api.accounts.pool import AccountPool
 from q2api.accounts.records import EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.account_access import Credential
+from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.catalogue import Catalogue
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
+from q2api.amazonq.profiles import profile_hosts
 from q2api.amazonq.service_api import ServiceApi
 from q2api.amazonq.upstream import UpstreamConfig, create_session
 from q2api.amazonq.web_search import WebSearchClient
@@ -37,15 +39,22 @@ def env_account(settings: Settings) -> EnvAccount | None:
     return EnvAccount(
         auth_method=settings.auth_method,
         refresh_token=settings.refresh_token,
-        access_token=settings.access_token,
+        # A Kiro API key is the account's bearer token itself (never refreshed).
+        access_token=settings.amazonq_api_key or settings.access_token,
         client_id=settings.client_id,
         client_secret=settings.client_secret,
         profile_arn=settings.profile_arn,
+        proxy_url=settings.proxy_url,
     )
 
 
 def refresh_endpoints(settings: Settings) -> RefreshEndpoints:
-    return RefreshEndpoints(oidc=settings.oidc_endpoint, kiro=settings.kiro_refresh_endpoint)
+    """The token services, and where an IdC login's profile is looked up after each refresh."""
+    return RefreshEndpoints(
+        oidc=settings.oidc_endpoint,
+        kiro=settings.kiro_refresh_endpoint,
+        profile_hosts=profile_hosts([settings.endpoint]),
+    )
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:
@@ -58,7 +67,9 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
     )
 
 
-def web_searcher(settings: Settings, session: aiohttp.ClientSession, pool: AccountPool) -> WebSearchClient:
+def web_searcher(
+    settings: Settings, session: aiohttp.ClientSession, pool: AccountPool, proxies: AccountProxies | None = None
+) -> WebSearchClient:
     """Web searches through Kiro's MCP endpoint on the account that serves each reply.
 
     The host is the gateway's one endpoint for every account today; per-account hosts replace
@@ -68,7 +79,7 @@ def web_searcher(settings: Settings, session: aiohttp.ClientSession, pool: Accou
     def host_of(credential: Credential) -> str:
         return endpoint
 
-    return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0)
+    return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0, proxies=proxies)
 
 
 def loop_policy(settings: Settings) -> LoopPolicy:
@@ -84,12 +95,17 @@ def trim_policy(settings: Settings) -> TrimPolicy:
 
 
 def account_discovery(
-    settings: Settings, pool: AccountPool, session: aiohttp.ClientSession, *, observer: UpstreamObserver = NO_OBSERVER
+    settings: Settings,
+    pool: AccountPool,
+    session: aiohttp.ClientSession,
+    *,
+    observer: UpstreamObserver = NO_OBSERVER,
+    proxies: AccountProxies | None = None,
 ) -> AccountDiscovery:
-    """Each account's catalogue and credits, read from the configured endpoint."""
+    """Each account's catalogue and credits, read from the configured endpoint (through the account's proxy)."""
     return AccountDiscovery(
         pool,
-        ServiceApi(session, settings.endpoint, timeout=settings.connect_timeout + 10.0),
+        ServiceApi(session, settings.endpoint, timeout=settings.connect_timeout + 10.0, proxies=proxies),
         fallback=builtin_catalogue(),
         catalogue_interval=settings.models_refresh_seconds,
         credits_max_age=settings.credits_refresh_seconds,

@@ -11,7 +11,11 @@ One aiohttp server plays four services:
 * `POST /refreshToken`: the Kiro social refresh;
 * `POST /client/register`, `POST /device_authorization` and the device-code
   grant of `POST /token`: device-code login (:mod:`q2api.testing.simulated_oidc`);
-* `POST /mcp`: Kiro's web search (`sim.mcp`, :mod:`q2api.testing.simulated_mcp`).
+* `POST /mcp`: Kiro's web search (`sim.mcp`, :mod:`q2api.testing.simulated_mcp`);
+* `ListAvailableProfiles` (awsJson, `sim.services.profiles`): an IdC account's `profileArn`.
+
+Kiro API keys (`add_api_key`) are accepted by every call with `tokentype: API_KEY` (docs/protocol.md#kiro-api-keys),
+and refused as an invalid bearer without it.
 
 GenerateAssistantResponse also plays native reasoning (`sim.reasoning`,
 :mod:`q2api.testing.simulated_reasoning`): it checks `additionalModelRequestFields` against the
@@ -52,7 +56,13 @@ from q2api.testing.simulated_accounting import SimulatedAccounting
 from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
 from q2api.testing.simulated_reasoning import SimulatedReasoning, reasoning_frames, wants_reasoning
-from q2api.testing.simulated_services import AWS_JSON, SERVICE_TARGET_PREFIX, SimulatedServices
+from q2api.testing.simulated_services import (
+    AWS_JSON,
+    KEY_WITHOUT_TOKEN_TYPE,
+    SERVICE_TARGET_PREFIX,
+    SimulatedServices,
+    bearer_of,
+)
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
 
@@ -108,7 +118,8 @@ class SimulatedUpstream:
         # access token -> the refresh token it was issued for, so each account can see its own catalogue
         self.token_accounts: dict[str, str] = {}
         self.services = SimulatedServices(self.token_accounts, self._token_accepted)
-        self.mcp = SimulatedMcp(self._token_accepted)
+        self.api_keys = self.services.api_keys
+        self.mcp = SimulatedMcp(self._token_accepted, self.api_keys)
         self.reasoning = SimulatedReasoning()
         self.accounting = SimulatedAccounting()
         self.usage_frames = False  # end every streamed reply with usage, credits and context frames
@@ -212,6 +223,12 @@ class SimulatedUpstream:
         self.valid_access_tokens.add(token)
         return token
 
+    def add_api_key(self, key: str) -> str:
+        """Accept the Kiro API key `key` from now on (it is its own account for the catalogue and credits)."""
+        self.api_keys.add(key)
+        self.token_accounts[key] = key
+        return key
+
     def revoke_access_tokens(self) -> None:
         self.valid_access_tokens.clear()
 
@@ -244,14 +261,13 @@ class SimulatedUpstream:
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         record = await _record(request)
         target = request.headers.get("X-Amz-Target", "")
+        token = bearer_of(record.headers, self.api_keys)
         if target.startswith(SERVICE_TARGET_PREFIX):
             params = record.body if isinstance(record.body, dict) else {}
-            return self.services.answer(
-                AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token
-            )
+            return self.services.answer(AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, token)
         self.requests.append(record)
-        account = self.token_accounts.get(record.access_token or "", "sim")
-        if self.check_tokens and record.access_token not in self.valid_access_tokens:
+        account = self.token_accounts.get(token or "", "sim")
+        if not self._token_accepted(token):
             reply: Reply = scripts.bearer_invalid()
         else:
             reply = (
@@ -281,6 +297,10 @@ class SimulatedUpstream:
         return None
 
     def _token_accepted(self, access_token: str | None) -> bool:
+        if access_token == KEY_WITHOUT_TOKEN_TYPE:
+            return False
+        if access_token in self.api_keys:
+            return True
         return not self.check_tokens or access_token in self.valid_access_tokens
 
     def _next_reply(self, record: RecordedRequest, account: str = "sim") -> Reply:
