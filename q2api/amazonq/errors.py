@@ -215,6 +215,16 @@ def classify_failure(status: int | None, code: str | None, message: str, reason:
     return FailureKind.SERVER_ERROR
 
 
+# A host that needs a profile answers a request without one with 400 "profileArn is required for this
+# request." (docs/protocol.md#profiles).
+PROFILE_REQUIRED_TEXT = "profilearn is required"
+
+
+def needs_profile(error: UpstreamHTTPError) -> bool:
+    """The host refused the request for want of a `profileArn`."""
+    return error.status == 400 and PROFILE_REQUIRED_TEXT in error.message.lower()
+
+
 def is_suspension(reason: str | None, message: str) -> bool:
     return _SUSPENDED_MARKER in f"{reason or ''} {message}"
 

@@ -36,6 +36,7 @@ from q2api.amazonq.errors import (
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
+    needs_profile,
     parse_error_reply,
 )
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
@@ -45,6 +46,10 @@ from q2api.amazonq.wait_deadline import WaitDeadline
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
 REQUEST_ID_HEADER = "x-amzn-requestid"
+NO_PROFILE_DETAIL = (
+    "the Amazon Q host needs a profile (profileArn) and this account has none: sign in with an "
+    "IAM Identity Center login that has a Q Developer profile, or give one with --profile-arn"
+)
 FIXED_HEADERS = {  # every call; Authorization is added per call
     "Content-Type": "application/x-amz-json-1.0",
     "X-Amz-Target": TARGET,
@@ -289,6 +294,10 @@ class UpstreamClient:
         self._pool.report_failure(manager.account_id, kind, error.retry_after, detail=str(error))
         if error.suspended:
             await manager.mark_needs_login(f"suspended ({error.reason or error.code or error.status})")
+        elif needs_profile(error) and not manager.profile_arn:
+            # Nothing the client sent can fix this: the account must get a profile (an IdC login
+            # with one, looked up at its next refresh) before this host serves it.
+            await manager.mark_needs_login(NO_PROFILE_DETAIL)
         if kind.account_scoped:
             attempt.resting.add(manager.account_id)
         logger.info(

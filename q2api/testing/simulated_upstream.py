@@ -123,6 +123,8 @@ class SimulatedUpstream:
         self.reasoning = SimulatedReasoning()
         self.accounting = SimulatedAccounting()
         self.usage_frames = False  # end every streamed reply with usage, credits and context frames
+        # Answer a GenerateAssistantResponse without `profileArn` as a host that needs one does.
+        self.require_profile = False
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
@@ -269,6 +271,8 @@ class SimulatedUpstream:
         account = self.token_accounts.get(token or "", "sim")
         if not self._token_accepted(token):
             reply: Reply = scripts.bearer_invalid()
+        elif self.require_profile and not (isinstance(record.body, dict) and record.body.get("profileArn")):
+            reply = scripts.http_error(400, None, "profileArn is required for this request.", header=False)
         else:
             reply = (
                 self.services.invalid_model(record.body, record.access_token)

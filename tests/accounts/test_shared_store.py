@@ -161,3 +161,35 @@ def test_the_location_and_every_message_hide_the_password() -> None:
     with pytest.raises(ValueError) as refused:
         parse_database_url("oracle://u:s3cret-PASS@h/db")
     assert "s3cret" not in str(refused.value)
+
+
+async def test_an_api_key_and_a_proxy_are_encrypted_at_rest(database_url: str, tmp_path) -> None:
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        await store.add(
+            auth_method="api_key",
+            refresh_token=None,
+            access_token="ksk_SECRET-1",
+            label="ci",
+            proxy_url="socks5://me:proxy-SECRET@10.0.0.9:1080",
+        )
+    (row,) = raw_rows(database_url, shared_schema.accounts)
+    assert "SECRET" not in repr(tuple(row)) and "10.0.0.9" not in str(row.proxy_url)
+    assert row.auth_method == "api_key"
+
+
+async def test_a_store_from_before_account_proxies_gains_the_column(database_url: str, tmp_path) -> None:
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        await add_secret_account(store)
+
+    async def back_to_version_4(connection) -> None:
+        await connection.execute(sa.text("ALTER TABLE q2api_accounts DROP COLUMN proxy_url"))
+        await connection.execute(
+            sa.delete(shared_schema.schema_migrations).where(shared_schema.schema_migrations.c.version == 5)
+        )
+
+    run_sql(database_url, back_to_version_4)
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        (account,) = await store.accounts()
+        assert account.proxy_url is None and account.refresh_token == "refresh-SECRET-1"
+        await store.add(auth_method="social", refresh_token="r", label="proxied", proxy_url="http://p:3128")
+        assert {a.label: a.proxy_url for a in await store.accounts()} == {"work": None, "proxied": "http://p:3128"}
