@@ -60,6 +60,12 @@ class ProfileLookup:
         return self.profile.arn if self.profile else None
 
 
+def api_region(region: str | None) -> str:
+    """The API region of an SSO region, as Kiro's clients map them: every `eu-*` → eu-central-1, any
+    other → us-east-1 (docs/protocol.md#hosts; a profile lives in an API region)."""
+    return "eu-central-1" if (region or "").strip().lower().startswith("eu-") else "us-east-1"
+
+
 def management_url(region: str) -> str:
     return f"https://management.{region}.kiro.dev/"
 
@@ -105,7 +111,8 @@ async def resolve_profile(
         reached = True
         notes.append(f"{name}: {len(profiles)} profile(s)")
         found.extend(profile for profile in profiles if profile not in found)
-    chosen = next((profile for profile in found if region and profile.region == region), None)
+    wanted = api_region(region) if region else None
+    chosen = next((profile for profile in found if wanted and profile.region == wanted), None)
     if chosen is None and found:
         chosen = found[0]
     return ProfileLookup(chosen, "; ".join(notes), reached)
