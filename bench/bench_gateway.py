@@ -101,8 +101,8 @@ def print_header(rig: Rig, pool: ClientPool, sections: list[str]) -> None:
     )
     print(
         f"gateway: {args.gateway_command or 'python -m q2api'} serve; Q2API_LOG_LEVEL={args.log_level}; "
-        f"Q2API_MAX_CONNECTIONS={args.max_connections} per worker (the default, 400, would refuse a wave of "
-        f"1,000 on two workers)"
+        f"Q2API_MAX_CONNECTIONS={args.max_connections} per worker (the default follows the open-file limit, "
+        f"which may be lower)"
     )
     print(
         f"requests: tiny {size(len(rig.bodies['tiny']))}, agent {size(len(rig.bodies['agent']))}; "

@@ -14,10 +14,20 @@ cites notes kept elsewhere sends the reader nowhere. So, over every source and d
 * no table cell puts an escaped pipe inside code (the two renderers disagree on it).
 
 `mkdocs build --strict` (in .ci/run) checks the site's own links and anchors once more.
+
+And the documents say what the program does, where a test can hold them to it:
+
+* every `q2api` command and subcommand has a description for its `--help`;
+* every model id a README or docs example sends is one the built-in table serves as it is (no
+  substitution) and not one the installed `anthropic` SDK warns is at its end of life;
+* the JSON log line the operating page shows has the fields a real request's line has;
+* the `/v1/models` fields the clients page names are in a real list entry.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
 import subprocess
 import sys
@@ -265,3 +275,102 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+# -- the documents against the program -------------------------------------------------------
+
+
+def _subparsers(parser: argparse.ArgumentParser, path: str = "q2api") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield f"{path} {name}", child
+                yield from _subparsers(child, f"{path} {name}")
+
+
+def test_every_command_has_a_description_for_its_help() -> None:
+    from q2api.cli.main import build_parser
+
+    commands = dict(_subparsers(build_parser()))
+    assert {"q2api demo", "q2api accounts list", "q2api captures rm"} <= set(commands)
+    assert [name for name, parser in commands.items() if not (parser.description or "").strip()] == []
+
+
+# The forms a request example names its model in: `model="…"`, `model = "…"` (TOML), `"model": "…"`.
+_EXAMPLE_MODEL = re.compile(r'(?:\bmodel\s*=\s*|"model"\s*:\s*)"([^"]+)"')
+# The wire-protocol page quotes captured exchanges as they were; every other page is an example to copy.
+_VERBATIM_PAGES = frozenset({"protocol.md"})
+
+
+def _example_model_ids() -> dict[str, set[str]]:
+    documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
+    found: dict[str, set[str]] = {}
+    for document in documents:
+        if document.name in _VERBATIM_PAGES:
+            continue
+        for block in _FENCE.finditer(document.read_text(encoding="utf-8")):
+            for model in _EXAMPLE_MODEL.findall(block[0]):
+                found.setdefault(model, set()).add(document.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_the_model_ids_the_examples_send_are_served_and_not_at_their_end_of_life() -> None:
+    from anthropic._data import DEPRECATED_MODELS  # the list behind the SDK's end-of-life warning
+
+    from q2api.models.resolution import ModelNotAvailable, UnknownModelPolicy, resolve_against_catalogue
+    from q2api.models.table import builtin_catalogue
+
+    examples = _example_model_ids()
+    assert "claude-sonnet-5-5" in examples  # the README's own examples are found
+    problems = []
+    for model, where in sorted(examples.items()):
+        if model in DEPRECATED_MODELS:
+            problems.append(f"{model} ({', '.join(sorted(where))}): the SDK warns it ends {DEPRECATED_MODELS[model]}")
+        try:
+            resolve_against_catalogue(model, builtin_catalogue(), aliases={}, policy=UnknownModelPolicy.REJECT)
+        except ModelNotAvailable:
+            problems.append(f"{model} ({', '.join(sorted(where))}): not in the built-in model table")
+    assert problems == []
+
+
+def test_the_documented_json_log_line_has_the_fields_a_real_request_line_has(tmp_path: Path) -> None:
+    import anthropic
+
+    from q2api.testing.simulated_upstream import SimulatedUpstream
+    from tests.support.serve_process import CLIENT_KEY, serve
+
+    page = (DOCS / "operating.md").read_text(encoding="utf-8")
+    [example] = [line for line in page.splitlines() if line.startswith('{"time":') and "POST /v1/messages" in line]
+    documented = re.findall(r'"(\w+)":', example)
+    with SimulatedUpstream.run_in_thread() as upstream, serve(tmp_path, upstream.env(), log_format="json") as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key=CLIENT_KEY, max_retries=0)
+        client.messages.create(model="claude-sonnet-5-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+        line = server.wait_for(lambda text: '"message":"POST /v1/messages"' in text)
+    written = json.loads(line)
+    assert documented[:4] == ["time", "level", "message", "logger"]
+    assert [field for field in documented if field not in written] == []
+    assert list(written)[:4] == ["time", "level", "message", "logger"]
+
+
+def test_the_model_list_fields_the_clients_page_names_are_in_a_real_entry(tmp_path: Path) -> None:
+    import httpx2
+
+    from q2api.testing.simulated_upstream import SimulatedUpstream
+    from tests.support.serve_process import CLIENT_KEY, serve
+
+    page = (DOCS / "clients.md").read_text(encoding="utf-8")
+    paragraph = page[page.index("`GET /v1/models` lists that catalogue") :].split("\n\n", 1)[0]
+    fields = re.findall(r"`([a-z_]+(?:\.[a-z_]+)*)`", paragraph)
+    assert {"max_input_tokens", "display_name", "owned_by"} <= set(fields)
+    with SimulatedUpstream.run_in_thread() as upstream, serve(tmp_path, upstream.env()) as server:
+        listed = httpx2.get(f"{server.base_url}/v1/models", headers={"x-api-key": CLIENT_KEY}, timeout=10).json()
+    entry = next(entry for entry in listed["data"] if entry["id"] == "claude-sonnet-5-5")
+
+    def has(document: object, path: str) -> bool:
+        for key in path.split("."):
+            if not isinstance(document, dict) or key not in document:
+                return False
+            document = document[key]
+        return True
+
+    assert [field for field in fields if not has(entry, field)] == []

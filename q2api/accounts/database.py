@@ -7,6 +7,13 @@ Every fault comes out as `StoreUnavailable`, naming the store with its password
 masked and never a statement's parameters; a write picked as a deadlock victim
 runs again.
 
+Nothing waits on the database without a bound: a connection is made within
+CONNECT_TIMEOUT, a pooled one is waited for within POOL_TIMEOUT, and each unit
+of work (a read, one attempt of a write, taking a lock connection, one lock
+call) is cut at UNIT_DEADLINE by an asyncio deadline, which also covers a
+server that accepts a connection and then never answers (a frozen database,
+a network partition). A cut unit is a `StoreUnavailable` like any other fault.
+
 A write, once begun, runs to its end even if its caller is cancelled (a client
 that hangs up, a shutdown): a rotated refresh token that is not committed is
 lost for good. Reads simply stop.
@@ -16,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -36,21 +43,34 @@ _DEADLOCK_CODES = frozenset({"40P01", "40001", 1213, 1205})  # PostgreSQL SQLSTA
 # MySQL's default REPEATABLE READ adds gap locks that only make concurrent writers deadlock.
 _ISOLATION = "READ COMMITTED"
 _CLOSE_WAIT = 10.0  # seconds `dispose` waits for running writes: a hung database must not hang a shutdown
+# Seconds. Constants, not settings: every unit of work here is a handful of small statements, which a
+# healthy database answers in milliseconds; one that takes seconds is down for the gateway's purposes.
+CONNECT_TIMEOUT = 5.0
+POOL_TIMEOUT = 5.0  # waiting for a pooled connection when all are busy
+UNIT_DEADLINE = 10.0
+_CONNECT_TIMEOUT_ARGUMENT = {"postgresql": "timeout", "mysql": "connect_timeout"}  # asyncpg, aiomysql
 
 
 class Database:
-    def __init__(self, url: DatabaseUrl) -> None:
-        """Raises StoreUnavailable when the URL's TLS files cannot be read; connects only when first used."""
+    def __init__(self, url: DatabaseUrl, *, deadline: float | None = None) -> None:
+        """Raises StoreUnavailable when the URL's TLS files cannot be read; connects only when first used.
+
+        `deadline`: seconds a unit of work may take (UNIT_DEADLINE when None).
+        """
         self.url = url
+        self.deadline = UNIT_DEADLINE if deadline is None else deadline
         self._writes: set[asyncio.Task[object]] = set()  # shielded writes still running
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
+        connect_timeout = min(CONNECT_TIMEOUT, self.deadline)
+        connect_args = {_CONNECT_TIMEOUT_ARGUMENT[url.kind]: connect_timeout, **connect_args}
         # hide_parameters: SQLAlchemy's errors would otherwise quote each statement's parameters (token
         # ciphertexts, labels) in their message, and so in every traceback that chains them.
         self.engine: AsyncEngine = create_async_engine(
             engine_url,
             connect_args=connect_args,
             pool_pre_ping=True,
+            pool_timeout=min(POOL_TIMEOUT, self.deadline),
             isolation_level=_ISOLATION,
             hide_parameters=True,
         )
@@ -64,7 +84,7 @@ class Database:
 
     async def read(self, work: Work[T]) -> T:
         with self.failures():
-            async with self.engine.connect() as connection:
+            async with self.bounded(), self.engine.connect() as connection:
                 return await work(connection)
 
     async def write(self, work: Work[T]) -> T:
@@ -79,7 +99,7 @@ class Database:
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
                 with self.failures():
-                    async with self.engine.begin() as connection:
+                    async with self.bounded(), self.engine.begin() as connection:
                         return await work(connection)
             except StoreUnavailable as exc:
                 if attempt == _WRITE_ATTEMPTS or not _is_deadlock(exc.__cause__):
@@ -89,12 +109,26 @@ class Database:
     async def connect_for_lock(self) -> AsyncConnection:
         """A connection of its own (never pooled): closing it releases every lock it holds."""
         with self.failures():
-            return await self._lock_engine.connect()
+            async with self.bounded():
+                return await self._lock_engine.connect()
+
+    @contextlib.asynccontextmanager
+    async def bounded(self) -> AsyncIterator[None]:
+        """The block within the deadline; one that overruns raises TimeoutError (`failures` names the store).
+
+        The deadline also bounds the connection's clean-up on the way out, which a frozen server would hang.
+        """
+        async with asyncio.timeout(self.deadline):
+            yield
 
     @contextlib.contextmanager
     def failures(self) -> Iterator[None]:
         try:
             yield
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"the shared store {self.url.masked} did not answer within {self.deadline:g}s"
+            ) from None
         except DBAPIError as exc:
             fault = exc.orig if exc.orig is not None else exc
             raise StoreUnavailable(

@@ -40,7 +40,7 @@ DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 SLOW_DOWN_STEP = 5.0  # seconds added to the polling interval by each `slow_down`
 _DEFAULT_INTERVAL = 5.0
 # An AWS region name (`us-east-1`, `eu-central-1`, `us-gov-west-1`): it becomes part of a host name.
-_AWS_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+_AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")  # whole names only: `fullmatch` (`$` allows a newline)
 # The exception names AWS puts in `x-amzn-ErrorType`, for a reply whose body lacks the OAuth code.
 _CODES_BY_EXCEPTION = {
     "AuthorizationPendingException": "authorization_pending",
@@ -52,7 +52,7 @@ _DEFAULT_TOKEN_LIFETIME = 3600.0
 
 
 def is_aws_region(name: str) -> bool:
-    return bool(_AWS_REGION.match(name))
+    return _AWS_REGION.fullmatch(name) is not None
 
 
 def login_target(method: str, start_url: str | None, region: str | None) -> tuple[str, str]:

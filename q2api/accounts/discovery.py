@@ -1,7 +1,10 @@
 """What each account may use and has left: its model catalogue and its credits, asked of Amazon Q.
 
-* Catalogues (`ListAvailableModels`) are read at start-up, every `catalogue_interval` seconds, and
-  on demand (a request for a model no catalogue has, at most every five minutes). A failed read keeps
+* Catalogues (`ListAvailableModels`) are read at start-up, every `catalogue_interval` seconds, on
+  demand (a request for a model no catalogue has, at most every five minutes), and for an account
+  the moment it joins a running gateway's pool (`q2api accounts add`, `login` or `import` while it
+  runs, the admin API). Until that first read, a joining account neither adds to the models listed
+  nor takes a request while another account can (it would be routed on the built-in table). A failed read keeps
   the account's last good catalogue, else the built-in table, with a WARNING either way. The pool
   learns each account's models, so a request only goes to an account that may use its model.
 * Credits (`getUsageLimits`) are cached for `credits_max_age` seconds and read again in the
@@ -65,6 +68,7 @@ class AccountDiscovery:
         self._observer = observer
         self._builtin = fallback
         self._catalogues: dict[str, Catalogue] = {}
+        self._joining: set[str] = set()  # accounts that joined a running pool, their catalogue not yet read
         self._merged: tuple[tuple[Catalogue, ...], Catalogue] = ((), self._builtin)  # (parts, their merge)
         self._credits: dict[str, Credits] = {}
         self._credit_reads: dict[str, asyncio.Task[Credits | None]] = {}
@@ -74,12 +78,13 @@ class AccountDiscovery:
         self._loop = _running_loop()  # where background reads run, whichever thread asks for them
         if live:
             pool.on_served = self._served
+            pool.on_joined = self._joined
 
     # -- catalogues -------------------------------------------------------------
 
     def catalogue(self) -> Catalogue:
         """Every model some account may use (the built-in table while none is known)."""
-        managers = self._pool.managers()
+        managers = [manager for manager in self._pool.managers() if manager.account_id not in self._joining]
         if not managers:
             return self._builtin
         parts = tuple(self.account_catalogue(manager.account_id) for manager in managers)
@@ -144,6 +149,7 @@ class AccountDiscovery:
             )
         self._catalogues[manager.account_id] = effective
         self._pool.set_models(manager.account_id, effective.ids)
+        self._joining.discard(manager.account_id)
 
     def _fallback(self, account_id: str, account: str, exc: Exception) -> Catalogue:
         previous = self._catalogues.get(account_id)
@@ -154,6 +160,17 @@ class AccountDiscovery:
             return previous.with_source(CatalogueSource.LAST_GOOD)
         logger.bind(account=account).warning(f"model catalogue unavailable ({exc}); using the built-in model table")
         return self._builtin
+
+    def _joined(self, account_id: str) -> None:
+        """An account joined the running pool: read its catalogue now, not at the next hourly read.
+        Meanwhile, beside other accounts, it takes no request (alone, it serves on the built-in table)."""
+        manager = self._pool.manager(account_id)
+        if manager is None:
+            return
+        self._joining.add(account_id)
+        if len(self._pool) > 1:
+            self._pool.set_models(account_id, ())
+        self._spawn(self._read_catalogue(manager))
 
     # -- credits ----------------------------------------------------------------
 

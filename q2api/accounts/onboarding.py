@@ -3,28 +3,44 @@
 Shared by `q2api accounts add` and `POST /admin/api/accounts`, so both refuse a
 made-up or revoked credential the same way instead of listing it as `active`:
 a refresh token by one refresh (an IdC login's profile is looked up then), a
-Kiro API key by one `getUsageLimits` call with it (usage limits answer keys: docs/protocol.md#kiro-api-keys).
+Kiro API key by one `getUsageLimits` call with it (usage limits answer keys:
+docs/protocol.md#kiro-api-keys).
+
+The verifying refresh may rotate the refresh token, after which the one the
+operator gave is dead. So every field is checked against the stores' limits
+before it (NewAccount), and a write that still fails afterwards is tried again
+with the verified tokens: a few times while the operator waits, then (in the
+gateway) in the background until the store takes it, as refreshed tokens are.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 
 import aiohttp
+from loguru import logger
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.logins import account_id_for_label
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
-from q2api.accounts.store_protocol import AccountStore
+from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
 from q2api.amazonq.account_proxies import AccountProxies, check_proxy_url
 from q2api.amazonq.bearer import API_KEY_AUTH, API_KEY_TOKEN_TYPE
 from q2api.amazonq.credits import fetch_credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, UpstreamError, UpstreamHTTPError
 from q2api.amazonq.service_api import ServiceApi
 
-# An API key's stored "expiry": none (it is used until Amazon Q refuses it).
+# An API key's "expiry" in its verifying answer: none (it is used until Amazon Q refuses it).
 NO_EXPIRY = float("inf")
+
+# Seconds between the attempts to store a verified account while the operator waits (then it fails).
+WRITE_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+BACKGROUND_RETRY_MAX_DELAY = 60.0
+_background_writes: set[asyncio.Task[None]] = set()  # referenced until done: the loop keeps weak references
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -60,6 +76,18 @@ class NewAccount:
             raise ValueError("client_id and client_secret go together (an IdC login); give both or neither")
         if self.proxy_url is not None:
             object.__setattr__(self, "proxy_url", check_proxy_url(self.proxy_url))
+        # Before the verifying refresh, which may rotate the refresh token: a row the store refused
+        # afterwards would leave the login dead.
+        check_account_fields(
+            label=self.label,
+            refresh_token=self.refresh_token,
+            client_id=self.client_id,
+            client_secret=self.client_secret,
+            profile_arn=self.profile_arn,
+            region=self.region,
+            api_key=self.api_key,
+            proxy_url=self.proxy_url,
+        )
 
     @property
     def auth_method(self) -> str:
@@ -130,14 +158,54 @@ async def _check_api_key(proxies: AccountProxies, endpoint: str, new: NewAccount
 
 
 async def store_new_account(
-    store: AccountStore, new: NewAccount, verified: RefreshedToken | None
+    store: AccountStore,
+    new: NewAccount,
+    verified: RefreshedToken | None,
+    *,
+    retry_delays: tuple[float, ...] | None = None,
 ) -> tuple[Account, bool]:
     """Store `new` with the tokens of its verifying refresh; (account, True if it replaced one with the label).
 
     An existing account with the same label gets the new credentials (the fix
     for one that needs a new login). The refresh may have rotated the refresh
-    token, so the rotated one is what is stored.
+    token, so the rotated one is what is stored, and a failed write is tried
+    again after each of `retry_delays` (WRITE_RETRY_DELAYS) before it raises.
     """
+    delays = WRITE_RETRY_DELAYS if retry_delays is None else retry_delays
+    for delay in (*delays, None):
+        try:
+            return await _write_new_account(store, new, verified)
+        except STORE_ERRORS as exc:
+            if delay is None or verified is None:  # unverified: the operator's own token still works
+                raise
+            logger.bind(account=new.label).error(
+                f"could not store the verified account ({type(exc).__name__}: {exc}); its tokens are kept, trying"
+                f" again in {delay:g}s"
+            )
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def store_in_background(store: AccountStore, new: NewAccount, verified: RefreshedToken) -> None:
+    """Keep trying to store a verified account until the store takes it (the gateway's last resort)."""
+
+    async def keep_trying() -> None:
+        async for attempt in AsyncRetrying(
+            wait=wait_exponential(multiplier=1.0, max=BACKGROUND_RETRY_MAX_DELAY),
+            retry=retry_if_exception_type(STORE_ERRORS),
+        ):
+            with attempt:
+                await _write_new_account(store, new, verified)
+        logger.bind(account=new.label).info("stored the verified account: the store works again")
+
+    task = asyncio.get_running_loop().create_task(keep_trying())
+    _background_writes.add(task)
+    task.add_done_callback(_background_writes.discard)
+
+
+async def _write_new_account(
+    store: AccountStore, new: NewAccount, verified: RefreshedToken | None
+) -> tuple[Account, bool]:
     existing_id = account_id_for_label(await store.accounts(), new.label)
     api_key = new.api_key
     account = await store.add(

@@ -50,6 +50,9 @@ class AccountHealth(enum.Enum):
     NEEDS_LOGIN = "needs_login"
 
 
+# The health of an account a request still goes to (resting after transient failures: Amazon Q decides).
+_SERVING_HEALTH = frozenset({AccountHealth.READY.value, AccountHealth.THROTTLED.value, AccountHealth.FAILING.value})
+
 _HEALTH_BY_FAILURE = {
     FailureKind.THROTTLED: AccountHealth.THROTTLED,
     FailureKind.MONTHLY_QUOTA: AccountHealth.QUOTA_EXHAUSTED,
@@ -103,6 +106,8 @@ class AccountPool:
         self.stats = stats or StatsRecorder()
         # Called with the account id after each request an account served (credits are re-read then).
         self.on_served: Callable[[str], None] | None = None
+        # Called with the account id when `sync` adds an account (its catalogue is read then).
+        self.on_joined: Callable[[str], None] | None = None
         self._rests_to_share: dict[str, AccountRest | None] = {}  # None: the rest ended early
 
     def __len__(self) -> int:
@@ -138,6 +143,8 @@ class AccountPool:
             elif self._factory is not None:
                 self._slots[account_id] = _Slot(self._factory(account))
                 logger.info("account joined the pool", account=account.label, account_id=account_id)
+                if self.on_joined is not None:
+                    self.on_joined(account_id)
 
     def pick(self, exclude: Collection[str] = (), model: str | None = None) -> TokenManager | None:
         """The least recently used ready account not in `exclude` whose catalogue has `model`.
@@ -181,6 +188,11 @@ class AccountPool:
             return  # already resting for this (a re-read of the same credits says nothing new)
         slot.rest_reason = AccountHealth.QUOTA_EXHAUSTED
         slot.resting_until = max(slot.resting_until, until)
+        # Shared like every cool-down: unshared, the next reload tick would read no rest for the
+        # account in the store and end this one as "served by another worker".
+        self._rests_to_share[account_id] = AccountRest(
+            time.time() + (slot.resting_until - self._clock()), "quota_exhausted"
+        )
         logger.bind(account=slot.manager.label, health=slot.rest_reason.value).warning(
             f"account rests for {seconds:g}s: its credits are used up until they reset"
         )
@@ -244,14 +256,17 @@ class AccountPool:
             rest = rests.get(account_id)
             if rest is None:
                 slot.resting_until = 0.0
-                logger.bind(account=slot.manager.label).info("account rests no more (served by another worker)")
+                logger.bind(account=slot.manager.label).info(
+                    "account rests no more (served again by another worker or replica)"
+                )
                 continue
             until = now + (rest.until - wall_now)
             if until > slot.resting_until + 1.0:
                 slot.rest_reason = AccountHealth(rest.reason)
                 slot.resting_until = until
+                # Recorded in the store by another worker or replica — or by this one before a restart.
                 logger.bind(account=slot.manager.label, health=rest.reason).info(
-                    f"account rests for {until - now:.0f}s (a cool-down from another worker or replica)"
+                    f"account rests for {until - now:.0f}s (a cool-down recorded in the account store)"
                 )
 
     def _rest(self, slot: _Slot, health: AccountHealth, seconds: float) -> None:
@@ -270,14 +285,30 @@ class AccountPool:
         return views
 
     def unready_reason(self) -> str | None:
-        """None when at least one account can serve now, else why none can."""
+        """None when a request would be served now, else why none would.
+
+        A request goes to a ready account, else to the account whose cool-down ends first
+        (`pick`): an account resting after throttling or failures still serves it, and Amazon Q
+        decides. One whose login is dead, whose credits are used up or whose access was denied
+        does not: it would only answer the error that rested it.
+        """
         views = self.health()
         if not views:
             return "no enabled Amazon Q account"
-        if any(view.health == AccountHealth.READY.value for view in views):
+        if any(view.health in _SERVING_HEALTH for view in views):
             return None
         counts = collections.Counter(view.health for view in views)
         return "no account can serve now: " + ", ".join(f"{count} {health}" for health, count in sorted(counts.items()))
+
+    def resting_note(self) -> str | None:
+        """For a pool that serves (`unready_reason` None) with no account ready: which ones rest."""
+        views = self.health()
+        if any(view.health == AccountHealth.READY.value for view in views):
+            return None
+        counts = collections.Counter(view.health for view in views)
+        return "serving on resting accounts: " + ", ".join(
+            f"{count} {health}" for health, count in sorted(counts.items())
+        )
 
     @staticmethod
     def _preference(slot: _Slot, now: float) -> tuple[int, float]:

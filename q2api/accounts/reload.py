@@ -5,6 +5,12 @@ seconds; when another process (the CLI, the admin API on another worker,
 another replica) has changed an account, the pool re-syncs with the store.
 The same tick adds this worker's request counts to the shared stats and
 swaps cool-downs with the other workers and replicas.
+
+The reloader never dies silently: a store that fails is one WARNING when the
+failures begin and one INFO when they end (the pool keeps serving what it
+has); any other error is logged with its traceback and the ticks go on with a
+growing delay; and should the loop itself end, it is logged and restarted.
+While it cannot run, `failure` says why, for `/readyz`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from q2api.accounts.pool import AccountPool
 from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
 
 DEFAULT_RELOAD_INTERVAL = 2.0
+MAX_RETRY_DELAY = 60.0  # seconds between ticks at most while ticks crash
 
 
 class AccountReloader:
@@ -28,13 +35,20 @@ class AccountReloader:
         self._seen_generation: int | None = None
         self._lock = asyncio.Lock()  # one sync at a time: a tick and an admin change may coincide
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._store_failing = False  # the last tick failed on the store (logged once)
+        self._delay = interval  # until the next tick: grows while ticks crash
+        self.failure: str | None = None  # why the reloader cannot do its work now, None while it can
 
     def start(self) -> None:
         """Tick every `interval` seconds in the background until `stop`."""
+        self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.add_done_callback(self._supervise)
 
     async def stop(self) -> None:
         """Stop ticking and write this worker's last counts."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -47,11 +61,40 @@ class AccountReloader:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self._delay)
             try:
                 await self.tick()
             except STORE_ERRORS as exc:
-                logger.warning(f"account reload failed, trying again: {exc}")
+                if not self._store_failing:
+                    logger.warning(f"account reload failed, trying again every {self._interval:g}s: {exc}")
+                self._store_failing = True
+            except Exception as exc:
+                first = self.failure is None
+                self.failure = f"the account reloader fails: {type(exc).__name__}"
+                self._delay = min(max(self._delay * 2, self._interval), MAX_RETRY_DELAY)
+                logger.opt(exception=exc if first else None).error(
+                    f"account reload failed ({type(exc).__name__}: {exc}); trying again in {self._delay:g}s"
+                )
+            else:
+                if self._store_failing or self.failure is not None:
+                    logger.info("account reload works again")
+                self._store_failing = False
+                self.failure = None
+                self._delay = self._interval
+
+    def _supervise(self, task: asyncio.Task[None]) -> None:
+        """The loop ended without `stop`: say so, and start it again after a delay."""
+        if self._stopping or task.cancelled():
+            return
+        error = task.exception()
+        self.failure = f"the account reloader stopped: {type(error).__name__}"
+        self._delay = min(max(self._delay * 2, self._interval), MAX_RETRY_DELAY)
+        logger.opt(exception=error).error(f"the account reloader stopped; starting it again in {self._delay:g}s")
+        task.get_loop().call_later(self._delay, self._restart)
+
+    def _restart(self) -> None:
+        if not self._stopping:
+            self.start()
 
     async def tick(self, *, force: bool = False) -> None:
         """Flush the stats, and re-sync the pool if the store changed (or `force`)."""

@@ -19,25 +19,26 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from q2api.accounts.database_locks import DatabaseLocks
+from q2api.accounts.field_limits import CLIENT_ID_CHARS, ID_CHARS, LABEL_CHARS, PROFILE_ARN_CHARS, REGION_CHARS
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 metadata = sa.MetaData()
 
-ID = sa.String(64)
+ID = sa.String(ID_CHARS)
 TIMESTAMP: sa.Double[float] = sa.Double()  # epoch seconds, as in the SQLite store
 
 accounts = sa.Table(
     "q2api_accounts",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("label", sa.String(LABEL_CHARS), nullable=False),
     sa.Column("auth_method", sa.String(16), nullable=False),
     sa.Column("refresh_token", sa.Text),  # Fernet-encrypted
-    sa.Column("client_id", sa.String(255)),
+    sa.Column("client_id", sa.String(CLIENT_ID_CHARS)),
     sa.Column("client_secret", sa.Text),  # Fernet-encrypted
-    sa.Column("profile_arn", sa.String(512)),
+    sa.Column("profile_arn", sa.String(PROFILE_ARN_CHARS)),
     sa.Column("access_token", sa.Text),  # Fernet-encrypted
     sa.Column("expires_at", TIMESTAMP),
     sa.Column("status", sa.String(32), nullable=False),
@@ -48,7 +49,7 @@ accounts = sa.Table(
     sa.Column("updated_at", TIMESTAMP, nullable=False),
     sa.Column("refreshed_at", TIMESTAMP),
     sa.Column("enabled", sa.Boolean, nullable=False),
-    sa.Column("region", sa.String(32)),
+    sa.Column("region", sa.String(REGION_CHARS)),
     sa.Column("proxy_url", sa.Text),  # Fernet-encrypted: a proxy URL may carry credentials
 )
 
@@ -73,7 +74,7 @@ logins = sa.Table(
     "q2api_logins",
     metadata,
     sa.Column("id", ID, primary_key=True),
-    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("label", sa.String(LABEL_CHARS), nullable=False),
     sa.Column("method", sa.String(32), nullable=False),
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("account_id", ID),

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from loguru import logger
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -33,6 +34,7 @@ from q2api.accounts import shared_schema as tables
 from q2api.accounts.database import Database, affected_rows, all_rows, first_row
 from q2api.accounts.database_locks import DatabaseLocks, lock_namespace
 from q2api.accounts.database_url import DatabaseUrl
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
     LOGIN_RECORD_LIFETIME,
@@ -48,7 +50,7 @@ from q2api.accounts.records import (
     check_new_credentials,
     login_record,
 )
-from q2api.accounts.secret_box import SecretBox
+from q2api.accounts.secret_box import SecretBox, SecretKeyMismatch
 from q2api.accounts.store_protocol import StoreUnavailable
 
 T = TypeVar("T")
@@ -63,6 +65,7 @@ class SharedAccountStore:
         self._locks = locks
         self._secrets = secrets
         self._kind = db.url.kind
+        self._unreadable: set[str] = set()  # ids of the rows skipped (and logged) because they do not decrypt
 
     @classmethod
     async def open(cls, url: DatabaseUrl, secrets: SecretBox) -> SharedAccountStore:
@@ -97,9 +100,25 @@ class SharedAccountStore:
         return self._account(row) if row is not None else None
 
     async def accounts(self) -> list[Account]:
+        """Every account whose secrets open with the key; a row sealed with another key is skipped (and logged).
+
+        Raises SecretKeyMismatch when no row opens at all: then the key is wrong, not a row.
+        """
         query = sa.select(tables.accounts).order_by(tables.accounts.c.created_at, tables.accounts.c.id)
         rows = await self._db.read(lambda db: all_rows(db, query))
-        return [self._account(row) for row in rows]
+        readable: list[Account] = []
+        unreadable: list[tuple[sa.Row[Any], SecretKeyMismatch]] = []
+        for row in rows:
+            try:
+                readable.append(self._account(row))
+            except SecretKeyMismatch as exc:
+                unreadable.append((row, exc))
+        if unreadable and not readable:
+            raise unreadable[0][1]
+        self._unreadable.intersection_update(row.id for row, _ in unreadable)  # a mended row may be logged again
+        for row, error in unreadable:
+            self._skip_unreadable(row, error)
+        return readable
 
     async def list_views(self) -> list[AccountView]:
         return [account.view() for account in await self.accounts()]
@@ -126,6 +145,16 @@ class SharedAccountStore:
         proxy_url: str | None = None,
     ) -> Account:
         check_new_credentials(auth_method, client_id, client_secret)
+        check_account_fields(
+            account_id=account_id,
+            label=label,
+            refresh_token=refresh_token,
+            client_id=client_id,
+            client_secret=client_secret,
+            profile_arn=profile_arn,
+            region=region,
+            proxy_url=proxy_url,
+        )
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
         credentials = {
@@ -369,6 +398,12 @@ class SharedAccountStore:
             proxy_url=self._secrets.open(row.proxy_url),
         )
 
+    def _skip_unreadable(self, row: sa.Row[Any], error: SecretKeyMismatch) -> None:
+        """Log a row that does not decrypt once (not at every reload tick); the other accounts go on serving."""
+        if row.id not in self._unreadable:
+            self._unreadable.add(row.id)
+            logger.error(f"account {row.id!r} ({row.label!r}) is skipped: {error}")
+
     def _config_differs(self, row: sa.Row[Any], env: EnvAccount) -> bool:
         return (
             row.auth_method != env.auth_method
@@ -415,7 +450,8 @@ class SharedAccountStore:
 
     async def _try_lock(self, connection: AsyncConnection, name: str) -> bool:
         with self._db.failures():
-            return await self._locks.try_acquire(connection, name)
+            async with self._db.bounded():
+                return await self._locks.try_acquire(connection, name)
 
     async def _close_lock_connection(self, connection: AsyncConnection) -> None:
         # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and

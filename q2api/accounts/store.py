@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from q2api.accounts import schema
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.file_lock import exclusive_lock, exclusive_lock_async
 from q2api.accounts.private_files import create_private_dir, create_private_file
 from q2api.accounts.records import (
@@ -134,6 +135,16 @@ class SqliteAccountStore:
         Replacing keeps the operator's enabled flag and clears "needs login".
         """
         check_new_credentials(auth_method, client_id, client_secret)
+        check_account_fields(
+            account_id=account_id,
+            label=label,
+            refresh_token=refresh_token,
+            client_id=client_id,
+            client_secret=client_secret,
+            profile_arn=profile_arn,
+            region=region,
+            proxy_url=proxy_url,
+        )
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
         with self.transaction() as db:

@@ -35,6 +35,7 @@ from q2api.accounts.records import (
     LoginStatus,
     StatsDelta,
 )
+from q2api.accounts.secret_box import SecretKeyMismatch
 
 
 class AccountStore(Protocol):
@@ -168,4 +169,5 @@ class StoreUnavailable(Exception):
 
 
 # What a store call may raise when the store itself fails (not the caller's input).
-STORE_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error, StoreUnavailable)
+# SecretKeyMismatch: a row written with another key cannot be read, as if the store failed on it.
+STORE_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error, StoreUnavailable, SecretKeyMismatch)

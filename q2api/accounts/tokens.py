@@ -9,6 +9,14 @@ Single flight on two levels:
   store) and re-reads the store inside the lock, so a token that another
   worker has just refreshed is adopted instead of refreshed again (which would
   also spend a refresh token the other worker already rotated).
+
+A store that cannot be reached (down, or frozen past the database deadline)
+does not stop an account whose token is still valid: the refresh waits, with
+a growing delay between attempts, and requests are served on the current
+token meanwhile (one WARNING when the outage begins, one INFO when it ends).
+Only a token that has actually expired and cannot be refreshed stops serving:
+refreshing without the store's lock could spend a refresh token another
+replica is rotating at the same moment.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ RefreshCall = Callable[[Account], Awaitable[RefreshedToken]]
 DEFAULT_REFRESH_MARGIN = 300.0
 # While an account needs a new login, look this often whether the operator has fixed it.
 _REJECTED_RECHECK_INTERVAL = 5.0
+# After the store failed a refresh, wait this long before the next attempt, doubling up to the maximum.
+STORE_RETRY_DELAY = 1.0
+STORE_RETRY_DELAY_MAX = 60.0
 
 
 class TokenManager:
@@ -66,6 +77,8 @@ class TokenManager:
         self._invalidated: str | None = None  # a token invalidate() retired: never adopt it again
         self._rejected_checked_at = 0.0
         self._saver = TokenSaver(store, account.id, account.label)
+        self._store_retry_at = 0.0  # while the store is failing: no refresh attempt before this time
+        self._store_retry_delay = 0.0  # the last wait between attempts (0: the store works)
         if account.status is AccountStatus.NEEDS_LOGIN:
             self._rejected = RefreshRejected(account.label, account.status_detail or "refresh token rejected earlier")
 
@@ -93,6 +106,11 @@ class TokenManager:
     def needs_login(self) -> bool:
         return self._rejected is not None
 
+    @property
+    def has_unsaved_tokens(self) -> bool:
+        """A refresh succeeded but the store has not taken its tokens yet (they are served from memory)."""
+        return self._saver.has_unsaved
+
     async def access_token(self) -> str:
         """A token valid for at least the refresh margin (or of unknown expiry and not yet rejected).
 
@@ -103,6 +121,8 @@ class TokenManager:
         account = self._account
         if account.access_token and self._is_fresh(account):
             return account.access_token
+        if self._clock() < self._store_retry_at and self._still_valid(account, self._invalidated):
+            return account.access_token  # type: ignore[return-value]  # the store is failing: no refresh yet
         return await self._refresh(rejected=self._invalidated)
 
     async def refresh_after_rejection(self, rejected_token: str) -> str:
@@ -185,22 +205,63 @@ class TokenManager:
         if not task.cancelled():
             task.exception()  # mark retrieved: every waiter may have gone away
 
+    def _still_valid(self, account: Account, rejected: str | None) -> bool:
+        """Has `account` a token Amazon Q has not refused and that has not expired (however soon it will)?"""
+        return bool(
+            account.access_token
+            and account.access_token != rejected
+            and (account.expires_at is None or account.expires_at > self._clock())
+        )
+
     async def _run_refresh(self, rejected: str | None) -> str:
-        async with self._store.refresh_lock(self._account.id):
-            stored = self._saver.overlay(await self._read_stored())
-            if stored is None:
-                raise RefreshRejected(self.label, "the account was removed from the store")
-            if stored.access_token and stored.access_token != rejected and self._is_fresh(stored):
-                if stored.access_token != self._account.access_token:
-                    logger.info("adopted an access token refreshed by another worker", account=self.label)
-                    self._observer.token_refresh(REFRESH_ADOPTED)
-                self._account = stored
-                return stored.access_token
-            if stored.status is AccountStatus.NEEDS_LOGIN:
-                self._account = stored
-                self._mark_rejected(RefreshRejected(self.label, stored.status_detail or "refresh token rejected"))
-                raise self._rejected  # type: ignore[misc]
-            return await self._refresh_locked(stored, rejected)
+        try:
+            async with self._store.refresh_lock(self._account.id):
+                token = await self._refresh_holding_lock(rejected)
+        except STORE_ERRORS as exc:  # the lock could not be taken: nothing was refreshed
+            return self._through_store_outage(exc, rejected)
+        if self._store_retry_delay:
+            self._store_retry_delay = self._store_retry_at = 0.0
+            logger.bind(account=self.label).info("the account store answers again; the token refresh went through")
+        return token
+
+    def _through_store_outage(self, error: Exception, rejected: str | None) -> str:
+        """The store failed before a refresh could start: serve on a still-valid token, try again later."""
+        self._observer.token_refresh(REFRESH_UNAVAILABLE)
+        first = not self._store_retry_delay
+        self._store_retry_delay = min(max(self._store_retry_delay * 2, STORE_RETRY_DELAY), STORE_RETRY_DELAY_MAX)
+        self._store_retry_at = self._clock() + self._store_retry_delay
+        account = self._account
+        if self._still_valid(account, rejected):
+            if first:
+                left = (
+                    "" if account.expires_at is None else f" (it expires in {account.expires_at - self._clock():.0f}s)"
+                )
+                logger.bind(account=self.label).warning(
+                    f"cannot refresh the access token while the account store fails ({error}); serving with the"
+                    f" current token{left} and trying the refresh again with a growing delay"
+                )
+            return account.access_token  # type: ignore[return-value]
+        logger.bind(account=self.label).error(f"the access token has expired and the account store fails: {error}")
+        raise RefreshUnavailable(
+            f"account {self.label!r}: its access token has expired and cannot be refreshed while the account store"
+            " is unavailable"
+        ) from None
+
+    async def _refresh_holding_lock(self, rejected: str | None) -> str:
+        stored = self._saver.overlay(await self._read_stored())
+        if stored is None:
+            raise RefreshRejected(self.label, "the account was removed from the store")
+        if stored.access_token and stored.access_token != rejected and self._is_fresh(stored):
+            if stored.access_token != self._account.access_token:
+                logger.info("adopted an access token refreshed by another worker", account=self.label)
+                self._observer.token_refresh(REFRESH_ADOPTED)
+            self._account = stored
+            return stored.access_token
+        if stored.status is AccountStatus.NEEDS_LOGIN:
+            self._account = stored
+            self._mark_rejected(RefreshRejected(self.label, stored.status_detail or "refresh token rejected"))
+            raise self._rejected  # type: ignore[misc]
+        return await self._refresh_locked(stored, rejected)
 
     async def _refresh_locked(self, stored: Account, rejected: str | None) -> str:
         try:
@@ -261,7 +322,10 @@ class TokenManager:
         if self._clock() - self._rejected_checked_at < _REJECTED_RECHECK_INTERVAL:
             raise self._rejected
         self._rejected_checked_at = self._clock()
-        stored = await self._store.get(self._account.id)
+        try:
+            stored = await self._store.get(self._account.id)
+        except STORE_ERRORS:
+            raise self._rejected from None  # nothing new can be learnt while the store fails
         if stored is None or stored.status is AccountStatus.NEEDS_LOGIN:
             raise self._rejected
         logger.info("account has new credentials; using it again", account=self.label)

@@ -6,6 +6,7 @@ and proxy of its own. Answers show its profile ARN and its proxy with the creden
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, TypeVar
 
@@ -14,8 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from q2api.accounts.device_login import is_aws_region
-from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_account
+from q2api.accounts.field_limits import check_account_fields
+from q2api.accounts.onboarding import NewAccount, store_in_background, store_new_account, verify_new_account
 from q2api.accounts.records import Account, AccountStats, AccountStatus
+from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.amazonq.account_proxies import describe_proxy
@@ -85,7 +88,17 @@ async def add_account(request: Request, gateway: Gateway) -> Response:
     except RefreshUnavailable as exc:
         audit("add account", label=new.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", f"{exc}; nothing was stored, try again") from None
-    account, replaced = await store_new_account(gateway.store, new, verified)
+    try:
+        account, replaced = await store_new_account(gateway.store, new, verified)
+    except STORE_ERRORS as exc:
+        # The verifying refresh may have rotated the refresh token: never drop it (store_new_account logged why).
+        store_in_background(gateway.store, new, verified)
+        audit("add account", label=new.label, outcome="store_unavailable")
+        detail = (
+            f"the refresh token works, but the account store is unavailable ({exc}): the verified tokens are kept"
+            " and the account is stored as soon as the store answers again"
+        )
+        return json_answer({"status": "pending", "label": new.label, "detail": detail}, 202)
     await gateway.reloader.tick(force=True)  # served by this worker at once; the others follow within seconds
     audit("replace account credentials" if replaced else "add account", account_id=account.id, label=account.label)
     return json_answer(await account_answer(gateway, account, None), 200 if replaced else 201)
@@ -99,6 +112,10 @@ async def patch_account(request: Request, gateway: Gateway) -> Response:
     label = None if body.label is None else body.label.strip()
     if label == "":
         raise AdminError(400, "invalid_request", "label must not be empty")
+    try:
+        check_account_fields(label=label)
+    except ValueError as exc:
+        raise AdminError(400, "invalid_request", str(exc)) from None
     updated = await gateway.store.update(account.id, enabled=body.enabled, label=label)
     if updated is None:
         raise _not_found(account.id)
@@ -139,9 +156,18 @@ async def refresh_account(request: Request, gateway: Gateway) -> Response:
     except RefreshUnavailable as exc:
         audit("refresh account", account_id=account.id, label=account.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", str(exc)) from None
-    await gateway.reloader.tick(force=True)
-    audit("refresh account", account_id=account.id, label=account.label)
-    return json_answer({"id": refreshed.id, "token_expires_at": iso_time(refreshed.expires_at)})
+    saved = not manager.has_unsaved_tokens
+    answer: dict[str, Any] = {"id": refreshed.id, "token_expires_at": iso_time(refreshed.expires_at), "saved": saved}
+    if not saved:
+        # The token service rotated the tokens: that happened and must be said, whatever the store does.
+        answer["detail"] = (
+            "refreshed, but the account store did not take the new tokens: they serve from memory and are"
+            " written as soon as the store answers again"
+        )
+    with contextlib.suppress(*STORE_ERRORS):  # the pool follows on the next tick; the failed save is logged
+        await gateway.reloader.tick(force=True)
+    audit("refresh account", account_id=account.id, label=account.label, outcome="ok" if saved else "not_saved")
+    return json_answer(answer)
 
 
 async def _check_api_key_account(gateway: Gateway, account: Account) -> Response:

@@ -23,6 +23,7 @@ from q2api.accounts.device_login import (
     login_target,
     start_device_login,
 )
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.logins import complete_device_login, new_login_id, status_of_failure
 from q2api.accounts.records import LoginStatus
 from q2api.admin.accounts import decode_body
@@ -85,6 +86,7 @@ async def start_login(request: Request, gateway: Gateway, runner: LoginRunner) -
     if not label:
         raise AdminError(400, "invalid_request", "label must not be empty")
     try:
+        check_account_fields(label=label)  # before the login: its account could not be stored afterwards
         start_url, region = login_target(body.method, body.start_url, body.region)
     except ValueError as exc:
         raise AdminError(400, "invalid_request", str(exc)) from None

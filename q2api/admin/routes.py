@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin import accounts, activity, captures, logins, models
 from q2api.admin.auth import AdminKey
 from q2api.admin.responses import AdminError
@@ -29,6 +30,12 @@ def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
                 return await handler(request, gateway_of(request))
             except AdminError as error:
                 return error.response()
+            except STORE_ERRORS as exc:  # the store is down or frozen: say so, in one line and no traceback
+                logger.warning(f"admin request {request.method} {request.url.path}: the account store failed: {exc}")
+                unavailable = AdminError(
+                    503, "store_unavailable", f"the account store is unavailable; try again ({exc})"
+                )
+                return unavailable.response()
             except Exception as exc:  # the traceback to the log; the operator gets the same envelope as always
                 logger.opt(exception=exc).error(f"admin request failed: {request.method} {request.url.path}")
                 internal = AdminError(500, "internal_error", "the admin request failed; see the gateway log")

@@ -277,6 +277,11 @@ class _RequestCommon(Struct, kw_only=True):
     output_config: OutputConfig | None = None
 
 
+# The `max_tokens` a door sets for a client that gave no limit (the OpenAI APIs make it optional):
+# "as much as the model gives", lowered to the model's output limit without a word in the log.
+UNSTATED_MAX_TOKENS = 128_000
+
+
 class MessagesRequest(_RequestCommon, kw_only=True):
     max_tokens: Annotated[int, Meta(ge=0)]
     stream: bool | None = None

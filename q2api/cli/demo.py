@@ -8,15 +8,22 @@ through the OpenAI front door, and holds a two-turn Responses API conversation
 (`POST /v1/responses` streamed, then continued with `previous_response_id`) —
 both skipped, saying so, when `openai` is not installed. Nothing here reads the
 user's environment or `.env` for settings, and no byte leaves the machine.
+
+`q2api demo --serve` keeps the same simulated gateway running until Ctrl-C instead, and prints
+the `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` lines (and the run's client key) to paste into the
+shell of a real client — Claude Code, Codex, an SDK — and the console's address with its admin
+key. The simulated upstream answers every request by echoing its last user message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sys
 import tempfile
+import threading
 from typing import Any
 
 from q2api.server.logging_setup import configure_logging
@@ -27,6 +34,7 @@ from q2api.testing.simulated_upstream import SimulatedUpstream
 
 DEMO_MODEL = "claude-sonnet-5-5"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+DEMO_SERVE_PORT = 8000  # `--serve`'s port unless told: the one `q2api serve` and the README use
 
 BANNER = """\
 q2api demo -- the Amazon Q upstream in this demo is SIMULATED.
@@ -90,6 +98,69 @@ def run_demo() -> int:
     except (OSError, RuntimeError) as exc:
         print(f"\nq2api demo failed: {exc}", file=sys.stderr)
         return 1
+
+
+SERVE_BANNER = """\
+q2api demo --serve -- the Amazon Q upstream behind this gateway is SIMULATED: it answers every
+request by echoing the last user message. No Amazon Q account is used and nothing leaves this
+machine: the gateway and the simulator listen on 127.0.0.1 only.
+"""
+
+
+def serve_demo(port: int | None) -> int:
+    """The simulated upstream behind a real gateway on 127.0.0.1:`port` until Ctrl-C (then exit 0)."""
+    port = DEMO_SERVE_PORT if port is None else port
+    print(SERVE_BANNER, flush=True)
+    # The request log is what there is to watch here: one INFO line per request, on stderr.
+    configure_logging("INFO", "text")
+    _bypass_proxies_for_loopback()
+    client_key = "demo-" + secrets.token_urlsafe(16)
+    admin_key = "demo-admin-" + secrets.token_urlsafe(16)
+    try:
+        with contextlib.ExitStack() as running:
+            data_dir = running.enter_context(tempfile.TemporaryDirectory(prefix="q2api-demo-"))
+            upstream = running.enter_context(SimulatedUpstream.run_in_thread())
+            settings = load_settings(
+                {
+                    **upstream.env(),
+                    "Q2API_DATA_DIR": data_dir,
+                    "Q2API_API_KEYS": client_key,
+                    "Q2API_ADMIN_KEY": admin_key,
+                },
+                env_file=None,
+            )
+            try:
+                gateway = running.enter_context(GatewayThread(settings, port=port))
+            except RuntimeError:
+                print(
+                    f"q2api demo: the gateway could not listen on 127.0.0.1:{port}; is the port in use? "
+                    "Choose another with --port.",
+                    file=sys.stderr,
+                )
+                return 1
+            print(_paste_lines(gateway.base_url, client_key, admin_key), flush=True)
+            threading.Event().wait()  # until Ctrl-C
+    except KeyboardInterrupt:
+        print("\nq2api demo: stopped.", file=sys.stderr)
+    return 0
+
+
+def _paste_lines(base_url: str, client_key: str, admin_key: str) -> str:
+    return f"""\
+Gateway: {base_url}  (a random client key for this run)
+
+Paste into the shell of a client (Claude Code, the anthropic SDK):
+  export ANTHROPIC_BASE_URL={base_url}
+  export ANTHROPIC_API_KEY={client_key}
+
+or of an OpenAI client (the openai SDK, Codex):
+  export OPENAI_BASE_URL={base_url}/v1
+  export OPENAI_API_KEY={client_key}
+
+Console: {base_url}/console  (admin key: {admin_key})
+
+Press Ctrl-C to stop.
+"""
 
 
 def _run(anthropic: Any, data_dir: str) -> int:

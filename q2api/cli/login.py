@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 from q2api.accounts.device_login import DeviceLoginError, LoginFailed, login_target, start_device_login
+from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.logins import complete_device_login
 from q2api.accounts.records import Account
 from q2api.accounts.store_protocol import AccountStore
@@ -29,6 +30,8 @@ def run_login(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         start_url, region = login_target(args.method, args.start_url, args.region)
+        if args.label:
+            check_account_fields(label=args.label)  # before the login: its account could not be stored afterwards
     except ValueError as exc:
         print(f"q2api login: {exc}", file=sys.stderr)
         return EXIT_USAGE

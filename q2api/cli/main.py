@@ -1,7 +1,7 @@
 """`q2api serve | demo | login | accounts … | replay | captures …` — the command line.
 
-`q2api` alone prints the help and exits 0 (asking what there is to do is not an error);
-a misspelt or missing command argument exits 2, as argparse does.
+`q2api` alone (or `q2api accounts`, `q2api captures` alone) prints the help and exits 0 (asking
+what there is to do is not an error); a misspelt or missing command argument exits 2, as argparse does.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
     from q2api.cli.metrics_dir import metrics_directory
     from q2api.server.cross_site import open_gateway_warning
     from q2api.server.logging_setup import configure_logging
-    from q2api.server.transport import transport_limits, uvicorn_options
+    from q2api.server.transport import connection_cap_line, raise_open_file_limit, transport_limits, uvicorn_options
     from q2api.settings import VARIABLES, SettingsError, load_settings
 
     # A flag is its environment variable for this process and its workers (which read the environment).
@@ -81,6 +81,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if exposed is not None:
         logger.warning(exposed)
+    raise_open_file_limit()  # before the workers start: they inherit it, and their cap follows from it
+    logger.info(connection_cap_line(settings))
     # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
     with metrics_directory():
         uvicorn.run(
@@ -102,6 +104,7 @@ def _store_problem(settings: Settings) -> str | None:
     import asyncio
 
     from q2api.accounts.opening import opened_account_store
+    from q2api.accounts.secret_box import SecretKeyMismatch
     from q2api.accounts.store_protocol import STORE_ERRORS
 
     async def read_the_store() -> None:
@@ -110,6 +113,8 @@ def _store_problem(settings: Settings) -> str | None:
 
     try:
         asyncio.run(read_the_store())  # its own event loop, ended before uvicorn starts the server's
+    except SecretKeyMismatch as exc:  # the key, not the store, is wrong: the message says which and what to do
+        return str(exc)
     except STORE_ERRORS as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         # The database URL may hold a password: named, never printed.
@@ -119,8 +124,13 @@ def _store_problem(settings: Settings) -> str | None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from q2api.cli.demo import run_demo
+    from q2api.cli.demo import run_demo, serve_demo
 
+    if args.serve:
+        return serve_demo(args.port)
+    if args.port is not None:
+        print("q2api demo: --port only goes with --serve", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     return run_demo()
 
 
@@ -213,8 +223,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="run one request end to end against a SIMULATED Amazon Q (no account, loopback only)",
+        help="try the gateway against a SIMULATED Amazon Q (no account, loopback only)",
+        description=(
+            "Run the real gateway on 127.0.0.1 in front of a SIMULATED Amazon Q (no account is used, nothing "
+            "leaves the machine) and drive it with the official SDKs: a streamed reply and a streamed tool call "
+            "through the Claude Messages API, then a chat completion and a two-turn Responses conversation through "
+            "the OpenAI doors. With --serve, keep that gateway running for your own clients instead."
+        ),
     )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the simulated gateway running until Ctrl-C and print the ANTHROPIC_BASE_URL / "
+        "OPENAI_BASE_URL lines (and the run's key) to paste into a client's shell",
+    )
+    demo.add_argument("--port", type=_port, help="with --serve: the port on 127.0.0.1 (default: 8000; 0: a free one)")
     demo.set_defaults(run=_demo)
 
     accounts = commands.add_parser(
@@ -222,8 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="manage the Amazon Q accounts in the store",
         description="Manage the accounts kept in the store (Q2API_DATABASE_URL, or SQLite under Q2API_DATA_DIR).",
     )
-    account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
-    account_commands.add_parser("list", help="list accounts (secrets are never printed)")
+    account_commands = accounts.add_subparsers(dest="accounts_command", metavar="COMMAND")
+    account_commands.add_parser(
+        "list",
+        help="list accounts (secrets are never printed)",
+        description=(
+            "List the accounts in the store: id, label, login method, whether it serves, its state (e.g. "
+            "needs_login, with why) and when its access token expires. Secrets are never printed."
+        ),
+    )
     add = account_commands.add_parser(
         "add",
         help="add an account (or replace the credentials of the account with this label)",
@@ -260,8 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="store the token without checking it by a refresh or a call (by default a refused one is not stored)",
     )
-    for name, what in (("remove", "remove"), ("enable", "serve with"), ("disable", "stop serving with")):
-        command = account_commands.add_parser(name, help=f"{what} an account")
+    for name, what, effect in (
+        ("remove", "remove", "Remove an account and its tokens from the store."),
+        ("enable", "serve with", "Serve requests with an account again."),
+        ("disable", "stop serving with", "Stop serving requests with an account; it stays in the store."),
+    ):
+        command = account_commands.add_parser(
+            name, help=f"{what} an account", description=f"{effect} A running gateway follows within seconds."
+        )
         command.add_argument("account", help="account id or label")
     imports = account_commands.add_parser(
         "import",
@@ -282,7 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument(
         "--label", help="label of the new account (default: its source: kiro-ide, kiro-cli, amazon-q-cli)"
     )
-    usage = account_commands.add_parser("usage", help="credits used and left per account, from Amazon Q")
+    usage = account_commands.add_parser(
+        "usage",
+        help="credits used and left per account, from Amazon Q",
+        description="Ask Amazon Q (getUsageLimits) for each account's plan, credits used and left, and when they reset.",
+    )
     usage.add_argument("account", nargs="?", help="account id or label (default: every enabled account)")
     copy = account_commands.add_parser(
         "copy",
@@ -296,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     copy.add_argument("--from", dest="source", required=True, help="data directory or database URL to copy from")
     copy.add_argument("--to", dest="target", help="data directory or database URL (default: the configured store)")
     copy.add_argument("--replace", action="store_true", help="overwrite accounts the target already has")
-    accounts.set_defaults(run=_accounts)
+    accounts.set_defaults(run=_accounts, group=accounts)
 
     login = commands.add_parser(
         "login",
@@ -306,7 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
             "then stores the account (a running gateway serves it within seconds)."
         ),
     )
-    login.add_argument("--label", help="a name for the account (default: the method; an existing label is replaced)")
+    login.add_argument(
+        "--label",
+        help="a name for the account; an account with this label gets the new login (default: the method, "
+        "e.g. builder-id, or builder-id-2 when taken: never replaces an account)",
+    )
     login.add_argument("--method", choices=["builder-id", "idc"], default="builder-id", help="default: builder-id")
     login.add_argument("--start-url", help="the IAM Identity Center start URL (method idc)")
     login.add_argument("--region", help="the Identity Center's AWS region (default: us-east-1)")
@@ -334,18 +378,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="list, show or remove the capture files of failed requests",
         description="The capture files in Q2API_CAPTURE_DIR (default: captures inside Q2API_DATA_DIR).",
     )
-    capture_commands = captures.add_subparsers(dest="captures_command", required=True)
-    listing = capture_commands.add_parser("list", help="every capture, newest first")
+    capture_commands = captures.add_subparsers(dest="captures_command", metavar="COMMAND")
+    listing = capture_commands.add_parser(
+        "list", help="every capture, newest first", description="List every capture file, newest first."
+    )
     listing.add_argument("--json", action="store_true", help="the summaries as JSON")
     show = capture_commands.add_parser(
-        "show", help="what one capture says: the failure, the findings, Amazon Q's answer"
+        "show",
+        help="what one capture says: the failure, the findings, Amazon Q's answer",
+        description="Show what one capture says: the failure, the conversion's findings and Amazon Q's answer.",
     )
     show.add_argument("capture", help="capture id (or its start), request id, or path")
     show.add_argument("--json", action="store_true", help="the whole capture file")
-    remove = capture_commands.add_parser("rm", help="remove captures")
+    remove = capture_commands.add_parser(
+        "rm", help="remove captures", description="Remove the captures named, or every capture with --all."
+    )
     remove.add_argument("captures", nargs="*", help="capture ids (or their start) or request ids")
     remove.add_argument("--all", action="store_true", help="remove every capture")
-    captures.set_defaults(run=_captures)
+    captures.set_defaults(run=_captures, group=captures)
     return parser
 
 
@@ -354,6 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
+        return 0
+    group: argparse.ArgumentParser | None = getattr(args, "group", None)
+    if group is not None and getattr(args, f"{args.command}_command", None) is None:
+        group.print_help()  # `q2api accounts` alone: what it can do, as `q2api` alone
         return 0
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)

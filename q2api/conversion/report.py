@@ -91,7 +91,7 @@ _WARNINGS = frozenset(
         FindingKind.PDF_TEXT_EXTRACTED,
         FindingKind.REDACTED_THINKING_DROPPED,
         FindingKind.SERVER_BLOCK_DROPPED,
-        FindingKind.UNKNOWN_MODEL,
+        # Not UNKNOWN_MODEL: the model router's "model substituted" line is that event's warning.
         FindingKind.TOOL_LOOP_CYCLE,
         FindingKind.TOOL_LOOP_STORM,
     }

@@ -1,9 +1,11 @@
 """Which upstream model serves a request, and what `GET /v1/models` lists — both from the live catalogue.
 
 The server is where the two protocols meet: the catalogue is Amazon Q's, the ids, errors and list
-entries are Anthropic's. A substitution (`Q2API_UNKNOWN_MODEL`) is logged at WARNING and named in
-the `x-q2api-upstream-model` header of the reply; a `max_tokens` above the model's output limit is
-clamped and logged.
+entries are Anthropic's. A substitution (`Q2API_UNKNOWN_MODEL`) is named in the
+`x-q2api-upstream-model` header of the reply and in the request's log line (`upstream_model`), and
+logged at WARNING the first time each requested id is substituted (a client such as Claude Code
+sends the same id on every request: after the first, DEBUG). A `max_tokens` above the model's
+output limit is clamped, and logged when the client asked for it (a door's own default is not news).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from loguru import logger
 from q2api.amazonq.catalogue import Catalogue
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import model_info
-from q2api.anthropic.types import MessagesRequest, OutputConfig, ThinkingConfig
+from q2api.anthropic.types import UNSTATED_MAX_TOKENS, MessagesRequest, OutputConfig, ThinkingConfig
+from q2api.log_text import one_line
 from q2api.models.resolution import (
     ModelNotAvailable,
     Resolution,
@@ -27,6 +30,9 @@ from q2api.models.resolution import (
 from q2api.models.table import ModelChoice, ModelVariant, claude_style_id, model_family
 
 UPSTREAM_MODEL_HEADER = "x-q2api-upstream-model"
+# How many (requested, upstream) substitutions are remembered as already warned about; beyond it
+# (a client cycling through made-up ids), each one is a WARNING again.
+_SUBSTITUTIONS_REMEMBERED = 1000
 
 
 class ModelRouter:
@@ -44,6 +50,7 @@ class ModelRouter:
         self._policy = policy
         self._default_model = default_model
         self._on_unknown = on_unknown  # e.g. read the catalogues again: the model may be new
+        self._substitutions_told: set[tuple[str, str]] = set()  # (requested, upstream) already warned about
 
     def resolve(self, requested: str) -> Resolution:
         """The model for `requested`; raises a 404 `not_found_error` naming what is available."""
@@ -60,9 +67,14 @@ class ModelRouter:
             raise AnthropicError(404, str(missing), error_type="not_found_error") from None
         if resolution.substituted:
             self._unknown()
-            logger.warning(
-                f"model substituted: requested={requested} upstream={resolution.choice.q_model_id} "
-                f"({resolution.why}; Q2API_UNKNOWN_MODEL={self._policy.value})"
+            pair = (requested, resolution.choice.q_model_id)
+            level = "DEBUG" if pair in self._substitutions_told else "WARNING"
+            if len(self._substitutions_told) < _SUBSTITUTIONS_REMEMBERED:  # client-chosen ids: bounded
+                self._substitutions_told.add(pair)
+            logger.log(
+                level,
+                f"model substituted: requested={one_line(requested)} upstream={resolution.choice.q_model_id} "
+                f"({resolution.why}; Q2API_UNKNOWN_MODEL={self._policy.value})",
             )
         return resolution
 
@@ -111,11 +123,14 @@ class ModelRouter:
 
 
 def clamp_max_tokens(request: MessagesRequest, choice: ModelChoice) -> MessagesRequest:
-    """`request` with `max_tokens` at most the model's output limit (logged when lowered)."""
+    """`request` with `max_tokens` at most the model's output limit (logged when lowered: at INFO
+    when the client asked for more, at DEBUG when an OpenAI door's client set no limit and the door
+    asked for UNSTATED_MAX_TOKENS, "as much as the model gives")."""
     limit = choice.max_output_tokens
     if limit is None or request.max_tokens <= limit:
         return request
-    logger.info(f"max_tokens clamped: requested={request.max_tokens} limit={limit} model={choice.q_model_id}")
+    level = "DEBUG" if request.max_tokens == UNSTATED_MAX_TOKENS else "INFO"
+    logger.log(level, f"max_tokens clamped: requested={request.max_tokens} limit={limit} model={choice.q_model_id}")
     return msgspec.structs.replace(request, max_tokens=limit)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 ResponseStatus = Literal["in_progress", "completed", "incomplete", "failed"]
-ItemStatus = Literal["in_progress", "completed", "incomplete"]
+ItemStatus = Literal["in_progress", "completed", "incomplete", "failed"]  # "failed": a web search only
 
 
 def usage(
@@ -60,8 +60,26 @@ def message_item(item_id: str, status: ItemStatus, content: list[dict[str, Any]]
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
 
-def output_text(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def output_text(text: str, annotations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": []}
+
+
+def url_citation(url: str, title: str, start_index: int, end_index: int) -> dict[str, Any]:
+    """An `output_text` annotation (the SDK's `AnnotationURLCitation`): `text[start_index:end_index]` cites `url`."""
+    return {"type": "url_citation", "url": url, "title": title, "start_index": start_index, "end_index": end_index}
+
+
+def web_search_call_item(
+    item_id: str, status: ItemStatus, *, query: str | None, sources: list[str] | None
+) -> dict[str, Any]:
+    """A `web_search_call` output item (the SDK's `ResponseFunctionWebSearch`, its action a `search`);
+    `sources`: the result URLs, given only when the request included them."""
+    action: dict[str, Any] = {"type": "search"}
+    if query is not None:
+        action["query"] = query
+    if sources is not None:
+        action["sources"] = [{"type": "url", "url": url} for url in sources]
+    return {"id": item_id, "type": "web_search_call", "status": status, "action": action}
 
 
 def function_call_item(

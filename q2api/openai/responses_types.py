@@ -7,9 +7,10 @@ lenient about the rest: unknown fields (`user`, `prompt_cache_key`, `client_meta
 `input` items are read one by one rather than as one tagged union: a message item may leave out
 its `type` (`{"role": "user", "content": "hi"}`, the SDK's "easy" form), which a union keyed on
 `type` cannot express. Each item is converted to its own type, and an error names it the way
-OpenAI does (`input[3].content[0].image_url`). Item types the gateway cannot carry (hosted tools'
-calls, item references) are refused by the front door, which knows why; here they stay plain
-JSON objects (`OtherItem`).
+OpenAI does (`input[3].content[0].image_url`). Item types the gateway cannot carry (other hosted
+tools' calls, item references) are refused by the front door, which knows why; here they stay plain
+JSON objects (`OtherItem`). The web search tool and its `web_search_call` items have types of their
+own (the SDK's `WebSearchTool`, `WebSearchPreviewTool` and `ResponseFunctionWebSearch`).
 """
 
 from __future__ import annotations
@@ -104,18 +105,28 @@ class ReasoningItem(Struct, kw_only=True):
     status: str | None = None
 
 
+class WebSearchCallItem(Struct, kw_only=True):
+    """An earlier web search (the SDK's `ResponseFunctionWebSearch`): `action` holds the query and,
+    when the client asked for them, the sources."""
+
+    id: str | None = None
+    status: str | None = None
+    action: JSONObject | None = None
+
+
 class OtherItem(Struct, kw_only=True):
     """An item of a type the gateway does not carry; the front door refuses it, naming the type."""
 
     type: str
 
 
-InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | OtherItem
+InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | WebSearchCallItem | OtherItem
 _ITEM_TYPES: dict[str, type[Struct]] = {
     "message": MessageItem,
     "function_call": FunctionCallItem,
     "function_call_output": FunctionCallOutputItem,
     "reasoning": ReasoningItem,
+    "web_search_call": WebSearchCallItem,
 }
 
 # ---------------------------------------------------------------- tools and options
@@ -136,13 +147,41 @@ class NamespaceTool(Struct, kw_only=True):
     description: str | None = None
 
 
+class SearchFilters(Struct, kw_only=True):
+    allowed_domains: list[str] | None = None
+
+
+class UserLocation(Struct, kw_only=True):
+    type: Literal["approximate"] | None = None
+    city: str | None = None
+    country: str | None = None
+    region: str | None = None
+    timezone: str | None = None
+
+
+# The SDK's `WebSearchTool.type` and `WebSearchPreviewTool.type` (openai/types/responses/web_search_tool.py,
+# web_search_preview_tool.py).
+WEB_SEARCH_TOOL_TYPES = ("web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11")
+
+
+class WebSearchTool(Struct, kw_only=True):
+    """OpenAI's hosted web search, in either spelling (`web_search…` or `web_search_preview…`)."""
+
+    type: str
+    filters: SearchFilters | None = None  # `web_search` only
+    user_location: UserLocation | None = None
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    external_web_access: bool | None = None  # `web_search` only
+    search_content_types: list[Literal["text", "image"]] | None = None  # `web_search_preview` only
+
+
 class HostedTool(Struct, kw_only=True):
-    """A tool OpenAI runs itself (`web_search`, `file_search`, …): kept by type for the refusal."""
+    """A tool OpenAI runs itself (`file_search`, `code_interpreter`, …): kept by type for the refusal."""
 
     type: str
 
 
-Tool = FunctionTool | NamespaceTool | HostedTool
+Tool = FunctionTool | NamespaceTool | WebSearchTool | HostedTool
 
 
 class Reasoning(Struct, kw_only=True):
@@ -253,6 +292,8 @@ def read_tool(raw: JSONObject, where: str) -> Tool:
             return msgspec.convert(fields, FunctionTool)
         if kind == "namespace":
             return msgspec.convert(fields, NamespaceTool)
+        if kind in WEB_SEARCH_TOOL_TYPES:
+            return msgspec.convert(raw, WebSearchTool)
     except msgspec.ValidationError as exc:
         raise _invalid(exc, where) from None
     if not isinstance(kind, str):

@@ -151,9 +151,10 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
 
     async def readyz(request: Request) -> Response:
         gateway = gateway_of(request)
-        reason = await readiness(gateway.store, gateway.pool)
+        reason = await readiness(gateway.store, gateway.pool, gateway.reloader)
         if reason is None:
-            return json_response({"status": "ready"})
+            note = gateway.pool.resting_note()
+            return json_response({"status": "ready", **({"note": note} if note else {})})
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
     def door_error(path: str, error: AnthropicError, request_id: str | None) -> Response:

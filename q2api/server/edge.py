@@ -31,6 +31,10 @@ _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
 DoorErrorResponse = Callable[[str, AnthropicError, str | None], Response]
 # Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
 _POLLED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# Read every few seconds by an open console (its panels refresh themselves), and the console's own
+# files: DEBUG too. Changes made there (POST, PATCH, DELETE) stay INFO and have their audit line.
+_POLLED_PREFIXES = ("/admin/api/", "/console")
+_READS = frozenset({"GET", "HEAD"})
 
 
 def new_request_id() -> str:
@@ -45,7 +49,8 @@ class RequestIdMiddleware:
     retry, a token refresh) can be tied to the client's request. Requests to
     other routes than the two front doors, whose relay writes a richer line,
     get their one log line (and their request metrics) here (`/healthz`,
-    `/readyz` and `/metrics` at DEBUG: monitors poll them).
+    `/readyz` and `/metrics` at DEBUG: monitors poll them; so does the console
+    its admin API reads).
 
     A gateway bug (an exception no handler turned into a response) is answered
     here too: its traceback is logged inside the request's log context, and the
@@ -91,11 +96,15 @@ class RequestIdMiddleware:
                 status = 500
                 await answer_gateway_bug(exc, scope, receive, send, self._error_response_for, request_id)
             finally:
-                level = "DEBUG" if path in _POLLED_PATHS else "INFO"
+                level = "DEBUG" if _polled(method, path) else "INFO"
                 logger.bind(status=status).log(level, f"{method} {one_line(path)}")
                 metrics.observe_request(
                     route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
                 )
+
+
+def _polled(method: str, path: str) -> bool:
+    return path in _POLLED_PATHS or (method in _READS and path.startswith(_POLLED_PREFIXES))
 
 
 def begin_request(scope: Scope) -> str:

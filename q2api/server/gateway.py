@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
-from loguru import logger
 from starlette.requests import Request
 
 from q2api.accounts.discovery import AccountDiscovery
@@ -32,7 +31,7 @@ from q2api.server import metrics
 from q2api.server.activity import ActivityLog
 from q2api.server.captures.recorder import Captures
 from q2api.server.exchange_log import Exchange
-from q2api.server.readiness import log_store_contents
+from q2api.server.readiness import log_readiness, log_store_contents
 from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import (
     account_discovery,
@@ -112,7 +111,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         )
         await discovery.start()
         stack.push_async_callback(discovery.stop)
-        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {settings.endpoint}")
+        await log_readiness(store, pool, settings.endpoint)
         yield Gateway(
             settings=settings,
             session=session,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from loguru import logger
 
 from q2api.accounts.pool import AccountPool
+from q2api.accounts.reload import AccountReloader
 from q2api.accounts.store_protocol import AccountStore
 from q2api.log_text import one_line
 
@@ -23,8 +24,14 @@ async def log_store_contents(store: AccountStore) -> None:
         )
 
 
-async def readiness(store: AccountStore, pool: AccountPool) -> str | None:
-    """None when at least one account can serve now, else the reason none can."""
+async def readiness(store: AccountStore, pool: AccountPool, reloader: AccountReloader | None = None) -> str | None:
+    """None when a request would be served now, else the reason it would not.
+
+    The one definition of "ready": `/readyz` answers it, and start-up logs it.
+    """
+    if reloader is not None and reloader.failure is not None:
+        # Without its reloader this worker serves the accounts of the past (a disabled one keeps serving).
+        return f"the accounts cannot follow the store: {reloader.failure}"
     reason = pool.unready_reason()
     if reason is None or len(pool):
         return reason
@@ -32,3 +39,12 @@ async def readiness(store: AccountStore, pool: AccountPool) -> str | None:
     if stored:
         return f"every account is disabled ({len(stored)} in the store)"
     return "no Amazon Q account is configured"
+
+
+async def log_readiness(store: AccountStore, pool: AccountPool, endpoint: str) -> None:
+    """Start-up's last line: ready (INFO) or not yet, and why (WARNING) — as `/readyz` will answer."""
+    reason = await readiness(store, pool)
+    if reason is None:
+        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {endpoint}")
+    else:
+        logger.warning(f"q2api is running but not ready: {reason} (/readyz answers 503 until an account can serve)")

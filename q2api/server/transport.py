@@ -13,7 +13,10 @@ protocol with a few checks added, closes those doors:
   request's first byte → 408 (a connection that sent nothing is just closed);
 * a body not complete within `body_timeout` of the headers → 408, and the
   application sees the client disconnect;
-* more than `max_connections` open connections → 503 on the newest.
+* more than `max_connections` open connections → 503 on the newest, saying what to raise.
+
+`max_connections` 0 (the default) is derived from the process's open-file limit
+(`connection_cap`): each stream holds two sockets, the client's and Amazon Q's.
 
 Refusals are in the Anthropic error envelope and close the connection. The
 limits travel on the application (`app.state.transport_limits`, set by
@@ -24,8 +27,10 @@ enforces its own settings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
+import resource
 from typing import Any
 
 import orjson
@@ -40,6 +45,13 @@ PROTOCOL_PATH = "q2api.server.transport:LimitedHttpToolsProtocol"
 BODY_TIMED_OUT = "body_timed_out"
 # How long a refused connection is still read (and the bytes dropped) before it is closed.
 _LINGER_SECONDS = 1.0
+# A stream holds two sockets: the client's and the one to Amazon Q.
+FILES_PER_STREAM = 2
+# Files a worker keeps open besides its streams: the listening socket, the store, logs, token
+# and catalogue calls, the interpreter's own.
+FILES_KEPT = 64
+# The most `raise_open_file_limit` asks for, whatever the hard limit (some systems say "unlimited").
+_OPEN_FILES_WANTED = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +73,40 @@ def transport_limits(settings: Settings) -> TransportLimits:
         header_timeout=settings.header_timeout,
         body_timeout=settings.body_timeout,
         keep_alive_timeout=settings.keep_alive_timeout,
-        max_connections=settings.max_connections,
+        max_connections=settings.max_connections or connection_cap(open_file_limit()),
+    )
+
+
+def open_file_limit() -> int:
+    """This process's soft limit on open files (`ulimit -n`); "unlimited" counts as a large number."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return _OPEN_FILES_WANTED if soft == resource.RLIM_INFINITY else soft
+
+
+def connection_cap(open_files: int) -> int:
+    """The connections a worker with `open_files` can hold streaming, with FILES_KEPT files to spare."""
+    return max((open_files - FILES_KEPT) // FILES_PER_STREAM, 1)
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft open-file limit to the hard one (capped), as servers do; returns the new soft
+    limit. Worker processes inherit it. A refusal (a sandbox) keeps the limit there is."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _OPEN_FILES_WANTED if hard == resource.RLIM_INFINITY else min(hard, _OPEN_FILES_WANTED)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return open_file_limit()
+
+
+def connection_cap_line(settings: Settings) -> str:
+    """The start-up line that says how many connections each worker takes, and where that comes from."""
+    if settings.max_connections:
+        return f"connection cap: {settings.max_connections} per worker (Q2API_MAX_CONNECTIONS)"
+    files = open_file_limit()
+    return (
+        f"connection cap: {connection_cap(files)} per worker, from the open-file limit of {files} "
+        f"({FILES_PER_STREAM} per stream, {FILES_KEPT} kept; Q2API_MAX_CONNECTIONS sets it)"
     )
 
 
@@ -70,8 +115,10 @@ def uvicorn_options(limits: TransportLimits) -> dict[str, Any]:
     return {
         "http": PROTOCOL_PATH,
         "timeout_keep_alive": limits.keep_alive_timeout,
-        # Requests in progress (streams whose client left included) per worker.
-        "limit_concurrency": limits.max_connections,
+        # Requests in progress (streams whose client left included) per worker. One above the cap:
+        # uvicorn refuses a request once connections >= its limit, which would turn away the cap's
+        # own last connection (in plain text); the protocol below refuses the one beyond the cap.
+        "limit_concurrency": limits.max_connections + 1,
         # Only read by the h11 protocol, should it ever be chosen instead.
         "h11_max_incomplete_event_size": limits.max_header_bytes,
     }
@@ -112,8 +159,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
-            logger.warning(f"connection refused: {len(self.connections) - 1} connections are open already")
-            self._send_refusal(503, "the gateway has too many open connections; try again shortly")
+            cap = self.limits.max_connections
+            logger.warning(
+                f"connection refused: {cap} connections are open already, the cap per worker; "
+                "raise Q2API_MAX_CONNECTIONS (with `ulimit -n`) or --workers for more"
+            )
+            self._send_refusal(
+                503,
+                f"the gateway has too many open connections ({cap} per worker); try again shortly. "
+                "Its operator can raise Q2API_MAX_CONNECTIONS (and the open-file limit, `ulimit -n`) or add --workers",
+            )
             return
         self._start_timer(self.limits.header_timeout, self._headers_too_slow)
 

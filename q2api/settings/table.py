@@ -429,14 +429,15 @@ class Settings:
     )
     max_connections: int = setting(
         "Q2API_MAX_CONNECTIONS",
-        Number(int, 1),
-        default=400,
+        Number(int, 0),
+        default=0,
         group=Group.TRANSPORT,
         flag_metavar=COUNT,
         description="""
-            Most open client connections, and requests in progress, per worker; beyond it, 503. A
-            stream holds two file descriptors (client and Amazon Q): 400 stays within the usual
-            `ulimit -n` of 1024; raise both together.""",
+            Most open client connections, and requests in progress, per worker; beyond it, 503. 0 =
+            from the worker's open-file limit, which `q2api serve` first raises to its hard limit: a
+            stream holds two sockets (client and Amazon Q), and 64 files are kept for the rest, so
+            `ulimit -n` 1024 gives 480 and 65536 gives 32736. Start-up logs the figure.""",
     )
     # -- models and credits ---------------------------------------------------------------
     model_map: Mapping[str, str] = setting(

@@ -26,12 +26,13 @@ from q2api.settings import Settings
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(settings: Settings, *, host: str = "127.0.0.1") -> AsyncIterator[str]:
-    """Serve the gateway until the block exits; yields its base URL (`http://127.0.0.1:PORT`)."""
+async def running_gateway(settings: Settings, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve the gateway until the block exits; yields its base URL (`http://127.0.0.1:PORT`).
+    `port` 0: a free one."""
     config = uvicorn.Config(
         create_gateway_app(settings),
         host=host,
-        port=0,
+        port=port,
         log_config=None,
         access_log=False,
         lifespan="on",
@@ -56,8 +57,9 @@ async def running_gateway(settings: Settings, *, host: str = "127.0.0.1") -> Asy
 class GatewayThread:
     """`running_gateway` on its own event loop in a daemon thread."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, port: int = 0) -> None:
         self._settings = settings
+        self._port = port
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,7 +91,7 @@ class GatewayThread:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with running_gateway(self._settings) as base_url:
+        async with running_gateway(self._settings, port=self._port) as base_url:
             self.base_url = base_url
             self._ready.set()
             await self._stop.wait()

@@ -130,6 +130,21 @@ def test_readiness_reasons(tmp_path: Path) -> None:
     assert AccountPool([]).unready_reason() == "no enabled Amazon Q account"
     pool = make_pool(tmp_path, 2, now)
     assert pool.unready_reason() is None
-    pool.report_failure("acc0", FailureKind.THROTTLED, retry_after=10)
+    pool.report_failure("acc0", FailureKind.ACCESS_DENIED)
     pool.report_failure("acc1", FailureKind.MONTHLY_QUOTA)
-    assert pool.unready_reason() == "no account can serve now: 1 quota_exhausted, 1 throttled"
+    assert pool.unready_reason() == "no account can serve now: 1 access_denied, 1 quota_exhausted"
+
+
+def test_an_account_resting_after_throttling_or_failures_still_makes_the_pool_ready(tmp_path: Path) -> None:
+    # Ready means a request would be served now: `pick` still hands a resting account out.
+    now = [0.0]
+    pool = make_pool(tmp_path, 2, now)
+    pool.failure_limit = 1
+    pool.report_failure("acc0", FailureKind.THROTTLED, retry_after=10)
+    pool.report_failure("acc1", None)  # e.g. Amazon Q unreachable: rests FAILURE_COOLDOWN
+    assert {view.health for view in pool.health()} == {"throttled", "failing"}
+    assert pool.pick() is not None
+    assert pool.unready_reason() is None
+    assert pool.resting_note() == "serving on resting accounts: 1 failing, 1 throttled"
+    now[0] += FAILURE_COOLDOWN
+    assert pool.resting_note() is None

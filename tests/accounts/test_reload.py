@@ -97,3 +97,21 @@ async def test_two_workers_counts_add_up_in_the_store(tmp_path: Path) -> None:
 
     await store.remove(account.id)
     assert account.id not in await store.read_stats()
+
+
+async def test_a_worker_alone_keeps_its_used_up_credits_rest_across_ticks_and_tells_no_story_of_other_workers(
+    tmp_path: Path,
+) -> None:
+    from tests.support.gateway_harness import capture_logs
+
+    store = SqliteAccountStore(tmp_path)
+    account = await store.add(auth_method="social", refresh_token="r1", label="one")
+    pool, reloader = worker(store)
+    await reloader.tick()
+    with capture_logs() as logs:
+        pool.rest_until_reset(account.id, 600)  # its credits are used up (read from getUsageLimits)
+        for _ in range(3):
+            await reloader.tick()
+    assert [view.health for view in pool.health()] == ["quota_exhausted"]
+    assert not [line for line in logs.lines if "another worker" in line.message or "rests no more" in line.message]
+    assert [line.level for line in logs.lines if "rests" in line.message] == ["WARNING"]  # one line, one event

@@ -29,6 +29,25 @@ def test_q2api_alone_prints_the_help_and_exits_0(capsys):
         assert command in out
 
 
+@pytest.mark.parametrize(("group", "commands"), [("accounts", ("list", "add", "import")), ("captures", ("list", "rm"))])
+def test_a_command_group_alone_prints_its_help_and_exits_0(capsys, group, commands):
+    # Not argparse's "the following arguments are required: accounts_command" (an internal name).
+    code, out, err = run(capsys, group)
+    assert code == 0 and not err
+    assert out.startswith(f"usage: q2api {group}")
+    assert "_command" not in out
+    for command in commands:
+        assert command in out
+
+
+def test_login_help_says_a_login_without_a_label_never_replaces_an_account(capsys):
+    with pytest.raises(SystemExit):
+        main(["login", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "never replaces an account" in out
+    assert "an existing label is replaced)" not in out
+
+
 def test_the_console_entry_point_alone_prints_the_help_too(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "q2api"],

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from q2api.accounts.records import AccountStatus
 from q2api.cli.main import main
@@ -108,3 +109,31 @@ def test_an_unreachable_database_is_a_clear_error_without_the_password(
     err = capsys.readouterr().err
     assert "cannot use the store: the shared store postgresql://q2api:***@127.0.0.1:1/q2api failed" in err
     assert PASSWORD not in err
+
+
+def test_serve_and_the_cli_with_another_key_than_the_stores_say_so_in_one_line(
+    isolated: Path, database_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = BlockingStore.open(database_url, isolated, TEST_SECRET_KEY)
+    store.add(auth_method="idc", refresh_token="r-SECRET", client_id="c", client_secret="s-SECRET", label="one")
+    store.close()
+    other_key = Fernet.generate_key().decode()
+    env = clean_environment() | {"Q2API_DATABASE_URL": database_url, "Q2API_SECRET_KEY": other_key}
+    result = subprocess.run(
+        [sys.executable, "-m", "q2api", "serve", "--port", "0"],
+        cwd=isolated,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith("q2api: ") and "does not decrypt with Q2API_SECRET_KEY" in line
+    assert other_key not in result.stderr and TEST_SECRET_KEY not in result.stderr
+
+    monkeypatch.setenv("Q2API_DATABASE_URL", database_url)
+    monkeypatch.setenv("Q2API_SECRET_KEY", other_key)
+    assert main(["accounts", "list"]) != 0
+    err = capsys.readouterr().err
+    assert "does not decrypt with Q2API_SECRET_KEY" in err and "Traceback" not in err

@@ -22,6 +22,9 @@ from tests.support.gateway_harness import capture_logs
 
 HOSTILE = "ops\x1b]0;pwned\x07\x1b[2J\nFORGED line\x00 \u202egnp.exe\u2066"
 RAW_CONTROLS = ("\x1b", "\x07", "\x00", "\u202e", "\u2066")
+# A label given to q2api is refused with a NUL in it (no store can keep one: issue 26, item 6); the
+# rest of the hostile text is accepted, and shown escaped.
+STORABLE_HOSTILE = HOSTILE.replace("\x00", "")
 
 
 def assert_shown_escaped(text: str) -> None:
@@ -61,7 +64,7 @@ def test_commands_naming_an_account_show_its_label_escaped(hostile_store: Path, 
 
 def test_accounts_import_shows_the_provider_and_label_from_the_files_escaped(data_dir: Path, tmp_path, capsys) -> None:
     cache = files.kiro_ide_social(tmp_path / "cache", provider=HOSTILE)
-    code, out, err = run(capsys, "accounts", "import", "--kiro-ide", str(cache), "--label", HOSTILE)
+    code, out, err = run(capsys, "accounts", "import", "--kiro-ide", str(cache), "--label", STORABLE_HOSTILE)
     assert code == 0, err
     assert out.count("\n") == 3  # the store, the one account, the closing line
     assert out.count("ops\\x1b]0;pwned") == 2  # label and provider, both escaped

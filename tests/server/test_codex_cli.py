@@ -3,8 +3,9 @@
 Codex speaks only the Responses API. Here it is configured as a user would (a `model_provider`
 with the gateway's `base_url`, `wire_api = "responses"`, the key in an environment variable),
 asks for a command, runs it for real when the (simulated) model calls its shell tool, sends the
-output back, and finishes on the model's answer. Nothing may leave loopback. Skipped, saying
-why, where npm or the package cannot be installed.
+output back, and finishes on the model's answer; with its web search on, the gateway runs the
+search through Kiro's. Nothing may leave loopback. Skipped, saying why, where npm or the package
+cannot be installed.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from q2api.testing import scripts
 from q2api.testing.simulated_upstream import RecordedRequest
 from tests.support.codex_cli import run_codex_exec
 from tests.support.gateway_harness import CLIENT_KEY, capture_logs, current_user_message, open_gateway
+from tests.support.search_replies import search_call
 
 COMMAND = "echo q2api-codex-$((6 * 7))"  # the shell computes 42: proof the command really ran
 EXPECTED_OUTPUT = "q2api-codex-42"
 ANSWER = "The command printed q2api-codex-42."
+SEARCH_QUERY = "q2api release notes"
+SEARCH_ANSWER = "q2api now searches the web for Codex."
 
 
 def shell_loop(record: RecordedRequest) -> scripts.Reply:
@@ -61,16 +65,34 @@ async def test_codex_exec_finishes_a_shell_tool_loop_through_the_gateway(tmp_pat
     assert run.outside_attempts == [], run.outside_attempts
 
 
-async def test_codex_with_web_search_on_is_told_how_to_turn_it_off(tmp_path):
-    """Amazon Q has no hosted web search: Codex's default config gets a 400 that says what to change."""
+def search_then_answer(record: RecordedRequest) -> scripts.Reply:
+    """The model's side with Codex's web search on: search once, then answer from the results."""
+    context: dict[str, Any] = current_user_message(record.body).get("userInputMessageContext", {})
+    if context.get("toolResults"):
+        found = json.dumps(context["toolResults"])
+        return scripts.text_reply(SEARCH_ANSWER if "Snippet 1 about" in found else f"no results: {found[:200]}")
+    names = [tool["toolSpecification"]["name"] for tool in context.get("tools", [])]
+    if "web_search" not in names:
+        return scripts.text_reply(f"web_search was not offered: {names}")
+    return search_call(SEARCH_QUERY, text_before=None)
+
+
+async def test_codex_with_web_search_on_searches_through_the_gateway(tmp_path):
+    """Codex's default config offers OpenAI's web search tool: the gateway runs it through Kiro's search."""
     async with open_gateway(tmp_path / "gateway") as gw:
-        gw.sim.responder = shell_loop
+        gw.sim.responder = search_then_answer
         run = await run_codex_exec(
-            tmp_path / "codex", base_url=gw.base_url, api_key=CLIENT_KEY, prompt="hello", web_search=True
+            tmp_path / "codex",
+            base_url=gw.base_url,
+            api_key=CLIENT_KEY,
+            prompt="What is new in q2api? Search the web.",
+            web_search=True,
         )
-    assert run.returncode != 0
-    errors = [event["message"] for event in run.events if event.get("type") == "error"]
-    assert errors and all('web_search = \\"disabled\\"' in error for error in errors), errors
-    assert "hosted tool 'web_search' is not supported" in errors[0]
-    assert gw.sim.requests == []
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert [item["text"] for item in run.items("agent_message")][-1] == SEARCH_ANSWER
+    assert gw.sim.mcp.queries == [SEARCH_QUERY]
+    # One response: the search call, then (continued by the gateway with the results) the answer.
+    assert len(gw.sim.requests) == 2
+    searches = run.items("web_search")
+    assert [item.get("query") for item in searches] == [SEARCH_QUERY], run.events
     assert run.outside_attempts == [], run.outside_attempts

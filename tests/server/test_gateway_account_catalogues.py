@@ -96,3 +96,32 @@ async def test_an_account_with_its_credits_used_up_rests_and_requests_go_to_the_
         "resets_at": by_label["beta"]["credits"]["resets_at"],
     }
     assert by_label["beta"]["credits"]["resets_at"].endswith("Z")
+
+
+async def test_an_account_added_while_the_gateway_runs_serves_on_its_own_catalogue_at_once(tmp_path):
+    # As `q2api accounts add` in another terminal: the row lands in the store, the reloader adds it.
+    labels = {**ACCOUNTS, "rt-gamma": "gamma"}
+    async with SimulatedUpstream() as sim:
+        sim.services.reject_unknown_models = True  # as Amazon Q: 400 INVALID_MODEL_ID for an unlisted id
+        sim.services.catalogue_by_account = {
+            "rt-alpha": [catalogue_entry("claude-opus-4.6")],
+            "rt-beta": [catalogue_entry("claude-haiku-4.5")],
+            "rt-gamma": [catalogue_entry("amazon-nova-lite", input_types=("TEXT",))],
+        }
+        async with two_account_gateway(sim, tmp_path) as url:
+            client = sdk(url)
+            before = sorted([model.id async for model in client.models.list()])
+            await SqliteAccountStore(tmp_path).add(auth_method="social", refresh_token="rt-gamma", label="gamma")
+            seen: list[list[str]] = []
+            deadline = time.monotonic() + 15
+            while "amazon-nova-lite" not in (seen[-1] if seen else []):
+                assert time.monotonic() < deadline, f"the new account's catalogue never arrived: {seen[-1:]}"
+                seen.append(sorted([model.id async for model in client.models.list()]))
+            for _ in range(3):
+                await ask(client, sim, "claude-opus-4-6")
+                await ask(client, sim, "amazon-nova-lite")
+    assert before == ["claude-haiku-4-5", "claude-opus-4-6"]
+    # Never the built-in table's models: only the new account's own one joined the list.
+    assert all(set(snapshot) <= {*before, "amazon-nova-lite"} for snapshot in seen), seen
+    # Each request went straight to the one account that lists its model (no refused call first).
+    assert [labels[sim.token_accounts[request.access_token]] for request in sim.requests] == ["alpha", "gamma"] * 3

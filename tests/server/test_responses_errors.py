@@ -136,11 +136,18 @@ async def test_upstream_failures_map_to_openai_errors(name: str, stream: bool, t
         ),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "item references"),
         ({"input": [{"type": "computer_call", "id": "cu_1"}]}, "input[0].type", "'computer_call' items"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "hosted tool 'web_search'"),
+        (
+            {"tools": [{"type": "web_search", "filters": {"allowed_domains": ["ok.test", "not a domain"]}}]},
+            "tools[0].filters.allowed_domains[1]",
+            "is not a domain name",
+        ),
+        ({"tools": [{"type": "web_search"}, {"type": "web_search_preview"}]}, "tools[1]", "only one web search"),
+        ({"tools": [{"type": "web_search", "search_context_size": "all"}]}, "tools[0].search_context_size", ""),
         ({"tools": [{"type": "file_search", "vector_store_ids": ["v"]}]}, "tools[0].type", "file_search"),
         ({"tools": [{"type": "function"}]}, "tools[0].name", "Field required"),
         ({"tool_choice": {"type": "function", "name": "missing"}}, "tool_choice.name", "missing"),
-        ({"tool_choice": {"type": "web_search"}}, "tool_choice.type", "not supported"),
+        ({"tool_choice": {"type": "web_search"}}, "tool_choice.type", "does not offer"),
+        ({"tool_choice": {"type": "image_generation"}}, "tool_choice.type", "not supported"),
         (
             {"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": 7}}}},
             "text.format.schema",
@@ -169,10 +176,13 @@ async def test_upstream_failures_map_to_openai_errors(name: str, stream: bool, t
         "arguments",
         "item_reference",
         "computer_call",
-        "web_search",
+        "web_search_domain",
+        "two_web_searches",
+        "web_search_context_size",
         "file_search",
         "nameless_function",
         "tool_choice_name",
+        "tool_choice_search_not_offered",
         "tool_choice_hosted",
         "schema",
         "remote_schema_ref",
@@ -197,9 +207,9 @@ async def test_bad_requests_are_400s_naming_the_field(
 async def test_the_sdk_raises_bad_request_for_a_hosted_tool(gw: Gateway):
     async with openai_client(gw) as client:
         with pytest.raises(openai.BadRequestError) as caught:
-            await client.responses.create(model=MODEL, input="news?", tools=[{"type": "web_search"}])
+            await client.responses.create(model=MODEL, input="code?", tools=[{"type": "code_interpreter"}])
     error = assert_openai_envelope(caught.value.body)
-    assert error["code"] == "unsupported_tool" and 'web_search = "disabled"' in error["message"]
+    assert error["code"] == "unsupported_tool" and "'code_interpreter'" in error["message"]
 
 
 async def test_a_body_that_is_not_sent_as_json_is_a_415(gw: Gateway):

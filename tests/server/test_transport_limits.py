@@ -12,13 +12,15 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 
 import pytest
 
-from q2api.settings import ENV_VARIABLES
+from q2api.server.transport import connection_cap, open_file_limit, transport_limits
+from q2api.settings import ENV_VARIABLES, load_settings
 from tests.support.gateway_harness import CLIENT_KEY, Gateway, capture_logs, open_gateway
 
 LIMITS = {
@@ -180,6 +182,68 @@ def test_serve_takes_the_limits_as_flags(tmp_path) -> None:
         answer = asyncio.run(exchange(port, b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n" + headers + b"\r\n"))
         assert status_and_error(answer) == (431, "invalid_request_error")
         assert asyncio.run(exchange(port)) == b""  # closed after the header timeout, not held open
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_the_default_connection_cap_follows_the_open_file_limit() -> None:
+    # Two sockets per stream (client, Amazon Q), 64 files kept: the usual 1024 no longer caps at 400.
+    assert connection_cap(1024) == 480
+    assert connection_cap(65536) == 32736
+    assert connection_cap(10) == 1
+    assert transport_limits(load_settings({}, env_file=None)).max_connections == connection_cap(open_file_limit())
+    assert transport_limits(load_settings({"Q2API_MAX_CONNECTIONS": "12"}, env_file=None)).max_connections == 12
+
+
+async def test_every_connection_up_to_the_cap_is_served_and_the_refusal_says_what_to_raise(limited) -> None:
+    # Eight connections (the cap) each hold a request in progress: all eight are answered.
+    port = port_of(limited)
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(7)]
+    try:
+        await asyncio.sleep(0.1)
+        answer = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        held.append(await asyncio.open_connection("127.0.0.1", port))
+        await asyncio.sleep(0.1)
+        refused = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n")
+        assert status_and_error(refused) == (503, "overloaded_error")
+        message = json.loads(refused.partition(b"\r\n\r\n")[2])["error"]["message"]
+        assert "8 per worker" in message and "Q2API_MAX_CONNECTIONS" in message
+    finally:
+        for _, writer in held:
+            writer.close()
+
+
+def test_serve_raises_the_open_file_limit_and_logs_the_connection_cap(tmp_path) -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.skip(f"the hard open-file limit is {hard}: nothing to raise")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ENV_VARIABLES and not key.startswith(("Q2API_", "AMAZONQ_"))
+    }
+    env["Q2API_DATA_DIR"] = str(tmp_path / "data")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "q2api", "serve", "--port", "0"],
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As a shell with `ulimit -Sn 1024` starts it.
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)),  # noqa: PLW1509
+    )
+    try:
+        lines = []
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if "Uvicorn running on" in line:
+                break
+        [cap_line] = [line for line in lines if "connection cap:" in line]
+        raised = min(hard, 1 << 20) if hard != resource.RLIM_INFINITY else 1 << 20
+        assert f"connection cap: {connection_cap(raised)} per worker, from the open-file limit of {raised}" in cap_line
     finally:
         process.terminate()
         process.wait(timeout=30)

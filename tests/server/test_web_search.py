@@ -18,6 +18,7 @@ from q2api.testing import scripts
 from q2api.testing.simulated_mcp import search_results
 from q2api.testing.simulated_upstream import SIM_PROFILE_ARN
 from tests.support.gateway_harness import CLIENT_KEY, MODEL, Gateway, current_user_message, open_gateway, user
+from tests.support.search_replies import answer, search_call
 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 WEATHER_TOOL = {
@@ -25,18 +26,6 @@ WEATHER_TOOL = {
     "description": "The current weather in a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-
-
-def search_call(query: str, tool_use_id: str = "tooluse_search_1", text_before: str | None = "Let me search.") -> Any:
-    return scripts.tool_reply("web_search", {"query": query}, tool_use_id=tool_use_id, text_before=text_before)
-
-
-def answer(text: str, *, cite: str | None = None) -> Any:
-    parts: list[Any] = [scripts.conversation_event(), scripts.text_events(text, 3)]
-    if cite:
-        parts.append(scripts.citation_event(cite, text[:20]))
-    parts.append(scripts.usage_event(30, 12))
-    return scripts.stream(*parts)
 
 
 def block_types(message: Any) -> list[str]:

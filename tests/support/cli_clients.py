@@ -1,12 +1,10 @@
-"""Real command-line clients (Claude Code, and others from npm such as Codex) for end-to-end tests.
+"""The real Claude Code CLI for end-to-end tests (Codex: codex_cli.py).
 
-    binary = claude_code()                      # installs the pinned version once, or skips the test
+    binary = claude_code()  # installs the pinned version once, or skips the test
     result = run_claude_code(binary, base_url, prompt="…", home=tmp_path, allowed_tools=["WebSearch"])
 
-A client is installed once per version with `npm install` into a cache directory outside the
-repository (`$Q2API_TEST_CLIENTS_DIR`, default `~/.cache/q2api-test-clients/<name>-<version>`),
-under a lock so parallel test processes install it once. A machine without npm, or where the
-install fails (no registry), skips the tests that need the client with the reason.
+Claude Code is installed once per version from npm into a cache outside the repository, like every
+npm tool of the tests (npm_tools.py: a machine without npm or the registry skips the test).
 
 Runs are hermetic: the client's home and configuration live in a temporary directory, its
 traffic goes to the gateway on loopback, and everything optional that would reach the internet
@@ -15,71 +13,14 @@ traffic goes to the gateway on loopback, and everything optional that would reac
 
 from __future__ import annotations
 
-import dataclasses
-import fcntl
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pytest
+from tests.support.npm_tools import NpmTool, installed
 
-INSTALL_TIMEOUT = 600  # seconds: a cold install downloads tens of MB from the registry
-
-
-@dataclasses.dataclass(frozen=True)
-class NpmClient:
-    package: str  # the npm package
-    version: str  # pinned: a new release must not change what the tests exercise
-    binary: str  # the executable it installs under node_modules/.bin
-
-    @property
-    def directory(self) -> Path:
-        root = Path(os.environ.get("Q2API_TEST_CLIENTS_DIR") or Path.home() / ".cache" / "q2api-test-clients")
-        return root / f"{self.package.rsplit('/', 1)[-1]}-{self.version}"
-
-    @property
-    def path(self) -> Path:
-        return self.directory / "node_modules" / ".bin" / self.binary
-
-
-CLAUDE_CODE = NpmClient("@anthropic-ai/claude-code", "2.1.332", "claude")
-
-
-def installed(client: NpmClient) -> Path:
-    """The client's executable, installed first if needed; skips the calling test when it cannot be had."""
-    if client.path.exists():
-        return client.path
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.skip(f"{client.package} needs node and npm, which this machine lacks")
-    client.directory.mkdir(parents=True, exist_ok=True)
-    with open(client.directory / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be installing it right now
-        if not client.path.exists():
-            try:
-                done = subprocess.run(
-                    [
-                        npm,
-                        "install",
-                        "--no-audit",
-                        "--no-fund",
-                        "--prefix",
-                        str(client.directory),
-                        f"{client.package}@{client.version}",
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=INSTALL_TIMEOUT,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                pytest.skip(f"installing {client.package}@{client.version} with npm took over {INSTALL_TIMEOUT}s")
-            if done.returncode != 0 or not client.path.exists():
-                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                pytest.skip(f"npm could not install {client.package}@{client.version}: {' / '.join(tail)}")
-    return client.path
+CLAUDE_CODE = NpmTool("@anthropic-ai/claude-code", "2.1.332", "claude")
 
 
 def claude_code() -> Path:

@@ -20,17 +20,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from tests.support.npm_tools import npm_binary
+from tests.support.npm_tools import NpmTool, installed
 
-CODEX_PACKAGE = "@openai/codex"
-CODEX_VERSION = "0.171.0"  # pinned: the wire format a test passes with is the one it was written against
+# Pinned: the wire format a test passes with is the one it was written against.
+CODEX = NpmTool("@openai/codex", "0.171.0", "codex")
 CODEX_MODEL = "claude-sonnet-5-5"
 KEY_VARIABLE = "Q2API_KEY"
 EXEC_TIMEOUT = 180.0
 
 
 def codex_binary() -> Path:
-    return npm_binary(CODEX_PACKAGE, CODEX_VERSION, "codex")
+    return installed(CODEX)
 
 
 def codex_config(base_url: str, *, web_search: bool = False) -> str:

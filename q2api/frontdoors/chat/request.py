@@ -31,6 +31,7 @@ import orjson
 
 from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 from q2api.anthropic.types import (
+    UNSTATED_MAX_TOKENS,
     Base64DocumentSource,
     Base64ImageSource,
     ContentBlock,
@@ -67,7 +68,7 @@ from q2api.openai.types import (
 )
 
 # The OpenAI API's default is "as much as the model can write": no local cut unless asked.
-DEFAULT_MAX_TOKENS = 128_000
+DEFAULT_MAX_TOKENS = UNSTATED_MAX_TOKENS
 # `reasoning_effort` → the thinking budget Amazon Q's models are told (Claude's minimum is 1024).
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 16384, "high": 32768, "xhigh": 65536}
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}

@@ -10,7 +10,16 @@ construction). Each Claude content block becomes one output item:
   `reasoning_summary_text.delta`…, `.done`, `reasoning_summary_part.done`) when the request asked
   for `reasoning.summary`, else as reasoning text (`content_part.added`, `reasoning_text.delta`…,
   `.done`, `content_part.done`); the signature is its `encrypted_content` when asked for;
-* `tool_use` → a `function_call` item: `function_call_arguments.delta`…, `.done`.
+* `tool_use` → a `function_call` item: `function_call_arguments.delta`…, `.done`;
+* the gateway's web search (`server_tool_use` named `web_search`, then its `web_search_tool_result`)
+  → a `web_search_call` item: `web_search_call.in_progress` when the call starts, `.searching`
+  while the search runs, `.completed` and `output_item.done` with the result; a failed search is
+  the item with status `failed` (the SDK's `ResponseFunctionWebSearch.status`), and the turn goes
+  on. Its action is `{"type": "search", "query"}`, with the result URLs as `sources` when the
+  request included `web_search_call.action.sources`;
+* a text block's citations → `url_citation` annotations of its `output_text`, each announced by
+  `output_text.annotation.added` once the text is complete (the span is the cited text where the
+  text holds it, else the whole text: Amazon Q's citation has no position the reply keeps).
 
 `message_start` opens the stream (`response.created`, `response.in_progress`); `message_stop`
 closes it with `response.completed`, or `response.incomplete` (output limit, refusal); an
@@ -32,6 +41,7 @@ from q2api.anthropic.events import StreamEvent, Usage
 from q2api.frontdoors.chat.reply import INVALID_RESPONSE_STATUS, NO_RETRY
 from q2api.frontdoors.responses.request import ReplyOptions, new_id
 from q2api.frontdoors.responses.tools import ToolName
+from q2api.frontdoors.responses.web_search import WEB_SEARCH
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import OpenAIError
 
@@ -77,6 +87,7 @@ class Kind(enum.Enum):
     MESSAGE = "message"
     REASONING = "reasoning"
     FUNCTION_CALL = "function_call"
+    WEB_SEARCH = "web_search_call"
 
 
 @dataclass(slots=True)
@@ -84,11 +95,13 @@ class _OpenItem:
     kind: Kind
     output_index: int
     item_id: str
-    pieces: list[str] = field(default_factory=list)  # the text, thinking or arguments so far
-    call_id: str = ""
+    pieces: list[str] = field(default_factory=list)  # the text, thinking, arguments or search input so far
+    call_id: str = ""  # a function call's id, or the Claude id of a web search call
     name: ToolName = field(default_factory=lambda: ToolName(""))
     signature: str | None = None
     part_open: bool = False  # a reasoning item's summary part or text part was added
+    citations: list[dict[str, Any]] = field(default_factory=list)  # a message's Claude citations
+    sources: list[str] = field(default_factory=list)  # a web search's result URLs
     done: dict[str, Any] | None = None  # the finished item
 
     @property
@@ -116,6 +129,7 @@ class ResponseBuilder:
         self._sequence = 0
         self._items: list[_OpenItem] = []  # in output order
         self._by_block: dict[int, _OpenItem] = {}  # Claude block index → its item
+        self._searches: dict[str, _OpenItem] = {}  # Claude id of a web search call → its item, until its result
         self._usage: Usage = {}
         self._stop_reason: str | None = None
         self.final: dict[str, Any] | None = None
@@ -178,6 +192,15 @@ class ResponseBuilder:
             name = self._options.tool_names.get(block["name"], ToolName(block["name"]))
             item = _OpenItem(Kind.FUNCTION_CALL, position, new_id("fc"), call_id=block["id"], name=name)
             self._open(index, item, out)
+        elif kind == "server_tool_use" and block.get("name") == WEB_SEARCH:
+            item = _OpenItem(Kind.WEB_SEARCH, position, new_id("ws"), call_id=block["id"])
+            if block.get("input"):
+                item.pieces.append(orjson.dumps(block["input"]).decode())
+            self._searches[item.call_id] = item
+            self._open(index, item, out)
+            self._emit(out, "response.web_search_call.in_progress", **self._where(item, None))
+        elif kind == "web_search_tool_result" and block.get("tool_use_id") in self._searches:
+            self._on_search_result(self._searches.pop(block["tool_use_id"]), block.get("content"), out)
         else:
             self._report(f"a {kind!r} content block has no Responses form; it was not sent")
 
@@ -200,7 +223,10 @@ class ResponseBuilder:
         if item is None:
             return  # a block without a Responses form (reported when it started)
         kind = delta["type"]
-        if kind == "text_delta":
+        if item.kind is Kind.WEB_SEARCH:
+            if kind == "input_json_delta":
+                item.pieces.append(delta["partial_json"])
+        elif kind == "text_delta":
             item.pieces.append(delta["text"])
             self._emit(out, "response.output_text.delta", **self._where(item), delta=delta["text"], logprobs=[])
         elif kind == "thinking_delta":
@@ -216,6 +242,8 @@ class ResponseBuilder:
                 self._emit(out, "response.reasoning_text.delta", **self._where(item), delta=delta["thinking"])
         elif kind == "signature_delta":
             item.signature = delta["signature"]
+        elif kind == "citations_delta":
+            item.citations.append(delta["citation"])
         elif kind == "input_json_delta" and delta["partial_json"]:
             item.pieces.append(delta["partial_json"])
             self._emit(
@@ -229,17 +257,39 @@ class ResponseBuilder:
         item = self._by_block.pop(index, None)
         if item is None:
             return
+        if item.kind is Kind.WEB_SEARCH:
+            # The call is complete: the gateway is searching now; its result closes the item.
+            self._emit(out, "response.web_search_call.searching", **self._where(item, None))
+            return
         if item.kind is Kind.MESSAGE and self._options.check is not None:
             # With `text.format` the text is final only once the whole reply passed the check (the
             # SDK parses it at `output_text.done`): the message closes at the end, or the response fails.
             return
         self._close(item, "completed", out)
 
+    def _on_search_result(self, item: _OpenItem, content: Any, out: list[Event]) -> None:
+        if not isinstance(content, list):  # the error object: the search failed, the model's turn goes on
+            self._close(item, "failed", out)
+            return
+        item.sources = [result["url"] for result in content if isinstance(result, dict) and result.get("url")]
+        self._emit(out, "response.web_search_call.completed", **self._where(item, None))
+        self._close(item, "completed", out)
+
     def _close(self, item: _OpenItem, status: shapes.ItemStatus, out: list[Event]) -> None:
         text = item.text
         if item.kind is Kind.MESSAGE:
+            annotations = [_url_citation(citation, text) for citation in item.citations]
+            for number, annotation in enumerate(annotations):
+                self._emit(
+                    out,
+                    "response.output_text.annotation.added",
+                    **self._where(item),
+                    annotation_index=number,
+                    annotation=annotation,
+                )
             self._emit(out, "response.output_text.done", **self._where(item), text=text, logprobs=[])
-            self._emit(out, "response.content_part.done", **self._where(item), part=shapes.output_text(text))
+            part = shapes.output_text(text, annotations)
+            self._emit(out, "response.content_part.done", **self._where(item), part=part)
         elif item.kind is Kind.REASONING and item.part_open:
             if self._options.summaries:
                 where = self._where(item, "summary")
@@ -281,8 +331,9 @@ class ResponseBuilder:
                 self.refusal = invalid_text_format(problem)
                 self._fail(self.refusal.code or "server_error", self.refusal.message, out)
                 return
-        for item in self._unfinished():  # the messages a `text.format` check held back
-            self._close(item, "completed" if reason is None else "incomplete", out)
+        for item in self._unfinished():  # the messages a `text.format` check held back (a search without result)
+            complete = reason is None and item.kind is not Kind.WEB_SEARCH
+            self._close(item, "completed" if complete else "incomplete", out)
         self._phase = Phase.FINISHED
         if reason is None:
             self.final = self._response("completed", with_usage=True)
@@ -323,7 +374,13 @@ class ResponseBuilder:
         finished = status != "in_progress"
         text = item.text if finished else ""
         if item.kind is Kind.MESSAGE:
-            return shapes.message_item(item.item_id, status, [shapes.output_text(text)] if finished else [])
+            annotations = [_url_citation(citation, text) for citation in item.citations]
+            return shapes.message_item(
+                item.item_id, status, [shapes.output_text(text, annotations)] if finished else []
+            )
+        if item.kind is Kind.WEB_SEARCH:
+            sources = item.sources if self._options.search_sources and status == "completed" else None
+            return shapes.web_search_call_item(item.item_id, status, query=_search_query(item.text), sources=sources)
         if item.kind is Kind.REASONING:
             summaries = self._options.summaries
             has_text = finished and bool(item.pieces)
@@ -385,8 +442,27 @@ class ResponseBuilder:
         sizes = dict.fromkeys(Kind, 0)
         for item in self._items:
             sizes[item.kind] += sum(len(piece) for piece in item.pieces)
+        sizes[Kind.WEB_SEARCH] = 0  # a search's input comes from the model, but not from its reasoning
         total = sum(sizes.values())
         return round(output_tokens * sizes[Kind.REASONING] / total) if total else 0
+
+
+def _search_query(input_json: str) -> str | None:
+    try:
+        value = orjson.loads(input_json) if input_json else None
+    except orjson.JSONDecodeError:
+        return None
+    query = value.get("query") if isinstance(value, dict) else None
+    return query if isinstance(query, str) else None
+
+
+def _url_citation(citation: dict[str, Any], text: str) -> dict[str, Any]:
+    """A Claude citation (`web_search_result_location`) as the `url_citation` of the text it belongs to."""
+    url = str(citation.get("url") or "")
+    cited = citation.get("cited_text") or ""
+    start = text.find(cited) if isinstance(cited, str) and cited else -1
+    start, end = (start, start + len(cited)) if start >= 0 else (0, len(text))
+    return shapes.url_citation(url, str(citation.get("title") or url), start, end)
 
 
 def sse_bytes(events: Sequence[Event]) -> bytes:
@@ -409,6 +485,9 @@ def claude_events_of(message: dict[str, Any]) -> list[StreamEvent]:
             events.append(
                 {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}
             )
+            for citation in block.get("citations") or ():
+                delta = {"type": "citations_delta", "citation": citation}
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
         elif kind == "thinking":
             empty = {"type": "thinking", "thinking": "", "signature": ""}
             events.append({"type": "content_block_start", "index": index, "content_block": empty})
@@ -417,7 +496,7 @@ def claude_events_of(message: dict[str, Any]) -> list[StreamEvent]:
             if block.get("signature"):
                 signature = {"type": "signature_delta", "signature": block["signature"]}
                 events.append({"type": "content_block_delta", "index": index, "delta": signature})
-        elif kind == "tool_use":
+        elif kind in ("tool_use", "server_tool_use"):
             start = {**block, "input": {}}
             events.append({"type": "content_block_start", "index": index, "content_block": start})
             delta = {"type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}

@@ -16,10 +16,12 @@ The mapping, item by item, in order (the stored conversation first, then `input`
   `encrypted_content` as the signature);
 * `function_call` items → `tool_use` blocks of the assistant turn, `function_call_output` items →
   `tool_result` blocks of one user turn (consecutive items of one kind share their turn, so a
-  round of parallel calls and its outputs stay together);
+  round of parallel calls and its outputs stay together); `web_search_call` items → the Claude
+  door's search blocks of the assistant turn (web_search.py);
 * function tools (tools.py: a `namespace` tool's functions included, named `namespace__name`;
-  hosted tools refused), `tool_choice`, `parallel_tool_calls`, `max_output_tokens`,
-  `reasoning.effort` and `text.format` → their Claude counterparts; free-form JSON nested too
+  the web search tool onto the Claude door's, web_search.py; other hosted tools refused),
+  `tool_choice`, `parallel_tool_calls`, `max_output_tokens`, `reasoning.effort` and `text.format`
+  → their Claude counterparts; free-form JSON nested too
   deep is refused (depth.py).
 """
 
@@ -50,6 +52,7 @@ from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS, 
 from q2api.frontdoors.chat.response_format import ResponseCheck, response_check
 from q2api.frontdoors.responses.depth import refuse_too_deep
 from q2api.frontdoors.responses.tools import ToolName, claude_tool_choice, claude_tool_name, claude_tools
+from q2api.frontdoors.responses.web_search import SOURCES_INCLUDE, history_blocks
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import (
     FunctionCallItem,
@@ -68,6 +71,7 @@ from q2api.openai.responses_types import (
     ResponsesRequest,
     TextFormatJsonObject,
     TextFormatJsonSchema,
+    WebSearchCallItem,
     input_items,
     read_item,
 )
@@ -76,16 +80,13 @@ from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, JsonSchemaSpe
 HISTORY_PARAM = "previous_response_id"  # where an item of the stored conversation came from
 # OpenAI's limits on `metadata`.
 _METADATA_PAIRS, _METADATA_KEY, _METADATA_VALUE = 16, 64, 512
-_HOSTED_TOOL_HINTS = {
-    "web_search": ' Codex offers it unless its config says `web_search = "disabled"`.',
-    "web_search_preview": "",
-}
 # Id prefixes of the items the gateway names, as the OpenAI API spells them.
 ITEM_ID_PREFIXES = {
     "message": "msg",
     "function_call": "fc",
     "function_call_output": "fco",
     "reasoning": "rs",
+    "web_search_call": "ws",
 }
 
 
@@ -101,6 +102,7 @@ class ReplyOptions:
     encrypted_reasoning: bool = False  # `include: ["reasoning.encrypted_content"]`: the signature goes back
     check: ResponseCheck | None = None  # `text.format`: the reply text must pass it
     tool_names: Mapping[str, ToolName] = field(default_factory=dict)  # Claude tool name → the client's
+    search_sources: bool = False  # `include: ["web_search_call.action.sources"]`: a search item lists its sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,7 @@ def claude_request(
         messages=builder.messages,
         system=system or None,
         tools=tools or None,
-        tool_choice=claude_tool_choice(responses, tool_names),
+        tool_choice=claude_tool_choice(responses, tool_names, tools),
         thinking=thinking,
         max_tokens=responses.max_output_tokens or DEFAULT_MAX_TOKENS,
         stream=bool(responses.stream),
@@ -165,6 +167,7 @@ def claude_request(
         encrypted_reasoning="reasoning.encrypted_content" in (responses.include or ()),
         check=check,
         tool_names=tool_names,
+        search_sources=SOURCES_INCLUDE in (responses.include or ()),
     )
     kept = [stored_item(raw, item) for raw, item in zip(_raw_items(responses), items, strict=True)]
     return TranslatedResponses(request, options, {**builder.origins, **tool_origins}, kept)
@@ -217,6 +220,8 @@ class _MessagesBuilder:
             block = _thinking(item)
             if block is not None:
                 self._append("assistant", [(block, where)], where)
+        elif isinstance(item, WebSearchCallItem):
+            self._append("assistant", [(block, where) for block in history_blocks(item)], where)
         elif isinstance(item, OtherItem):
             raise InvalidChatRequest(f"{where}.type", _unsupported_item(item.type))
 
@@ -256,7 +261,7 @@ def _unsupported_item(kind: str) -> str:
         return "item references are not supported; send the item itself, or continue with previous_response_id"
     return (
         f"{kind!r} items are not supported: the gateway carries messages, function calls and their "
-        "outputs, and reasoning"
+        "outputs, reasoning and web searches"
     )
 
 

@@ -2,24 +2,23 @@
 
 Function tools become Claude tools; the functions of Codex's `namespace` tools too, named
 `namespace__name` on the Claude side and given back to the client under both names (`ToolName`).
-OpenAI's hosted tools (`web_search`, `file_search`, …) are refused: Amazon Q runs none of them.
+The hosted web search becomes the Claude door's web search tool (web_search.py); OpenAI's other
+hosted tools (`file_search`, `code_interpreter`, …) are refused: Amazon Q runs none of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from q2api.anthropic.types import Tool, ToolChoice
 from q2api.frontdoors.responses.depth import refuse_too_deep
+from q2api.frontdoors.responses.web_search import claude_web_search_tool, web_search_choice, web_search_origins
 from q2api.openai.errors import InvalidChatRequest
-from q2api.openai.responses_types import FunctionTool, NamespaceTool, ResponsesRequest, read_tool
+from q2api.openai.responses_types import FunctionTool, NamespaceTool, ResponsesRequest, WebSearchTool, read_tool
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 NAMESPACE_SEPARATOR = "__"
-_HOSTED_TOOL_HINTS = {
-    "web_search": ' Codex offers it unless its config says `web_search = "disabled"`.',
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +58,22 @@ def claude_tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, Too
                 if not isinstance(inner, FunctionTool):
                     raise InvalidChatRequest(f"{inner_where}.type", "a namespace holds function tools only")
                 add(inner, tool.name, inner_where)
+        elif isinstance(tool, WebSearchTool):
+            origins.update(web_search_origins(tool, f"tools.{len(tools)}", where))
+            tools.append(claude_web_search_tool(tool))
         else:
-            hint = _HOSTED_TOOL_HINTS.get(tool.type, "")
             raise InvalidChatRequest(
                 f"{where}.type",
-                f"hosted tool {tool.type!r} is not supported: the Amazon Q backend runs no OpenAI-hosted tools, "
-                f"only function tools the client runs itself.{hint}",
+                f"hosted tool {tool.type!r} is not supported: the Amazon Q backend runs none of OpenAI's hosted "
+                "tools but web search; the client runs function tools itself.",
                 code="unsupported_tool",
             )
     return tools, names, origins
 
 
-def claude_tool_choice(responses: ResponsesRequest, names: Mapping[str, ToolName]) -> ToolChoice | None:
+def claude_tool_choice(
+    responses: ResponsesRequest, names: Mapping[str, ToolName], tools: Sequence[Tool] = ()
+) -> ToolChoice | None:
     choice = responses.tool_choice
     no_parallel = True if responses.parallel_tool_calls is False else None
     if choice is None:
@@ -79,10 +82,15 @@ def claude_tool_choice(responses: ResponsesRequest, names: Mapping[str, ToolName
         mode = {"auto": "auto", "none": "none", "required": "any"}[choice]
         return ToolChoice(type=mode, disable_parallel_tool_use=no_parallel)  # type: ignore[arg-type]
     kind = choice.get("type")
+    if isinstance(kind, str):
+        offered = any(tool.is_web_search for tool in tools)
+        search = web_search_choice(kind, offered, no_parallel)
+        if search is not None:
+            return search
     if kind != "function":
         raise InvalidChatRequest(
             "tool_choice.type",
-            f"{kind!r} is not supported: tool_choice takes auto, none, required or a function by name",
+            f"{kind!r} is not supported: tool_choice takes auto, none, required, a function by name or web search",
         )
     name = choice.get("name")
     namespace = choice.get("namespace")

@@ -1,10 +1,10 @@
-"""No function output is lost when a Responses conversation is converted (hypothesis).
+"""No function output (nor earlier web search) is lost when a Responses conversation is converted (hypothesis).
 
-Conversations of user messages, assistant text, reasoning, rounds of parallel function calls
-and their outputs (in any order, some outputs answering calls that are gone, some split between
+Conversations of user messages, assistant text, reasoning, web searches, rounds of parallel
+function calls and their outputs (in any order, some outputs answering calls that are gone, some split between
 the stored conversation and the new input) go through the door and the converter exactly as the
 gateway runs them: every output's text reaches Amazon Q, with its call when the call is there,
-and the result is a valid conversation.
+every search's query and sources reach it as context, and the result is a valid conversation.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ Item = dict[str, Any]
 
 
 @st.composite
-def conversations(draw: st.DrawFn) -> tuple[list[Item], list[Item], dict[str, str]]:
-    """(stored items, input items, every call id → its output text)."""
+def conversations(draw: st.DrawFn) -> tuple[list[Item], list[Item], dict[str, str], list[str]]:
+    """(stored items, input items, every call id → its output text, the texts of earlier searches)."""
     serial = itertools.count()
 
     def marker(prefix: str) -> str:
@@ -37,6 +37,7 @@ def conversations(draw: st.DrawFn) -> tuple[list[Item], list[Item], dict[str, st
 
     items: list[Item] = [{"role": "user", "content": marker("ask")}]
     outputs: dict[str, str] = {}
+    searched: list[str] = []
     for _ in range(draw(st.integers(1, 5))):
         if draw(st.booleans()):
             items.append(
@@ -46,6 +47,15 @@ def conversations(draw: st.DrawFn) -> tuple[list[Item], list[Item], dict[str, st
             items.append(
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": marker("say")}]}
             )
+        if draw(st.booleans()):  # an earlier web search, with its sources when the client kept them
+            query, source = marker("query"), f"https://{next(serial)}.example.test/"
+            action: Item = {"type": "search", "query": query}
+            status = draw(st.sampled_from(["completed", "failed", None]))
+            if status != "failed" and draw(st.booleans()):  # a failed search found nothing
+                action["sources"] = [{"type": "url", "url": source}]
+                searched.append(source)
+            items.append({"type": "web_search_call", "id": marker("ws"), "status": status, "action": action})
+            searched.append(query)
         calls = [f"call_{next(serial)}" for _ in range(draw(st.integers(0, 3)))]
         for call in calls:
             items.append(
@@ -69,17 +79,17 @@ def conversations(draw: st.DrawFn) -> tuple[list[Item], list[Item], dict[str, st
     if items[-1].get("type") in ("function_call", "reasoning") or items[-1].get("role") == "assistant":
         items.append({"role": "user", "content": marker("go on")})
     split = draw(st.integers(0, len(items) - 1))
-    return items[:split], items[split:], outputs
+    return items[:split], items[split:], outputs, searched
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_every_function_output_reaches_amazon_q(case):
-    history, new_input, outputs = case
+    history, new_input, outputs, searched = case
     body = {
         "model": "claude-sonnet-4-5",
         "input": new_input,
-        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}],
+        "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}, {"type": "web_search"}],
     }
     translated = claude_request(parse_responses_request(orjson.dumps(body)), history)
     conversion = convert_request(translated.request, table_options("claude-sonnet-4-5"))
@@ -95,6 +105,8 @@ def test_every_function_output_reaches_amazon_q(case):
             assert output in results[call_id]
         else:  # its call is not in the conversation: kept as labelled text, never dropped
             assert output in corpus, (call_id, output)
+    for text in searched:
+        assert text in corpus, text
     # The stored items are read back the way the store keeps them: typed, with ids.
     assert all(item["id"] and item["type"] for item in translated.items)
 
@@ -112,7 +124,7 @@ JSON_VALUES = st.recursive(
     max_leaves=12,
 )
 ITEM_TYPES = st.sampled_from(
-    ["message", "function_call", "function_call_output", "reasoning", "item_reference", None, 7]
+    ["message", "function_call", "function_call_output", "reasoning", "web_search_call", "item_reference", None, 7]
 )
 FIELDS = st.sampled_from(
     [
@@ -139,7 +151,9 @@ def hostile_bodies(draw: st.DrawFn) -> dict[str, Any]:
     for _ in range(draw(st.integers(0, 3))):
         item = draw(
             st.dictionaries(
-                st.sampled_from(["role", "content", "call_id", "name", "arguments", "output", "summary", "id"]),
+                st.sampled_from(
+                    ["role", "content", "call_id", "name", "arguments", "output", "summary", "id", "action", "status"]
+                ),
                 JSON_VALUES,
                 max_size=4,
             )

@@ -138,3 +138,126 @@ def test_sse_bytes_name_each_event():
     assert sse_bytes([{"type": "response.created", "sequence_number": 0}]) == (
         b'event: response.created\ndata: {"type":"response.created","sequence_number":0}\n\n'
     )
+
+
+# -- web search --------------------------------------------------------------------
+
+SEARCH_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q2api news"}}
+RESULTS = [
+    {"type": "web_search_result", "title": "One", "url": "https://one.test/a", "page_age": None},
+    {"type": "web_search_result", "title": "Two", "url": "https://two.test/b", "page_age": None},
+]
+CITATION = {"type": "web_search_result_location", "url": "https://one.test/a", "title": "One", "cited_text": "came out"}
+
+
+def searched(content: Any = None, *, citations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    result = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": RESULTS if content is None else content,
+    }
+    answer = {"type": "text", "text": "It came out today.", "citations": citations}
+    return message({"type": "text", "text": "Searching."}, SEARCH_CALL, result, answer)
+
+
+def test_a_search_is_a_web_search_call_item_with_its_events():
+    events, builder = play(searched(citations=[CITATION]), ReplyOptions(search_sources=True))
+    assert kinds(events)[8:14] == [
+        "response.output_item.added",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.output_item.done",
+        "response.output_item.added",
+    ]
+    added, done = events[8]["item"], events[12]["item"]
+    assert added["type"] == "web_search_call" and added["status"] == "in_progress" and added["id"].startswith("ws_")
+    assert all(event["item_id"] == added["id"] and event["output_index"] == 1 for event in events[9:12])
+    assert done == {
+        "id": added["id"],
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {
+            "type": "search",
+            "query": "q2api news",
+            "sources": [{"type": "url", "url": "https://one.test/a"}, {"type": "url", "url": "https://two.test/b"}],
+        },
+    }
+    # The citation: an annotation of the answer's text, announced before the text is done.
+    annotation = {
+        "type": "url_citation",
+        "url": "https://one.test/a",
+        "title": "One",
+        "start_index": 3,
+        "end_index": 11,
+    }
+    added_annotation = next(event for event in events if event["type"] == "response.output_text.annotation.added")
+    assert added_annotation["annotation"] == annotation and added_annotation["annotation_index"] == 0
+    assert kinds(events)[-6:] == [
+        "response.output_text.delta",
+        "response.output_text.annotation.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    final = builder.final
+    assert final is not None and [item["type"] for item in final["output"]] == ["message", "web_search_call", "message"]
+    assert final["output"][2]["content"][0]["annotations"] == [annotation]
+    assert "It came out today."[3:11] == "came out"
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+
+
+def test_sources_only_when_included_and_a_citation_without_its_text_spans_the_whole_text():
+    elsewhere = {**CITATION, "cited_text": "not in the answer", "title": None}
+    _, builder = play(searched(citations=[elsewhere]))
+    final = builder.final
+    assert final is not None
+    assert final["output"][1]["action"] == {"type": "search", "query": "q2api news"}
+    (annotation,) = final["output"][2]["content"][0]["annotations"]
+    assert (annotation["start_index"], annotation["end_index"]) == (0, len("It came out today."))
+    assert annotation["title"] == "https://one.test/a"  # the SDK requires a title: the URL stands in
+
+
+def test_a_failed_search_is_a_failed_item_and_the_turn_goes_on():
+    error = {"type": "web_search_tool_result_error", "error_code": "unavailable"}
+    events, builder = play(searched(error), ReplyOptions(search_sources=True))
+    assert "response.web_search_call.completed" not in kinds(events)
+    final = builder.final
+    assert final is not None and final["status"] == "completed"
+    assert final["output"][1]["status"] == "failed" and "sources" not in final["output"][1]["action"]
+    assert final["output"][2]["content"][0]["text"] == "It came out today."
+
+
+def test_a_search_cut_off_by_an_error_is_incomplete():
+    builder = ResponseBuilder(FRAME, ReplyOptions(), report=lambda _: None)
+    events = claude_events_of(searched())[:7]  # up to the search call's stop: the search is running
+    assert kinds(builder.add_all(events))[-1] == "response.web_search_call.searching"
+    out = builder.add({"type": "error", "error": {"type": "api_error", "message": "gone"}})
+    assert out[-1]["response"]["output"][1]["status"] == "incomplete"
+
+
+def test_every_search_event_parses_as_the_sdks_stream_event():
+    """Each event of a search and of its citation validates as the SDK's own type (openai/types/responses/)."""
+    from openai.types.responses import ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    events, _ = play(searched(citations=[CITATION]), ReplyOptions(search_sources=True))
+    adapter = TypeAdapter(ResponseStreamEvent)
+    names = {
+        "response.web_search_call.in_progress": "ResponseWebSearchCallInProgressEvent",
+        "response.web_search_call.searching": "ResponseWebSearchCallSearchingEvent",
+        "response.web_search_call.completed": "ResponseWebSearchCallCompletedEvent",
+        "response.output_text.annotation.added": "ResponseOutputTextAnnotationAddedEvent",
+        "response.output_item.added": "ResponseOutputItemAddedEvent",
+        "response.output_item.done": "ResponseOutputItemDoneEvent",
+        "response.content_part.done": "ResponseContentPartDoneEvent",
+    }
+    checked = [event for event in events if event["type"] in names]
+    assert len(checked) == 12  # three items added and done, two parts done, three search events, one annotation
+    for event in checked:
+        parsed = adapter.validate_python(event)
+        assert type(parsed).__name__ == names[event["type"]]
+        item = getattr(parsed, "item", None)
+        if item is not None and item.type == "web_search_call":
+            assert type(item).__name__ == "ResponseFunctionWebSearch" and item.action.type == "search"

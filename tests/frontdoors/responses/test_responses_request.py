@@ -7,7 +7,15 @@ from typing import Any
 import orjson
 import pytest
 
-from q2api.anthropic.types import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from q2api.anthropic.types import (
+    ImageBlock,
+    ServerToolUseBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    WebSearchToolResultBlock,
+)
 from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request
 from q2api.frontdoors.responses.tools import ToolName
@@ -15,6 +23,7 @@ from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.responses_types import parse_responses_request
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
+WEATHER_FUNCTION = {"type": "function", "name": "weather", "parameters": {"type": "object"}}
 
 
 def translate(history: list[dict[str, Any]] | None = None, **fields: Any) -> TranslatedResponses:
@@ -139,6 +148,72 @@ def test_reasoning_effort_summary_include_and_text_format():
     assert translate(text={"format": {"type": "json_object"}}).options.check is not None
 
 
+def test_web_search_tools_become_the_claude_web_search_tool():
+    tool = {
+        "type": "web_search",
+        "filters": {"allowed_domains": ["docs.python.org"]},
+        "user_location": {"type": "approximate", "city": "Lyon", "country": "FR", "timezone": "Europe/Paris"},
+        "search_context_size": "high",
+        "external_web_access": False,
+    }
+    translated = translate(tools=[WEATHER_FUNCTION, tool], include=["web_search_call.action.sources"])
+    (_, search) = translated.request.tools or ()
+    assert (search.name, search.type, search.input_schema) == ("web_search", "web_search_20250305", None)
+    assert search.allowed_domains == ["docs.python.org"]
+    assert search.user_location == {"type": "approximate", "city": "Lyon", "country": "FR", "timezone": "Europe/Paris"}
+    assert translated.options.search_sources is True
+    assert translated.param_for("tools.1.allowed_domains.0") == "tools[1].filters.allowed_domains[0]"
+    assert translate(tools=[tool]).options.search_sources is False
+    for kind in ("web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11"):
+        (preview,) = translate(tools=[{"type": kind}]).request.tools or ()
+        assert (preview.name, preview.type, preview.allowed_domains, preview.user_location) == (
+            "web_search",
+            "web_search_20250305",
+            None,
+            None,
+        )
+    choice = translate(tools=[tool], tool_choice={"type": "web_search"}, parallel_tool_calls=False).request.tool_choice
+    assert choice is not None and (choice.type, choice.name, choice.disable_parallel_tool_use) == (
+        "tool",
+        "web_search",
+        True,
+    )
+
+
+def test_an_earlier_web_search_call_is_the_claude_doors_search_blocks():
+    search = {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "rust release", "sources": [{"type": "url", "url": "https://r.test/1"}]},
+    }
+    failed = {"type": "web_search_call", "id": "ws_2", "status": "failed", "action": {"type": "search", "query": "x"}}
+    unsourced = {"type": "web_search_call", "id": "ws_3", "status": "completed", "action": {"type": "search"}}
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Found it."}]}
+    translated = translate(input=[{"role": "user", "content": "news?"}, search, failed, unsourced, answer])
+    (_, turn) = translated.request.messages
+    blocks = turn.content
+    assert isinstance(blocks, list)
+    assert [type(block).__name__ for block in blocks] == [
+        "ServerToolUseBlock",
+        "WebSearchToolResultBlock",
+        "ServerToolUseBlock",
+        "WebSearchToolResultBlock",
+        "ServerToolUseBlock",
+        "TextBlock",
+    ]
+    call, result, failed_call, failed_result, bare = blocks[:5]
+    assert isinstance(call, ServerToolUseBlock) and call.input == {"query": "rust release"}
+    assert isinstance(result, WebSearchToolResultBlock) and result.tool_use_id == call.id
+    assert result.content == [{"type": "web_search_result", "url": "https://r.test/1"}]
+    assert isinstance(failed_result, WebSearchToolResultBlock) and isinstance(failed_call, ServerToolUseBlock)
+    assert failed_result.content == {"type": "web_search_tool_result_error", "error_code": "unavailable"}
+    assert isinstance(bare, ServerToolUseBlock) and bare.input == {}
+    assert translated.param_for("messages.1.content.2") == "input[2]"
+    assert translated.items[1]["id"] == "ws_1"  # stored as sent
+    assert call.id == "srvtoolu_ws_1"  # the same history converts to the same request
+
+
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
@@ -156,6 +231,7 @@ def test_reasoning_effort_summary_include_and_text_format():
             "input[0].content[0].type",
         ),
         ({"tools": [{"type": "code_interpreter"}]}, "tools[0].type"),
+        ({"tool_choice": {"type": "web_search_preview"}}, "tool_choice.type"),
         ({"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "web_search"}]}]}, "tools[0].tools[0].type"),
         ({"tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice.type"),
         ({"prompt": {"id": "p"}}, "prompt"),
