@@ -2,9 +2,9 @@
 
 Each call turns a refresh token into a new access token (and perhaps a rotated
 refresh token). A social login learns its `profileArn` from the reply; an IdC
-login asks `ListAvailableProfiles` after each refresh (q2api.amazonq.profiles,
-docs/protocol.md#profiles), so an Identity Center account carries its profile and
-a Builder ID one (which has none) does not. A Kiro API key is never refreshed: it
+login without one asks `ListAvailableProfiles` after its refresh
+(q2api.amazonq.profiles, docs/protocol.md#profiles), so an Identity Center account
+carries its profile and a Builder ID one (which has none) does not. A Kiro API key is never refreshed: it
 has no refresh token, and a key Amazon Q refuses is dead
 (docs/protocol.md#kiro-api-keys), so asking to refresh one is a rejection.
 
@@ -48,6 +48,7 @@ _DEAD_CREDENTIAL_CODES = frozenset(
     }
 )
 _DEFAULT_LIFETIME = 3600.0
+PROFILE_LOOKUP_TIMEOUT = 10.0  # seconds per host for an IdC login's ListAvailableProfiles after its refresh
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -120,7 +121,7 @@ async def refresh_access_token(
     proxies = proxies or AccountProxies(session)
     document = await _post_json(proxies, account, url, body, endpoints.timeout)
     refreshed = _refreshed_token(document, account.label)
-    if account.auth_method == "idc" and endpoints.profile_hosts:
+    if account.auth_method == "idc" and endpoints.profile_hosts and not account.profile_arn:
         refreshed = await _with_profile(proxies, account, endpoints, refreshed)
     return refreshed
 
@@ -128,21 +129,23 @@ async def refresh_access_token(
 async def _with_profile(
     proxies: AccountProxies, account: Account, endpoints: RefreshEndpoints, refreshed: RefreshedToken
 ) -> RefreshedToken:
-    """The refreshed token with the profile `ListAvailableProfiles` lists for it (the stored one stays if none)."""
+    """The refreshed token with the profile `ListAvailableProfiles` lists for it, if it lists one.
+
+    Asked only while the account has none (a profile does not move), with a short timeout: requests
+    may be waiting on this refresh, and a management host out of reach must not hold them long.
+    """
     lookup = await resolve_profile(
         proxies,
         endpoints.profile_hosts,
         refreshed.access_token,
         region=account.region,
         proxy_url=account.proxy_url,
-        timeout=endpoints.timeout,
+        timeout=min(endpoints.timeout, PROFILE_LOOKUP_TIMEOUT),
     )
     if lookup.arn is None:
-        if not account.profile_arn:
-            logger.bind(account=account.label).info(f"no Amazon Q profile for this login ({lookup.detail})")
+        logger.bind(account=account.label).info(f"no Amazon Q profile for this login ({lookup.detail})")
         return refreshed
-    if lookup.arn != account.profile_arn:
-        logger.info("Amazon Q profile found", account=account.label, profile_arn=lookup.arn)
+    logger.info("Amazon Q profile found", account=account.label, profile_arn=lookup.arn)
     return dataclasses.replace(refreshed, profile_arn=lookup.arn)
 
 

@@ -14,7 +14,10 @@ from collections.abc import Sequence
 
 from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.pool import build_account_pool
+from q2api.accounts.records import Account
 from q2api.accounts.store_protocol import AccountStore
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import token_type_of
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.service_api import ServiceApi
@@ -31,34 +34,48 @@ _VALID_FOR_AT_LEAST = 30.0  # seconds left on an access token that a listing sti
 async def credits_with_current_tokens(store: AccountStore, settings: Settings) -> dict[str, Credits]:
     """Credits of every account that holds an unexpired access token (account id → credits)."""
     now = time.time()
-    usable = {
-        account.id: (account.access_token, account.profile_arn)
+    usable = [
+        account
         for account in await store.accounts()
         if account.access_token and (account.expires_at is None or account.expires_at - now > _VALID_FOR_AT_LEAST)
-    }
+    ]
     if not usable:
         return {}
     async with upstream_session() as session:
-        api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT)
+        proxies = AccountProxies(session)
+        api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT, proxies=proxies)
         found: dict[str, Credits] = {}
 
-        async def read(account_id: str, token: str, profile_arn: str | None) -> None:
+        async def read(account: Account) -> None:
+            assert account.access_token is not None
             with contextlib.suppress(UpstreamError):
-                found[account_id] = await fetch_credits(api, token, profile_arn=profile_arn)
+                found[account.id] = await fetch_credits(
+                    api,
+                    account.access_token,
+                    profile_arn=account.profile_arn,
+                    token_type=token_type_of(account.auth_method),  # a Kiro API key says so
+                    proxy_url=account.proxy_url,
+                )
 
-        await asyncio.gather(*(read(account_id, *pair) for account_id, pair in usable.items() if pair[0]))
+        try:
+            await asyncio.gather(*(read(account) for account in usable))
+        finally:
+            await proxies.close()
         return found
 
 
 async def read_usage(store: AccountStore, settings: Settings, account_ids: Sequence[str]) -> dict[str, Credits | None]:
     """Credits of the given accounts, refreshing their tokens when needed (None: could not be read)."""
     async with upstream_session() as session:
-        pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings))
-        discovery = AccountDiscovery(
-            pool, ServiceApi(session, settings.endpoint, timeout=_TIMEOUT), fallback=builtin_catalogue()
-        )
-        wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
-        results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
+        proxies = AccountProxies(session)
+        try:
+            pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings), proxies=proxies)
+            api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT, proxies=proxies)
+            discovery = AccountDiscovery(pool, api, fallback=builtin_catalogue())
+            wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
+            results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
+        finally:
+            await proxies.close()
         return {manager.account_id: result for manager, result in zip(wanted, results, strict=True)}
 
 

@@ -125,6 +125,7 @@ API_KEY_SECRET = "ksk_cli-NEVER-PRINT-9b8a7c6d"
 
 
 def test_accounts_add_takes_a_kiro_api_key_checked_by_one_call(data_dir, capsys, monkeypatch, token_service):
+    token_service.check_tokens = True  # the key is taken only with its tokentype
     token_service.add_api_key(API_KEY_SECRET)
     monkeypatch.setenv("Q2API_NEW_API_KEY", API_KEY_SECRET)
     code, out, err = run(capsys, "accounts", "add", "--label", "ci", "--region", "eu-central-1")
@@ -136,11 +137,13 @@ def test_accounts_add_takes_a_kiro_api_key_checked_by_one_call(data_dir, capsys,
     assert token_service.refresh_calls == 0
     assert [op for _, op, _ in token_service.services.requests] == ["getUsageLimits"]
     assert API_KEY_SECRET not in out + err
+    code, out, _ = run(capsys, "accounts", "list")  # its credits, read with the key
+    assert code == 0 and "12.5/50" in out
 
 
 def test_accounts_list_shows_a_key_account_its_region_and_its_proxy_masked(data_dir, capsys, monkeypatch):
     monkeypatch.setenv("Q2API_NEW_API_KEY", API_KEY_SECRET)
-    proxy = "socks5://u:pw-NEVER@proxy.invalid:1080"
+    proxy = "socks5://u:pw-NEVER@127.0.0.1:9"  # nothing listens there: the listing's credit read just fails
     code, _, err = run(
         capsys, "accounts", "add", "--label", "ci", "--region", "eu-central-1", "--proxy", proxy, "--no-verify"
     )
@@ -151,7 +154,7 @@ def test_accounts_list_shows_a_key_account_its_region_and_its_proxy_masked(data_
     assert code == 0
     [row] = [line for line in out.splitlines() if line.startswith(stored.id)]
     assert "api_key" in row and "never (API key)" in row and "eu-central-1" in row
-    assert "socks5://u:…@proxy.invalid:1080" in row
+    assert "socks5://u:…@127.0.0.1:9" in row
     assert API_KEY_SECRET not in out + err and "NEVER" not in out + err
 
 
