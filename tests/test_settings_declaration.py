@@ -32,6 +32,7 @@ from q2api.settings import (
     VARIABLES,
     Group,
     Settings,
+    SettingsError,
     load_settings,
 )
 from q2api.settings.__main__ import main as settings_main
@@ -283,3 +284,26 @@ def test_without_auth_method_the_client_registration_decides_as_before():
         {"AMAZONQ_REFRESH_TOKEN": "r", "AMAZONQ_CLIENT_ID": "c", "AMAZONQ_CLIENT_SECRET": "s"}, env_file=None
     )
     assert (social.auth_method, idc.auth_method) == ("social", "idc")
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("Q2API_API_KESY", "Q2API_API_KEYS"),  # its own family first, though AMAZONQ_API_KEY's stem is nearer
+        ("AMAZONQ_API_KYE", "AMAZONQ_API_KEY"),
+        ("Q2API_REFRESH_TOKEN", "AMAZONQ_REFRESH_TOKEN"),  # a wrong prefix still finds the name
+    ],
+)
+def test_a_misspelt_name_is_matched_in_its_own_family_first(typo: str, meant: str) -> None:
+    [found] = unknown_variables({typo: "1"}, None)
+    assert found.suggestion == meant
+
+
+def test_an_api_key_beside_a_login_in_the_environment_is_refused_naming_both() -> None:
+    with pytest.raises(SettingsError, match=r"AMAZONQ_API_KEY.*AMAZONQ_REFRESH_TOKEN"):
+        load_settings({"AMAZONQ_API_KEY": "ksk_x", "AMAZONQ_REFRESH_TOKEN": "r"}, env_file=None)
+    settings = load_settings({"AMAZONQ_API_KEY": "ksk_x", "AMAZONQ_PROXY": "socks5://u:p@h:1080"}, env_file=None)
+    assert settings.auth_method == "api_key" and settings.has_env_account
+    assert "ksk_x" not in repr(settings) and ":p@" not in repr(settings)
+    with pytest.raises(SettingsError, match="AMAZONQ_PROXY"):
+        load_settings({"AMAZONQ_PROXY": "ftp://h:21"}, env_file=None)
