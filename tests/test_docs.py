@@ -21,7 +21,8 @@ And the documents say what the program does, where a test can hold them to it:
 * every model id a README or docs example sends is one the built-in table serves as it is (no
   substitution) and not one the installed `anthropic` SDK warns is at its end of life;
 * the JSON log line the operating page shows has the fields a real request's line has;
-* the `/v1/models` fields the clients page names are in a real list entry.
+* the `/v1/models` fields the clients page names are in a real list entry;
+* the admin API tables of the operating page list exactly the admin API's routes.
 """
 
 from __future__ import annotations
@@ -374,3 +375,27 @@ def test_the_model_list_fields_the_clients_page_names_are_in_a_real_entry(tmp_pa
         return True
 
     assert [field for field in fields if not has(entry, field)] == []
+
+
+def test_the_admin_api_table_lists_exactly_the_admin_routes() -> None:
+    from starlette.routing import Route
+
+    from q2api.admin.logins import LoginRunner
+    from q2api.admin.routes import admin_routes
+
+    def shape(path: str) -> str:
+        return re.sub(r"\{[^}]*\}", "{}", path.split("?", maxsplit=1)[0])
+
+    page = (DOCS / "operating.md").read_text(encoding="utf-8")
+    documented = {
+        (method, shape(path))
+        for method, path in re.findall(r"^\| `([A-Z]+) (/admin/api/[^`]*)` \|", page, re.MULTILINE)
+    }
+    served = {
+        (method, shape(route.path))
+        for route in admin_routes("an-admin-key", LoginRunner())
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+    assert documented == served

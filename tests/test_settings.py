@@ -19,7 +19,7 @@ def write_env_file(tmp_path: Path, text: str) -> Path:
 def test_defaults_without_any_configuration(tmp_path: Path) -> None:
     settings = load_settings({}, env_file=tmp_path / "missing.env")
     assert settings == Settings()
-    assert settings.endpoint == "https://q.us-east-1.amazonaws.com/"
+    assert settings.endpoint == ""  # each account's hosts are derived from its login kind and region
     assert settings.oidc_endpoint == "https://oidc.us-east-1.amazonaws.com"
     assert settings.kiro_refresh_endpoint == "https://prod.us-east-1.auth.desktop.kiro.dev/refreshToken"
     assert settings.data_dir == Path("data")

@@ -28,6 +28,7 @@ from bench.support import proc_stats
 from q2api.testing.simulated_upstream import SimulatedUpstream
 
 API_KEY = "bench-client-key"
+UNCAPPED_INFLIGHT = 1_000_000
 
 
 def free_port() -> int:
@@ -119,7 +120,13 @@ class GatewayProcess:
         env = {key: value for key, value in os.environ.items() if not key.startswith(("Q2API_", "AMAZONQ_"))}
         env.update(sim_env)
         env.update(
-            Q2API_DATA_DIR=str(data_dir), Q2API_API_KEYS=API_KEY, Q2API_LOG_LEVEL=log_level, PYTHONPATH=str(ROOT)
+            Q2API_DATA_DIR=str(data_dir),
+            Q2API_API_KEYS=API_KEY,
+            Q2API_LOG_LEVEL=log_level,
+            PYTHONPATH=str(ROOT),
+            # One simulated account carries every stream of a benchmark: the per-account cap, which protects
+            # a real account from a pile-up, is lifted so the figures are the relay's, not the cap's.
+            Q2API_ACCOUNT_MAX_INFLIGHT=str(UNCAPPED_INFLIGHT),
         )
         env.update(extra_env or {})
         data_dir.mkdir(parents=True, exist_ok=True)

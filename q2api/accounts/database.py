@@ -48,6 +48,7 @@ _CLOSE_WAIT = 10.0  # seconds `dispose` waits for running writes: a hung databas
 CONNECT_TIMEOUT = 5.0
 POOL_TIMEOUT = 5.0  # waiting for a pooled connection when all are busy
 UNIT_DEADLINE = 10.0
+LOCK_CONNECTIONS = 4  # lock connections open at once, per process (each refresh in progress holds one)
 _CONNECT_TIMEOUT_ARGUMENT = {"postgresql": "timeout", "mysql": "connect_timeout"}  # asyncpg, aiomysql
 
 
@@ -60,6 +61,7 @@ class Database:
         self.url = url
         self.deadline = UNIT_DEADLINE if deadline is None else deadline
         self._writes: set[asyncio.Task[object]] = set()  # shielded writes still running
+        self._lock_slots = asyncio.Semaphore(LOCK_CONNECTIONS)
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
         connect_timeout = min(CONNECT_TIMEOUT, self.deadline)
@@ -106,11 +108,30 @@ class Database:
                     raise
         raise AssertionError("unreachable")
 
-    async def connect_for_lock(self) -> AsyncConnection:
-        """A connection of its own (never pooled): closing it releases every lock it holds."""
-        with self.failures():
+    @contextlib.asynccontextmanager
+    async def lock_connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection of its own (never pooled) for the block: its close at the end releases every lock it holds.
+
+        At most LOCK_CONNECTIONS are open at once in this process (more wait their turn): forty admin
+        refreshes must not take forty of a small database's connections.
+        """
+        async with self._lock_slots:
+            with self.failures():
+                async with self.bounded():
+                    connection = await self._lock_engine.connect()
+            try:
+                yield connection
+            finally:
+                # Shielded, so that a cancelled holder still closes it (a lock left to the garbage collector
+                # stays taken), and bounded, so that a frozen database cannot keep the slot.
+                await asyncio.shield(self._close_quietly(connection))
+
+    async def _close_quietly(self, connection: AsyncConnection) -> None:
+        # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
+        # the block's own outcome is what the holder must see.
+        with contextlib.suppress(Exception):
             async with self.bounded():
-                return await self._lock_engine.connect()
+                await connection.close()
 
     @contextlib.asynccontextmanager
     async def bounded(self) -> AsyncIterator[None]:

@@ -4,9 +4,10 @@
   demand (a request for a model no catalogue has, at most every five minutes), and for an account
   the moment it joins a running gateway's pool (`q2api accounts add`, `login` or `import` while it
   runs, the admin API). Until that first read, a joining account neither adds to the models listed
-  nor takes a request while another account can (it would be routed on the built-in table). A failed read keeps
-  the account's last good catalogue, else the built-in table, with a WARNING either way. The pool
-  learns each account's models, so a request only goes to an account that may use its model.
+  nor takes a request while another account can (it would be routed on the built-in table). A
+  failed read keeps the account's last good catalogue, else the built-in table, with a WARNING
+  either way. The pool learns each account's models, so a request only goes to an account that may
+  use its model.
 * Credits (`getUsageLimits`) are cached for `credits_max_age` seconds and read again in the
   background after an account serves a request once they are older. An account whose credits are
   used up rests until they reset, before a request fails on it. Between two reads, the credits each
@@ -33,7 +34,7 @@ from q2api.amazonq.bearer import token_type_of
 from q2api.amazonq.catalogue import Catalogue, CatalogueSource, fetch_catalogue, merge_catalogues
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
-from q2api.amazonq.service_api import ServiceApi
+from q2api.amazonq.service_api import ServiceApi, ServiceApis
 
 # A request for a model nobody has refreshes the catalogues, but not more often than this (seconds).
 ON_DEMAND_MIN_INTERVAL = 300.0
@@ -45,7 +46,7 @@ class AccountDiscovery:
     def __init__(
         self,
         pool: AccountPool,
-        api: ServiceApi,
+        api: ServiceApi | ServiceApis,
         *,
         fallback: Catalogue,
         catalogue_interval: float = 3600.0,
@@ -60,7 +61,7 @@ class AccountDiscovery:
         `fallback` (the built-in table, `q2api.models.table.builtin_catalogue()`) stands in for an
         account whose catalogue was never read."""
         self._pool = pool
-        self._api = api
+        self._api = api  # one host for every account, or the host each account's chat goes to
         self._catalogue_interval = catalogue_interval
         self._credits_max_age = credits_max_age
         self._clock = clock
@@ -81,6 +82,9 @@ class AccountDiscovery:
             pool.on_joined = self._joined
 
     # -- catalogues -------------------------------------------------------------
+
+    def _api_for(self, manager: TokenManager) -> ServiceApi:
+        return self._api.for_account(manager) if isinstance(self._api, ServiceApis) else self._api
 
     def catalogue(self) -> Catalogue:
         """Every model some account may use (the built-in table while none is known)."""
@@ -131,7 +135,7 @@ class AccountDiscovery:
         try:
             token = await manager.access_token()
             fresh = await fetch_catalogue(
-                self._api,
+                self._api_for(manager),
                 token,
                 profile_arn=manager.profile_arn,
                 fetched_at=self._clock(),
@@ -207,7 +211,7 @@ class AccountDiscovery:
         try:
             token = await manager.access_token()
             credits = await fetch_credits(
-                self._api,
+                self._api_for(manager),
                 token,
                 profile_arn=manager.profile_arn,
                 fetched_at=self._clock(),

@@ -23,6 +23,7 @@ import dataclasses
 import datetime
 import os
 import sqlite3
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,8 @@ from typing import Any
 import orjson
 
 KIRO_IDE_TOKEN_FILE = "kiro-auth-token.json"
+MAX_FILE_BYTES = 1024 * 1024  # a login file is a few KB
+_LATEST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: later "times" (1e20) break every date conversion
 
 # auth_kv token keys → (the registration key an OIDC login needs or None for social, where the key comes from)
 AUTH_KV_TOKENS: Mapping[str, tuple[str | None, str]] = {
@@ -184,8 +187,10 @@ def parse_auth_kv(entries: Mapping[str, str], *, origin: str) -> list[ImportedLo
 
 def read_auth_kv(path: Path) -> dict[str, str]:
     """The `auth_kv` table of a kiro-cli / Amazon Q CLI database, opened read-only."""
-    if not path.is_file():
+    if not path.exists():
         raise CredentialImportError(f"{path}: no such file")
+    if not path.is_file():  # a FIFO or a device: SQLite would wait on it or read it forever
+        raise CredentialImportError(f"{path}: not a regular file")
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -232,12 +237,24 @@ def default_cli_databases(
 
 
 def _read(path: Path) -> bytes:
+    """A regular file of at most MAX_FILE_BYTES: a FIFO, a device (`/dev/zero`) or a huge file is refused, not read
+    forever. Opened without blocking (a FIFO's open would wait for a writer), then checked on the open file."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         raise CredentialImportError(f"{path}: no such file") from None
     except OSError as exc:
         raise CredentialImportError(f"{path}: cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CredentialImportError(f"{path}: not a regular file")
+        try:
+            document = file.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise CredentialImportError(f"{path}: cannot be read ({exc.strerror})") from None
+    if len(document) > MAX_FILE_BYTES:
+        raise CredentialImportError(f"{path}: larger than {MAX_FILE_BYTES} bytes, which no login file is")
+    return document
 
 
 def _json_object(document: bytes, origin: str) -> dict[str, Any]:
@@ -271,9 +288,10 @@ def _timestamp(document: Mapping[str, Any], field: str, origin: str) -> float | 
     value = document.get(field)
     if value is None or value == "":
         return None
+    epoch: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
+        epoch = float(value)
+    elif isinstance(value, str):
         try:
             moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
@@ -281,5 +299,9 @@ def _timestamp(document: Mapping[str, Any], field: str, origin: str) -> float | 
         else:
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=datetime.UTC)
-            return moment.timestamp()
-    raise CredentialImportError(f"{origin}: {field} is not a time")
+            epoch = moment.timestamp()
+    if epoch is None:
+        raise CredentialImportError(f"{origin}: {field} is not a time")
+    if not (0 <= epoch <= _LATEST_TIME):  # NaN fails too
+        raise CredentialImportError(f"{origin}: {field} is out of range (not between 1970 and 9999)")
+    return epoch

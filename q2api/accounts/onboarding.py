@@ -190,12 +190,16 @@ def store_in_background(store: AccountStore, new: NewAccount, verified: Refreshe
     """Keep trying to store a verified account until the store takes it (the gateway's last resort)."""
 
     async def keep_trying() -> None:
-        async for attempt in AsyncRetrying(
-            wait=wait_exponential(multiplier=1.0, max=BACKGROUND_RETRY_MAX_DELAY),
-            retry=retry_if_exception_type(STORE_ERRORS),
-        ):
-            with attempt:
-                await _write_new_account(store, new, verified)
+        try:
+            async for attempt in AsyncRetrying(
+                wait=wait_exponential(multiplier=1.0, max=BACKGROUND_RETRY_MAX_DELAY),
+                retry=retry_if_exception_type(STORE_ERRORS),
+            ):
+                with attempt:
+                    await _write_new_account(store, new, verified)
+        except Exception as exc:  # not a store failure (a label taken twice meanwhile): say so, never silently
+            logger.bind(account=new.label).opt(exception=exc).error("could not store the verified account")
+            return
         logger.bind(account=new.label).info("stored the verified account: the store works again")
 
     task = asyncio.get_running_loop().create_task(keep_trying())

@@ -37,6 +37,8 @@ THROTTLE_COOLDOWN_MAX = 300.0
 QUOTA_COOLDOWN = 3600.0  # a quota: look again hourly (a plan upgrade takes effect at once)
 ACCESS_DENIED_COOLDOWN = 1800.0
 FAILURE_COOLDOWN = 300.0  # after `failure_limit` consecutive failures
+# How many of its own shared rests per account a pool remembers (see AccountPool._own_rest_ends).
+_OWN_RESTS_KEPT = 8
 # Failures that are the request's own fault, not the account's or the upstream's.
 _CLIENT_FAULTS = frozenset({FailureKind.BAD_REQUEST, FailureKind.CONTEXT_OVERFLOW})
 
@@ -109,6 +111,10 @@ class AccountPool:
         # Called with the account id when `sync` adds an account (its catalogue is read then).
         self.on_joined: Callable[[str], None] | None = None
         self._rests_to_share: dict[str, AccountRest | None] = {}  # None: the rest ended early
+        # The ends (wall clock) of the rests this pool shared, by account: the store keeps the longest
+        # rest it was given, so an earlier, longer one of this pool's own may still be there after a
+        # shorter, newer one (a throttle with Retry-After after a failure rest). Never news to follow.
+        self._own_rest_ends: dict[str, list[float]] = {}
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -191,7 +197,7 @@ class AccountPool:
         # Shared like every cool-down: unshared, the next reload tick would read no rest for the
         # account in the store and end this one as "served by another worker".
         self._rests_to_share[account_id] = AccountRest(
-            time.time() + (slot.resting_until - self._clock()), "quota_exhausted"
+            time.time() + (slot.resting_until - self._clock()), AccountHealth.QUOTA_EXHAUSTED.value
         )
         logger.bind(account=slot.manager.label, health=slot.rest_reason.value).warning(
             f"account rests for {seconds:g}s: its credits are used up until they reset"
@@ -237,6 +243,12 @@ class AccountPool:
     def take_rests(self) -> dict[str, AccountRest | None]:
         """The cool-downs begun (an AccountRest) or ended (None) here since the last call, to share."""
         rests, self._rests_to_share = self._rests_to_share, {}
+        wall_now = time.time()
+        for account_id, rest in rests.items():
+            ends = [end for end in self._own_rest_ends.get(account_id, ()) if end > wall_now]
+            if rest is not None:
+                ends.append(rest.until)
+            self._own_rest_ends[account_id] = ends[-_OWN_RESTS_KEPT:]
         return rests
 
     def requeue_rest(self, account_id: str, rest: AccountRest | None) -> None:
@@ -260,6 +272,8 @@ class AccountPool:
                     "account rests no more (served again by another worker or replica)"
                 )
                 continue
+            if any(abs(rest.until - end) < 1.0 for end in self._own_rest_ends.get(account_id, ())):
+                continue  # this pool's own rest, superseded here by a newer one
             until = now + (rest.until - wall_now)
             if until > slot.resting_until + 1.0:
                 slot.rest_reason = AccountHealth(rest.reason)
@@ -303,7 +317,7 @@ class AccountPool:
     def resting_note(self) -> str | None:
         """For a pool that serves (`unready_reason` None) with no account ready: which ones rest."""
         views = self.health()
-        if any(view.health == AccountHealth.READY.value for view in views):
+        if not views or any(view.health == AccountHealth.READY.value for view in views):
             return None
         counts = collections.Counter(view.health for view in views)
         return "serving on resting accounts: " + ", ".join(
@@ -352,10 +366,5 @@ async def build_account_pool(
         return TokenManager(account, store, refresh, observer=observer)
 
     managers = [factory(account) for account in await store.accounts() if account.enabled]
-    pool = AccountPool(managers, factory=factory, failure_limit=failure_limit)
-    if not managers:
-        logger.warning(
-            "no Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (and the client id/secret for IdC) "
-            "or AMAZONQ_API_KEY, or run `q2api accounts add` / `q2api login`"
-        )
-    return pool
+    # No account is said once, by start-up's readiness line (q2api.server.readiness), with what to do.
+    return AccountPool(managers, factory=factory, failure_limit=failure_limit)

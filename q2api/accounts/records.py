@@ -139,6 +139,7 @@ class LoginStatus(enum.StrEnum):
     EXPIRED = "expired"
     DENIED = "denied"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # by the operator (DELETE /admin/api/logins/{id})
 
 
 @dataclasses.dataclass(frozen=True)

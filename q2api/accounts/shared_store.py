@@ -73,9 +73,19 @@ class SharedAccountStore:
         db = Database(url)
         try:
             with db.failures():
-                async with db.engine.connect() as connection:
+                # The first contact is bounded like any unit of work: a server that accepts the connection
+                # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
+                # covers the TCP connect only).
+                async with db.bounded(), db.engine.connect() as connection:
                     locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
-                await tables.migrate(db.engine, locks)
+                migration_bound = tables.MIGRATION_LOCK_TIMEOUT + db.deadline  # it may wait for another replica's
+                try:
+                    async with asyncio.timeout(migration_bound):
+                        await tables.migrate(db.engine, locks)
+                except TimeoutError:
+                    raise StoreUnavailable(
+                        f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
+                    ) from None
         except BaseException:
             await db.dispose()
             raise
@@ -252,16 +262,12 @@ class SharedAccountStore:
     @contextlib.asynccontextmanager
     async def refresh_lock(self, account_id: str) -> AsyncIterator[None]:
         name = f"refresh:{account_id}"
-        connection = await self._db.connect_for_lock()
-        try:
+        # Closing the (unpooled) connection at the block's end ends the database session and so the lock.
+        async with self._db.lock_connection() as connection:
             # Polled, not waited for in the database: a waiting statement could not be cancelled cleanly.
             while not await self._try_lock(connection, name):  # noqa: ASYNC110
                 await asyncio.sleep(_LOCK_POLL_INTERVAL)
             yield
-        finally:
-            # Closing the (unpooled) connection ends the database session and so the lock; shielded,
-            # so that a cancelled holder still closes it (a lock left to the garbage collector stays taken).
-            await asyncio.shield(self._close_lock_connection(connection))
 
     async def save_tokens(
         self,
@@ -452,12 +458,6 @@ class SharedAccountStore:
         with self._db.failures():
             async with self._db.bounded():
                 return await self._locks.try_acquire(connection, name)
-
-    async def _close_lock_connection(self, connection: AsyncConnection) -> None:
-        # A close that fails still drops the connection (SQLAlchemy terminates what it cannot reset), and
-        # the block's own outcome is what the holder must see.
-        with contextlib.suppress(Exception):
-            await connection.close()
 
 
 def _accounts_where(account_id: str) -> sa.Select[Any]:

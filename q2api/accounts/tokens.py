@@ -74,6 +74,7 @@ class TokenManager:
         self._margin = refresh_margin
         self._clock = clock
         self._inflight: asyncio.Task[str] | None = None
+        self._manual_refresh: asyncio.Task[Account] | None = None  # the operator's refresh, shared by callers
         self._rejected: RefreshRejected | None = None
         self._invalidated: str | None = None  # a token invalidate() retired: never adopt it again
         self._rejected_checked_at = 0.0
@@ -94,6 +95,10 @@ class TokenManager:
     @property
     def auth_kind(self) -> str:
         return self._account.auth_method
+
+    @property
+    def region(self) -> str | None:
+        return self._account.region
 
     @property
     def profile_arn(self) -> str | None:
@@ -176,8 +181,23 @@ class TokenManager:
     async def refresh_now(self) -> Account:
         """Refresh at once, even an account marked as needing login (the operator's retry).
 
-        Raises RefreshRejected (and marks the account) or RefreshUnavailable.
+        Calls made while one runs share it (one refresh, one result for all: forty clicks are one
+        refresh and one lock connection). Raises RefreshRejected (and marks the account) or
+        RefreshUnavailable.
         """
+        if self._manual_refresh is None:
+            task = asyncio.get_running_loop().create_task(self._refresh_now())
+            task.add_done_callback(self._manual_refresh_finished)
+            self._manual_refresh = task
+        return await asyncio.shield(self._manual_refresh)
+
+    def _manual_refresh_finished(self, task: asyncio.Task[Account]) -> None:
+        if self._manual_refresh is task:
+            self._manual_refresh = None
+        if not task.cancelled():
+            task.exception()  # mark retrieved: every waiter may have gone away
+
+    async def _refresh_now(self) -> Account:
         async with self._store.refresh_lock(self._account.id):
             stored = await self._store.get(self._account.id)
             if stored is None:

@@ -1,8 +1,9 @@
 """The gateway's app with the operator's surfaces mounted: the admin API and the web console.
 
 Both exist only when `Q2API_ADMIN_KEY` is set; without it their paths answer 404 like any
-unknown path. `q2api serve` and the test gateway build the app here, so that the server never
-imports the admin room (the admin room depends on the server it operates).
+unknown path — `/console` with a page saying how to turn it on (and nothing else). `q2api serve`
+and the test gateway build the app here, so that the server never imports the admin room (the
+admin room depends on the server it operates).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from q2api.admin.console_routes import console_routes
+from q2api.admin.console_routes import console_off_route, console_routes
 from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes
 from q2api.server.app import create_app
@@ -33,6 +34,17 @@ class AdminSurface:
         await self._logins.close()
 
 
+class ConsoleOffSurface:
+    """Without `Q2API_ADMIN_KEY`: `/console` is still a 404, but a page that says how to turn it on."""
+
+    def routes(self) -> Sequence[BaseRoute]:
+        return [console_off_route()]
+
+    async def close(self) -> None:
+        return None
+
+
 def create_gateway_app(settings: Settings) -> Starlette:
     """The gateway, with the admin API and console when `Q2API_ADMIN_KEY` is set."""
-    return create_app(settings, surfaces=[AdminSurface(settings.admin_key)] if settings.admin_key else ())
+    surface = AdminSurface(settings.admin_key) if settings.admin_key else ConsoleOffSurface()
+    return create_app(settings, surfaces=[surface])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -53,6 +53,30 @@ class _WithHeaders:
             await send(message)
 
         await self._app(scope, receive, send_with_headers)
+
+
+# What `/console` answers while the console is off: how to turn it on, and nothing about the gateway.
+CONSOLE_OFF_PAGE = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>q2api console is off</title></head>
+<body>
+<h1>The q2api console is off</h1>
+<p>The web console and the admin API are turned on by an admin key. Set <code>Q2API_ADMIN_KEY</code>
+(in the environment or <code>.env</code>; it must differ from every client key), restart
+<code>q2api serve</code>, open this page again and sign in with that key.</p>
+</body>
+</html>
+"""
+
+
+def console_off_route() -> Route:
+    """`GET /console` while `Q2API_ADMIN_KEY` is unset: 404, with CONSOLE_OFF_PAGE."""
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse(CONSOLE_OFF_PAGE, status_code=404, headers=SECURITY_HEADERS)
+
+    return Route(CONSOLE_PATH, page, methods=["GET"])
 
 
 def console_routes() -> list[Route | Mount]:

@@ -29,5 +29,8 @@ def iso_time(epoch: float | None) -> str | None:
     """Epoch seconds as an RFC 3339 UTC time, e.g. `2026-11-23T19:02:05Z`."""
     if epoch is None:
         return None
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
+    try:
+        moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
+    except (OverflowError, ValueError, OSError):  # out of range (an imported 1e20, NaN): unknown, not a 500
+        return None
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

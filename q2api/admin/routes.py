@@ -46,6 +46,9 @@ def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
     async def start_login(request: Request, gateway: Gateway) -> Response:
         return await logins.start_login(request, gateway, runner)
 
+    async def cancel_login(request: Request, gateway: Gateway) -> Response:
+        return await logins.cancel_login(request, gateway, runner)
+
     return [
         Route(f"{PREFIX}/accounts", endpoint(accounts.list_accounts), methods=["GET"]),
         Route(f"{PREFIX}/accounts", endpoint(accounts.add_account), methods=["POST"]),
@@ -55,6 +58,7 @@ def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
         Route(f"{PREFIX}/accounts/{{account_id}}/usage", endpoint(accounts.account_usage), methods=["GET"]),
         Route(f"{PREFIX}/logins", endpoint(start_login), methods=["POST"]),
         Route(f"{PREFIX}/logins/{{login_id}}", endpoint(logins.login_status), methods=["GET"]),
+        Route(f"{PREFIX}/logins/{{login_id}}", endpoint(cancel_login), methods=["DELETE"]),
         Route(f"{PREFIX}/activity", endpoint(activity.list_activity), methods=["GET"]),
         Route(f"{PREFIX}/models", endpoint(models.list_models), methods=["GET"]),
         Route(f"{PREFIX}/captures", endpoint(captures.list_captures), methods=["GET"]),

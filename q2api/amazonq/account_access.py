@@ -23,7 +23,13 @@ class Credential(Protocol):
 
     @property
     def auth_kind(self) -> str:
-        """ "social", "idc" or "api_key": which hosts accept its token, and how it is sent (q2api.amazonq.bearer)."""
+        """ "social", "idc" or "api_key" (q2api.amazonq.hosts.AuthKind): which hosts accept its token, and
+        how it is sent (q2api.amazonq.bearer)."""
+        ...
+
+    @property
+    def region(self) -> str | None:
+        """Its region (an SSO region is mapped to its API region by q2api.amazonq.hosts.api_region)."""
         ...
 
     @property

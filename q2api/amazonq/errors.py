@@ -4,9 +4,12 @@
     ├── UpstreamHTTPError              (status, code, message, reason, request_id, retry_after, body); `.kind`
     ├── UpstreamTimeout                (phase: TimeoutPhase, seconds)
     ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
+    │   └── HostUnreachable            no connection could be opened to the host (refused, DNS, TLS)
     ├── RefreshRejected                (account_label, detail): the account needs a new login
     │   └── NoAccountConfigured
     ├── ModelNotServed                 (model): no account's catalogue has the model
+    ├── RequestTooLarge                (size, limit): the encoded request is over the upstream's limit
+    ├── AccountsBusy                   (retry_after): every eligible account has its cap of requests in flight
     └── RefreshUnavailable             the token service could not be reached; tokens are kept
 
 Frame-level faults of the event stream have their own tree (`q2api.amazonq.eventstream.errors`).
@@ -116,6 +119,11 @@ class UpstreamUnavailable(UpstreamError):
     """The connection to Amazon Q failed (refused, reset, DNS, TLS), or broke mid-reply."""
 
 
+class HostUnreachable(UpstreamUnavailable):
+    """No connection could be opened to the host (refused, no such name, TLS failed): the host, not the
+    request, is at fault, so the account's next host may serve it (docs/protocol.md#hosts)."""
+
+
 class RefreshRejected(UpstreamError):
     """The token service refused the refresh token: the account needs a new login.
 
@@ -140,8 +148,9 @@ class NoAccountConfigured(RefreshRejected):
         self.detail = "no account configured"
         UpstreamError.__init__(
             self,
-            "No Amazon Q account is configured: set AMAZONQ_REFRESH_TOKEN (plus AMAZONQ_CLIENT_ID and "
-            "AMAZONQ_CLIENT_SECRET for IdC logins) or run `q2api accounts add`.",
+            "No Amazon Q account is configured: run `q2api accounts import` (the logins Kiro IDE, kiro-cli or "
+            "the Amazon Q CLI hold) or `q2api login`, or set AMAZONQ_REFRESH_TOKEN (plus AMAZONQ_CLIENT_ID and "
+            "AMAZONQ_CLIENT_SECRET for IdC logins).",
         )
 
 
@@ -151,6 +160,28 @@ class ModelNotServed(UpstreamError):
     def __init__(self, model: str) -> None:
         self.model = model
         super().__init__(f"no Amazon Q account may use model {model!r} (it is not in any account's catalogue)")
+
+
+class RequestTooLarge(UpstreamError):
+    """The encoded Amazon Q request is larger than the upstream accepts (docs/protocol.md#limits): it is
+    not sent, and the client hears it as a prompt too long (so Claude Code compacts)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"the Amazon Q request would be {size:,} bytes, over the upstream's limit of {limit:,} bytes")
+
+
+class AccountsBusy(UpstreamError):
+    """Every account that could serve the request already has its cap of requests in flight, and none
+    freed a slot within the wait: the client should come back in `retry_after` seconds."""
+
+    def __init__(self, cap: int, waited: float, retry_after: int) -> None:
+        self.cap = cap
+        self.retry_after = retry_after
+        super().__init__(
+            f"every Amazon Q account already has {cap} requests in flight (waited {waited:g}s for a free slot)"
+        )
 
 
 class RefreshUnavailable(UpstreamError):
@@ -213,16 +244,6 @@ def classify_failure(status: int | None, code: str | None, message: str, reason:
     if code == "ValidationException" or (status is not None and status < 500):
         return FailureKind.BAD_REQUEST
     return FailureKind.SERVER_ERROR
-
-
-# A host that needs a profile answers a request without one with 400 "profileArn is required for this
-# request." (docs/protocol.md#profiles).
-PROFILE_REQUIRED_TEXT = "profilearn is required"
-
-
-def needs_profile(error: UpstreamHTTPError) -> bool:
-    """The host refused the request for want of a `profileArn`."""
-    return error.status == 400 and PROFILE_REQUIRED_TEXT in error.message.lower()
 
 
 def is_suspension(reason: str | None, message: str) -> bool:

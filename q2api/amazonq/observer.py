@@ -12,8 +12,10 @@ import dataclasses
 from collections.abc import Callable
 
 from q2api.amazonq.errors import (
+    AccountsBusy,
     RefreshRejected,
     RefreshUnavailable,
+    RequestTooLarge,
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -28,6 +30,10 @@ def _ignore(*_: object) -> None:
 class UpstreamObserver:
     # One call to Amazon Q finished: "ok", a FailureKind value, "timeout", "unreachable", …
     upstream_attempt: Callable[[str], None] = _ignore
+    # One call to Amazon Q finished on a host: its name (`runtime.us-east-1.kiro.dev`) and the outcome.
+    host_attempt: Callable[[str, str], None] = _ignore
+    # A request moved from one of its account's hosts to the next: from, to (host names).
+    host_failover: Callable[[str, str], None] = _ignore
     # A failed call is about to be repeated (tenacity's before-sleep).
     upstream_retry: Callable[[], None] = _ignore
     # A token refresh finished: see the REFRESH_* outcomes below.
@@ -52,6 +58,10 @@ def attempt_outcome(error: BaseException | None) -> str:
         return "cancelled"  # the client left while the call was under way
     if isinstance(error, UpstreamHTTPError):
         return error.kind.value
+    if isinstance(error, AccountsBusy):
+        return "accounts_busy"  # no call made: every account had its cap in flight
+    if isinstance(error, RequestTooLarge):
+        return "too_large"  # refused before sending
     if isinstance(error, UpstreamTimeout):
         return "timeout"
     if isinstance(error, UpstreamUnavailable):

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from q2api.amazonq.account_access import Credential
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.bearer import authorization_headers
 from q2api.amazonq.errors import (
@@ -29,6 +30,7 @@ from q2api.amazonq.errors import (
     UpstreamUnavailable,
     parse_error_reply,
 )
+from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.proxy import proxy_route
 
 ORIGIN = "AI_EDITOR"
@@ -145,3 +147,30 @@ class _Caller:
 
 def _unknown_path(error: UpstreamHTTPError) -> bool:
     return error.status in (404, 405) or error.code == _UNKNOWN_OPERATION
+
+
+class ServiceApis:
+    """A `ServiceApi` per host, each account's calls going to the host its chat goes to (the same
+    choice, so its catalogue and credits follow its failovers). One per host: each learns its flavour."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        hosts: HostChoice,
+        *,
+        timeout: float = 15.0,
+        proxies: AccountProxies | None = None,
+    ) -> None:
+        """`proxies`: the sessions of accounts with a proxy of their own (the caller closes them)."""
+        self._session = session
+        self._hosts = hosts
+        self._timeout = timeout
+        self._proxies = proxies or AccountProxies(session)
+        self._apis: dict[str, ServiceApi] = {}
+
+    def for_account(self, credential: Credential) -> ServiceApi:
+        url = self._hosts.preferred(credential).url
+        api = self._apis.get(url)
+        if api is None:
+            api = self._apis[url] = ServiceApi(self._session, url, timeout=self._timeout, proxies=self._proxies)
+        return api

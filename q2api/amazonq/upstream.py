@@ -3,7 +3,11 @@
 It opens one streaming reply: pick an account, get its token, POST the
 conversation, and retry (with backoff and jitter) only while nothing has been
 read from a 200 reply — connection errors, 5xx, throttling; a rejected bearer
-token is refreshed once and the call repeated once. Once `open_stream` yields,
+token is refreshed once and the call repeated once. Each account has an ordered
+list of hosts (q2api.amazonq.host_choice): a host that answers with an auth- or
+route-shaped failure (401/403/404 after that refresh, or no connection at all)
+rests for the account and the call moves to its next host, with a body shaped
+for that host (q2api.amazonq.hosts). Once `open_stream` yields,
 the caller owns the reply and nothing is retried. Leaving the context (normal
 end, an exception, a cancelled task after a client disconnect) releases or
 closes the upstream connection, so an abandoned reply never leaks it.
@@ -13,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import random
+import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 import orjson
@@ -27,20 +33,25 @@ from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace, host_of
 from q2api.amazonq.bearer import authorization_headers, token_type_of
 from q2api.amazonq.errors import (
+    AccountsBusy,
     FailureKind,
+    HostUnreachable,
     ModelNotServed,
     NoAccountConfigured,
     RefreshRejected,
+    RequestTooLarge,
     TimeoutPhase,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
-    needs_profile,
     parse_error_reply,
 )
+from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.hosts import Host, sends_profile, shape_document
+from q2api.amazonq.inflight import InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
-from q2api.amazonq.proxy import proxy_route
+from q2api.amazonq.proxy import ProxyRoute, proxy_route
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.wait_deadline import WaitDeadline
 
@@ -57,28 +68,55 @@ FIXED_HEADERS = {  # every call; Authorization is added per call
 }
 
 
+# Statuses that say "not this host for this token" rather than "not this request" (A8.5, NR's
+# KIRO_ENDPOINT_FALLBACK_STATUSES): the account's next host may serve the same body.
+FAILOVER_STATUSES = frozenset({401, 403, 404})
+PROFILE_REQUIRED_TEXT = "profilearn is required"
+DEFAULT_KEEPALIVE_SECONDS = 300.0
+# The largest request body sources saw Amazon Q accept (docs/protocol.md#limits: bodies of 6.34 MB
+# passed, 7.34 MB failed; an early 1.3 MB failure was not seen again once the limit moved to tokens).
+DEFAULT_MAX_REQUEST_BYTES = 6_340_000
+
+
 @dataclasses.dataclass(frozen=True)
 class UpstreamConfig:
-    endpoint: str
+    # AMAZONQ_ENDPOINT: "" derives each account's hosts; one URL or a comma-separated list overrides them.
+    endpoint: str = ""
     connect_timeout: float = 10.0
     first_byte_timeout: float = 120.0
     read_timeout: float = 300.0  # between two reads of the body
     max_retries: int = 3  # attempts after the first
     backoff_initial: float = 0.5
     backoff_max: float = 8.0  # also the longest Retry-After honoured by waiting instead of failing
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # a larger encoded body is never sent
+    account_max_inflight: int = 8  # requests in flight per account (peers: Amazon Q tolerates 5–8)
+    inflight_wait: float = 10.0  # how long a request waits for a free slot before "overloaded"
 
 
-def create_session(*, user_agent: str = "q2api") -> aiohttp.ClientSession:
+def create_session(
+    *,
+    user_agent: str = "q2api",
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+    ssl_context: ssl.SSLContext | None = None,
+) -> aiohttp.ClientSession:
     """The one shared client session (call inside the running loop, e.g. in the app's lifespan);
     every call it makes says `user_agent`.
 
     `limit=0`: no connection-pool ceiling, so the 101st concurrent stream opens
-    a connection instead of queueing into a timeout. HTTP(S)_PROXY / NO_PROXY
+    a connection instead of queueing into a timeout. `keepalive_seconds`: an idle
+    connection stays in the pool this long (aiohttp's default is 15 s), so a user's
+    next turn minutes later reuses it instead of paying a new TLS handshake
+    (A14: ≈340 ms; the upstream itself drops silent connections after 200–400 s). HTTP(S)_PROXY / NO_PROXY
     are honoured per URL by the callers (q2api.amazonq.proxy), not by
     `trust_env`, which costs a thread hop per request. Per-request timeouts
     are set by the client.
     """
-    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    connector = aiohttp.TCPConnector(
+        limit=0,
+        ttl_dns_cache=300,
+        keepalive_timeout=keepalive_seconds,
+        ssl=ssl_context if ssl_context is not None else True,  # a context: tests trusting their own CA
+    )
     return aiohttp.ClientSession(
         connector=connector,
         trust_env=False,
@@ -99,10 +137,14 @@ class UpstreamStream:
         attempts: int,
         upstream_started_at: float,
         read_timeout: float,
+        host: str = "",
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self._response = response
+        self._on_close = on_close  # gives the account's in-flight slot back, once
         self.account_id = account_id
         self.account_label = account_label
+        self.host = host  # the host that served the reply
         self.attempts = attempts
         self.request_id: str | None = response.headers.get(REQUEST_ID_HEADER)
         self.upstream_started_at = upstream_started_at  # time.monotonic() when the first attempt began
@@ -161,6 +203,9 @@ class UpstreamStream:
         return data
 
     def close(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
         self._silence.close()
         # A fully read reply can give its connection back to the pool; a
         # half-read one must drop it, which is what tells the upstream to stop.
@@ -193,15 +238,18 @@ class UpstreamClient:
         pool: CredentialPool,
         config: UpstreamConfig,
         observer: UpstreamObserver = NO_OBSERVER,
+        hosts: HostChoice | None = None,
         proxies: AccountProxies | None = None,
     ) -> None:
         """`proxies`: the sessions of the accounts that have a proxy of their own (whoever made it closes it)."""
         self._session = session
-        self._proxies = proxies or AccountProxies(session)
+        self._account_proxies = proxies or AccountProxies(session)
         self._pool = pool
         self._config = config
         self._observer = observer
-        self._proxy = proxy_route(config.endpoint)._asdict()  # resolved once: the endpoint never changes
+        self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
+        self.inflight = InflightSlots(config.account_max_inflight)
+        self._proxies: dict[str, ProxyRoute] = {}  # per host URL, resolved once (hosts are few)
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=config.connect_timeout,
@@ -235,9 +283,11 @@ class UpstreamClient:
         try:
             async for try_ in retrying:
                 with try_:
+                    manager = await self._take_slot(attempt)
                     try:
-                        response, manager = await self._attempt_once(attempt)
+                        response = await self._attempt_once(attempt, manager)
                     except BaseException as exc:
+                        self.inflight.release(manager.account_id)
                         self._observer.upstream_attempt(attempt_outcome(exc))
                         raise
                     self._observer.upstream_attempt(attempt_outcome(None))
@@ -248,6 +298,8 @@ class UpstreamClient:
                         attempts=try_.retry_state.attempt_number,
                         upstream_started_at=started,
                         read_timeout=self._config.read_timeout,
+                        host=attempt.served_by,
+                        on_close=functools.partial(self.inflight.release, manager.account_id),
                     )
         except Exception as exc:
             attempt.trace.failure = exc
@@ -258,43 +310,61 @@ class UpstreamClient:
             attempt.release()
         raise AssertionError("unreachable: tenacity reraises the last error")  # pragma: no cover
 
-    async def _attempt_once(self, attempt: _Attempt) -> tuple[aiohttp.ClientResponse, Credential]:
-        # Only an account whose catalogue has the model: another one would answer INVALID_MODEL_ID.
-        manager = self._pool.pick(exclude=attempt.resting, model=attempt.model) or self._pool.pick(model=attempt.model)
-        if manager is None:
-            if not len(self._pool):  # every account left the pool since the request started
-                raise NoAccountConfigured()
-            raise ModelNotServed(attempt.model or "")
+    def _pick(self, attempt: _Attempt) -> Credential | None:
+        """The least busy account that may serve (and has a free slot), preferring those not resting.
+
+        Only an account whose catalogue has the model: another one would answer INVALID_MODEL_ID.
+        """
+        model = attempt.model
+        for level in self.inflight.levels():  # idle accounts first, then the next least busy
+            chosen = self._pool.pick(exclude=attempt.resting | self.inflight.busier_than(level), model=model)
+            if chosen is not None:
+                return chosen
+        return self._pool.pick(exclude=self.inflight.full(), model=model)  # a resting one, rather than none
+
+    async def _take_slot(self, attempt: _Attempt) -> Credential:
+        """An account for the next call, its in-flight slot taken; waits briefly when all are full."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.inflight_wait
+        while True:
+            manager = self._pick(attempt)
+            if manager is not None:
+                self.inflight.take(manager.account_id)
+                return manager
+            if self._pool.pick(model=attempt.model) is None:  # not busy: no account may serve at all
+                if not len(self._pool):  # every account left the pool since the request started
+                    raise NoAccountConfigured()
+                raise ModelNotServed(attempt.model or "")
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.inflight.wait_for_release(remaining):
+                # A reply takes seconds to minutes; a short wait lets a few finish before the client retries.
+                raise AccountsBusy(self.inflight.cap, self._config.inflight_wait, retry_after=5)
+
+    async def _attempt_once(self, attempt: _Attempt, manager: Credential) -> aiohttp.ClientResponse:
         try:
             # The body is built after each token: a social login learns its profile ARN from the refresh.
             token = await manager.access_token()
-            response = await self._post(attempt, manager, token)
-            error = await _read_error(response) if response.status in (401, 403) else None
-            if error is not None:
-                attempt.trace.classify_last(error.kind.value)
-            if error is not None and error.kind is FailureKind.BEARER_INVALID:
-                # Expired or revoked early: refresh once (unless another request
-                # already did) and repeat the call once, outside the retry budget.
-                token = await manager.refresh_after_rejection(token)
-                response = await self._post(attempt, manager, token)
-                error = None
+            response, error = await self._post_on_hosts(attempt, manager, token)
+        except RequestTooLarge:
+            raise  # the request's fault, not the account's: nothing was sent
         except UpstreamError as exc:  # no reply: a dead login, the token service or Amazon Q unreachable
             self._pool.report_failure(manager.account_id, None, detail=str(exc))
             if isinstance(exc, RefreshRejected):
                 attempt.resting.add(manager.account_id)
             raise
-        if response.status == 200:
+        if response is not None and response.status == 200:
             self._pool.report_success(manager.account_id)
-            return response, manager
+            return response
 
         if error is None:
+            assert response is not None
             error = await _read_error(response)
         kind = error.kind
         attempt.trace.classify_last(kind.value)
         self._pool.report_failure(manager.account_id, kind, error.retry_after, detail=str(error))
         if error.suspended:
             await manager.mark_needs_login(f"suspended ({error.reason or error.code or error.status})")
-        elif needs_profile(error) and not manager.profile_arn:
+        elif is_profile_refusal(error) and not manager.profile_arn:
             # Nothing the client sent can fix this: the account must get a profile (an IdC login
             # with one, looked up at its next refresh) before this host serves it.
             await manager.mark_needs_login(NO_PROFILE_DETAIL)
@@ -310,10 +380,66 @@ class UpstreamClient:
         )
         raise error
 
-    async def _post(self, attempt: _Attempt, manager: Credential, token: str) -> aiohttp.ClientResponse:
+    async def _post_on_hosts(
+        self, attempt: _Attempt, manager: Credential, token: str
+    ) -> tuple[aiohttp.ClientResponse | None, UpstreamHTTPError | None]:
+        """Call the account's hosts in order until one answers with something else than "not here".
+
+        Returns the answer (a response, or the error already read from it). A rejected bearer token
+        is refreshed once and repeated on the same host first — it may just have expired; if the host
+        still refuses it, the host refuses this kind of token (A8.3) and the next host is tried.
+        """
+        hosts = self.hosts.hosts(manager)
+        if not hosts:
+            detail = "no Amazon Q host takes this account's requests (the host needs a profileArn it has none of)"
+            await manager.mark_needs_login(detail)
+            raise RefreshRejected(manager.label, detail)
+        refreshed = False
+        for index, host in enumerate(hosts):
+            following = hosts[index + 1] if index + 1 < len(hosts) else None
+            try:
+                response = await self._post(attempt, manager, host, token)
+            except (HostUnreachable, UpstreamTimeout) as exc:
+                connect_failed = isinstance(exc, HostUnreachable) or exc.phase is TimeoutPhase.CONNECT
+                if following is None or not connect_failed:
+                    raise
+                self.hosts.failed(
+                    manager, host, following, "unreachable" if isinstance(exc, HostUnreachable) else "connect_timeout"
+                )
+                continue
+            if response.status not in FAILOVER_STATUSES and not _may_be_profile_refusal(response):
+                if response.status == 200:
+                    attempt.served_by = host.name
+                    self.hosts.served(manager, host)
+                return response, None
+            error = await _read_error(response)
+            attempt.trace.classify_last(error.kind.value)
+            if response.status == 400 and not is_profile_refusal(error):
+                return None, error  # a 400 about the body: terminal, whichever host answered it
+            if error.kind is FailureKind.BEARER_INVALID and not refreshed:
+                # Expired or revoked early: refresh once (unless another request already did) and
+                # repeat the call once on this host, outside the retry budget.
+                token = await manager.refresh_after_rejection(token)
+                refreshed = True
+                response = await self._post(attempt, manager, host, token)
+                if response.status not in FAILOVER_STATUSES:
+                    if response.status == 200:
+                        attempt.served_by = host.name
+                        self.hosts.served(manager, host)
+                    return response, None
+                error = await _read_error(response)
+                attempt.trace.classify_last(error.kind.value)
+            if following is None or error.suspended:
+                return None, error  # a suspension is the account's, not the host's
+            self.hosts.failed(manager, host, following, str(error.status))
+        raise AssertionError("unreachable: the last host's answer is returned")  # pragma: no cover
+
+    async def _post(self, attempt: _Attempt, manager: Credential, host: Host, token: str) -> aiohttp.ClientResponse:
         """One call, recorded in the request's trace with its host, its account and how it ended."""
-        endpoint = self._config.endpoint
-        body = attempt.body_for(manager.profile_arn)
+        endpoint = host.url
+        body = attempt.body_for(manager.profile_arn if sends_profile(host, manager.auth_kind) else None, host)
+        if len(body) > self._config.max_request_bytes:
+            raise RequestTooLarge(len(body), self._config.max_request_bytes)
         began = attempt.trace.sending(endpoint, body)
         status: int | None = None
         failure: BaseException | None = None
@@ -328,15 +454,24 @@ class UpstreamClient:
         finally:
             outcome = attempt_outcome(failure) if failure is not None else _status_outcome(status)
             seconds = time.monotonic() - began
-            attempt.trace.record(UpstreamAttempt(host_of(endpoint), manager.label, outcome, status, seconds))
+            attempt.trace.record(UpstreamAttempt(host.name, manager.label, outcome, status, seconds))
+            self._observer.host_attempt(host.name, outcome)
+
+    def _proxy_for(self, endpoint: str) -> ProxyRoute:
+        proxy = self._proxies.get(endpoint)
+        if proxy is None:
+            proxy = self._proxies[endpoint] = proxy_route(endpoint)
+        return proxy
 
     async def _send(self, endpoint: str, body: bytes, token: str, manager: Credential) -> aiohttp.ClientResponse:
         headers = dict(FIXED_HEADERS)
         headers.update(authorization_headers(token, token_type_of(manager.auth_kind)))
         # An account's own proxy, else the session (and HTTP(S)_PROXY route) every account shares.
-        session, route = (
-            (self._proxies.session_for(manager.proxy_url), {}) if manager.proxy_url else (self._session, self._proxy)
-        )
+        if manager.proxy_url:
+            session, route = self._account_proxies.session_for(manager.proxy_url), {}
+        else:
+            proxy = self._proxy_for(endpoint)
+            session, route = self._session, proxy._asdict()
         try:
             async with asyncio.timeout(self._config.first_byte_timeout):
                 return await session.post(endpoint, data=body, headers=headers, timeout=self._timeout, **route)
@@ -345,6 +480,10 @@ class UpstreamClient:
         except (TimeoutError, aiohttp.ServerTimeoutError):
             seconds = min(self._config.first_byte_timeout, self._config.read_timeout)
             raise UpstreamTimeout(TimeoutPhase.FIRST_BYTE, seconds) from None
+        except aiohttp.ClientConnectorError as exc:  # refused, no such name, TLS: nothing reached the host
+            raise HostUnreachable(
+                f"cannot reach Amazon Q at {host_of(endpoint)} ({type(exc).__name__}: {exc})"
+            ) from None
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"cannot reach Amazon Q ({type(exc).__name__}: {exc})") from None
 
@@ -393,17 +532,21 @@ class _Attempt:
         self._payload: GenerateAssistantResponseRequest | None = payload
         self.trace = trace
         self.model = _model_id(payload)
-        self._bodies: dict[str | None, bytes] = {}
+        self._bodies: dict[tuple[str | None, bool], bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
+        self.served_by = ""  # the host of the 200 reply
 
-    def body_for(self, profile_arn: str | None) -> bytes:
-        body = self._bodies.get(profile_arn)
+    def body_for(self, profile_arn: str | None, host: Host) -> bytes:
+        """The body for `host`: with `profileArn` when given, without what the host refuses; encoded once
+        per shape (a 1 MB conversation is not serialised again for each host that shares it)."""
+        key = (profile_arn, host.refuses_legacy_fields)
+        body = self._bodies.get(key)
         if body is None:
             assert self._payload is not None, "a released attempt sends nothing"
-            document: GenerateAssistantResponseRequest = self._payload
+            document: dict[str, object] = shape_document(dict(self._payload), host)
             if profile_arn:
-                document = {**self._payload, "profileArn": profile_arn}
-            body = self._bodies[profile_arn] = orjson.dumps(document)
+                document["profileArn"] = profile_arn
+            body = self._bodies[key] = orjson.dumps(document)
         return body
 
     def release(self) -> None:
@@ -441,6 +584,17 @@ class OpenedReply:
         """Close the reply (idempotent; also usable from synchronous clean-up code)."""
         if self._stream is not None:
             self._stream.close()
+
+
+def _may_be_profile_refusal(response: aiohttp.ClientResponse) -> bool:
+    """A 400 whose body must be read to know whether it is the host's "profileArn is required"."""
+    return response.status == 400
+
+
+def is_profile_refusal(error: UpstreamHTTPError) -> bool:
+    """The runtime host wants a profile the request has none of (A8.4): the host's rule, not the body's
+    fault, so the account's next host may serve it (OR PR #13193 moves on for exactly this 400)."""
+    return error.status == 400 and PROFILE_REQUIRED_TEXT in error.message.lower()
 
 
 def _status_outcome(status: int | None) -> str:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import datetime
 import getpass
+import math
 import os
 import sys
 import time
@@ -39,7 +40,7 @@ from q2api.cli.accounts_import import run_import
 from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.cli.store_copy import copy_accounts
 from q2api.log_text import one_line
-from q2api.server.wiring import refresh_endpoints, upstream_session
+from q2api.server.wiring import api_key_check_url, refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 from q2api.settings.command_inputs import NEW_API_KEY, NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
 
@@ -49,6 +50,7 @@ NEW_CLIENT_SECRET_VARIABLE = NEW_CLIENT_SECRET.name
 NEW_API_KEY_VARIABLE = NEW_API_KEY.name
 SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE, NEW_API_KEY_VARIABLE)
 
+_NOT_A_TIME = "invalid"
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_REFUSED = 1  # the token service refused (or could not check) the credentials
@@ -190,6 +192,8 @@ def _expiry(view: AccountView, now: float) -> str:
         return "never (API key)"
     if view.expires_at is None:
         return "unknown"
+    if not math.isfinite(view.expires_at) or _timestamp(view.expires_at) == _NOT_A_TIME:
+        return _NOT_A_TIME  # one bad row (an imported file's) must not break the list of every account
     remaining = view.expires_at - now
     if remaining <= 0:
         return f"{_timestamp(view.expires_at)} (expired)"
@@ -199,7 +203,10 @@ def _expiry(view: AccountView, now: float) -> str:
 def _timestamp(epoch: float | None) -> str:
     if epoch is None:
         return "-"
-    return datetime.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.datetime.fromtimestamp(epoch).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # out of the platform's range (1e20, NaN…)
+        return _NOT_A_TIME
 
 
 def _duration(seconds: float) -> str:
@@ -306,7 +313,11 @@ async def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
             proxies = AccountProxies(session)
             try:
                 return await verify_new_account(
-                    session, refresh_endpoints(settings), new, proxies=proxies, amazonq_endpoint=settings.endpoint
+                    session,
+                    refresh_endpoints(settings),
+                    new,
+                    proxies=proxies,
+                    amazonq_endpoint=api_key_check_url(settings, new.region),
                 )
             finally:
                 await proxies.close()

@@ -17,10 +17,12 @@ from q2api.accounts.pool import build_account_pool
 from q2api.accounts.records import Account
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
-from q2api.amazonq.bearer import token_type_of
+from q2api.amazonq.bearer import API_KEY_AUTH, token_type_of
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
-from q2api.amazonq.service_api import ServiceApi
+from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.hosts import first_host, parse_override
+from q2api.amazonq.service_api import ServiceApi, ServiceApis
 from q2api.log_text import one_line
 from q2api.models.table import builtin_catalogue
 from q2api.server.wiring import refresh_endpoints, upstream_session
@@ -41,18 +43,20 @@ async def credits_with_current_tokens(store: AccountStore, settings: Settings) -
     ]
     if not usable:
         return {}
+    override = parse_override(settings.endpoint)
     async with upstream_session() as session:
         proxies = AccountProxies(session)
-        api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT, proxies=proxies)
         found: dict[str, Credits] = {}
 
         async def read(account: Account) -> None:
-            assert account.access_token is not None
+            # The host the account's chat would go to first (nothing has failed in this one-off call).
+            host = first_host(account.auth_method, account.region, bool(account.profile_arn), override)
+            api = ServiceApi(session, host.url, timeout=_TIMEOUT, proxies=proxies)
             with contextlib.suppress(UpstreamError):
                 found[account.id] = await fetch_credits(
                     api,
-                    account.access_token,
-                    profile_arn=account.profile_arn,
+                    account.access_token or "",
+                    profile_arn=None if account.auth_method == API_KEY_AUTH else account.profile_arn,
                     token_type=token_type_of(account.auth_method),  # a Kiro API key says so
                     proxy_url=account.proxy_url,
                 )
@@ -70,8 +74,8 @@ async def read_usage(store: AccountStore, settings: Settings, account_ids: Seque
         proxies = AccountProxies(session)
         try:
             pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings), proxies=proxies)
-            api = ServiceApi(session, settings.endpoint, timeout=_TIMEOUT, proxies=proxies)
-            discovery = AccountDiscovery(pool, api, fallback=builtin_catalogue())
+            apis = ServiceApis(session, HostChoice(settings.endpoint), timeout=_TIMEOUT, proxies=proxies)
+            discovery = AccountDiscovery(pool, apis, fallback=builtin_catalogue())
             wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
             results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
         finally:

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import threading
@@ -139,10 +140,16 @@ def serve_demo(port: int | None) -> int:
                 )
                 return 1
             print(_paste_lines(gateway.base_url, client_key, admin_key), flush=True)
+            # Stopped by a service manager or `kill` like Ctrl-C: the gateway and simulator stop, the data goes.
+            signal.signal(signal.SIGTERM, _interrupt)
             threading.Event().wait()  # until Ctrl-C
     except KeyboardInterrupt:
         print("\nq2api demo: stopped.", file=sys.stderr)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _paste_lines(base_url: str, client_key: str, admin_key: str) -> str:

@@ -83,6 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
         logger.warning(exposed)
     raise_open_file_limit()  # before the workers start: they inherit it, and their cap follows from it
     logger.info(connection_cap_line(settings))
+    logger.info(console_line(args.host, args.port, enabled=bool(settings.admin_key)))
     # Entered before the app (and so prometheus_client) is imported: the workers inherit the variable.
     with metrics_directory():
         uvicorn.run(
@@ -97,6 +98,19 @@ def _serve(args: argparse.Namespace) -> int:
             **uvicorn_options(transport_limits(settings)),
         )
     return 0
+
+
+def console_line(host: str, port: int, *, enabled: bool) -> str:
+    """Where the web console is (a wildcard address shown as loopback, where a browser on this machine
+    finds it), or how to turn it on."""
+    if not enabled:
+        return "console: off (set Q2API_ADMIN_KEY to turn on /console and the admin API)"
+    shown = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}.get(host, host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    if port == 0:
+        return "console: /console on the port uvicorn reports below (sign in with Q2API_ADMIN_KEY)"
+    return f"console: http://{shown}:{port}/console (sign in with Q2API_ADMIN_KEY)"
 
 
 def _store_problem(settings: Settings) -> str | None:

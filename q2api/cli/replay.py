@@ -114,7 +114,7 @@ async def _send(settings: Settings, body: dict[str, Any]) -> int:
             store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings)
         )
         client = UpstreamClient(session, pool, upstream_config(settings))
-        print(f"sending the captured Amazon Q request to {settings.endpoint} …")
+        print(f"sending the captured Amazon Q request to {settings.endpoint or 'the account’s hosts'} …")
         try:
             async with client.open_stream(body) as stream:  # type: ignore[arg-type]
                 translator = StreamTranslator(

@@ -30,7 +30,9 @@ _REQUEST_ID_HEADER_BYTES = REQUEST_ID_HEADER.encode()
 # (path, error, request id) → the error response in the envelope of the door that path belongs to.
 DoorErrorResponse = Callable[[str, AnthropicError, str | None], Response]
 # Polled by monitors and scrapers: their lines are DEBUG, so they do not drown the request lines.
-_POLLED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+_POLLED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/api/hello"})
+# (`HEAD /api/hello`: Claude Code's connectivity probe at each start, seen from version 2.1.332;
+# its 404 is expected and harmless, not a line for every session.)
 # Read every few seconds by an open console (its panels refresh themselves), and the console's own
 # files: DEBUG too. Changes made there (POST, PATCH, DELETE) stay INFO and have their audit line.
 _POLLED_PREFIXES = ("/admin/api/", "/console")

@@ -9,7 +9,8 @@ what was asked, what came back, how long it took, and where the time went:
 
 A slow upstream shows in `upstream_ms` / `upstream_first_content_ms`; a slow gateway in
 `prepare_ms`, or in `ttft_ms` well above `prepare_ms + upstream_first_content_ms`.
-`upstream_attempts` counts every call to Amazon Q, and `upstream_hosts` names the host of each.
+`upstream_attempts` counts every call to Amazon Q, `upstream_hosts` names the host of each, and
+`upstream_host` the one that served the reply (`-` when none did).
 
 The same moment feeds the request metrics (q2api.server.metrics), so the log and `/metrics` never disagree.
 """
@@ -42,6 +43,7 @@ class Exchange:
     upstream_request_id: str = "-"
     upstream_attempts: int = 0  # calls to Amazon Q, retries, account switches and refresh repeats included
     upstream_hosts: tuple[str, ...] = ()  # the host of each of those calls
+    upstream_host: str = "-"  # the host whose 200 reply was relayed
     prepare_seconds: float | None = None
     upstream_seconds: float | None = None  # to the upstream's response headers (or its final refusal)
     upstream_first_content_seconds: float | None = None
@@ -90,6 +92,8 @@ class Exchange:
             self.account_id = account_id
         self.upstream_attempts = len(trace.attempts)
         self.upstream_hosts = tuple(trace.hosts)
+        served = [attempt.host for attempt in trace.attempts if attempt.outcome == "ok"]
+        self.upstream_host = served[-1] if served else "-"
         self.upstream_seconds = seconds
 
     def record_upstream_content(self, seconds: float) -> None:
@@ -156,6 +160,7 @@ class Exchange:
             upstream_request_id=self.upstream_request_id,
             upstream_attempts=self.upstream_attempts,
             upstream_hosts=",".join(self.upstream_hosts) or "-",
+            upstream_host=self.upstream_host,
             prepare_ms=ms(self.prepare_seconds),
             upstream_ms=ms(self.upstream_seconds),
             upstream_first_content_ms=ms(self.upstream_first_content_seconds),

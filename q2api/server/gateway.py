@@ -36,6 +36,7 @@ from q2api.server.relay import MessagesRelay
 from q2api.server.wiring import (
     account_discovery,
     env_account,
+    host_choice,
     model_router,
     refresh_endpoints,
     upstream_config,
@@ -75,7 +76,7 @@ class Gateway:
 async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
     """Build the gateway, serve while the block runs, and close every part in reverse order."""
     async with contextlib.AsyncExitStack() as stack:
-        session = await stack.enter_async_context(upstream_session())
+        session = await stack.enter_async_context(upstream_session(settings.upstream_keepalive_seconds))
         proxies = AccountProxies(session)
         stack.push_async_callback(proxies.close)
         store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
@@ -94,20 +95,28 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         reloader = AccountReloader(store, pool)
         reloader.start()
         stack.push_async_callback(reloader.stop)
-        discovery = account_discovery(settings, pool, session, observer=metrics.UPSTREAM_OBSERVER, proxies=proxies)
+        hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER)
+        discovery = account_discovery(
+            settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER, proxies=proxies
+        )
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
         activity = ActivityLog()
         captures = Captures(settings)
         stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
         relay = MessagesRelay(
             upstream=UpstreamClient(
-                session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER, proxies=proxies
+                session,
+                pool,
+                upstream_config(settings),
+                observer=metrics.UPSTREAM_OBSERVER,
+                hosts=hosts,
+                proxies=proxies,
             ),
             settings=settings,
             models=models,
             on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None),
             captures=captures,
-            searcher=web_searcher(settings, session, pool, proxies),
+            searcher=web_searcher(session, pool, hosts, settings, proxies),
         )
         await discovery.start()
         stack.push_async_callback(discovery.stop)

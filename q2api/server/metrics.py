@@ -127,6 +127,19 @@ UPSTREAM_ATTEMPTS = Counter(
     ["outcome"],
     registry=_REGISTRY,
 )
+# Host names come from the configuration or the derived lists (a handful per region): bounded labels.
+UPSTREAM_HOST_ATTEMPTS = Counter(
+    "q2api_upstream_host_attempts",
+    "Calls to Amazon Q GenerateAssistantResponse, by host and outcome.",
+    ["host", "outcome"],
+    registry=_REGISTRY,
+)
+UPSTREAM_HOST_FAILOVERS = Counter(
+    "q2api_upstream_host_failovers",
+    "Requests moved from one of their account's hosts to the next (401/403/404 or unreachable).",
+    ["from_host", "to_host"],
+    registry=_REGISTRY,
+)
 UPSTREAM_RETRIES = Counter(
     "q2api_upstream_retries",
     "Failed Amazon Q calls that were tried again (on the same or another account).",
@@ -283,6 +296,14 @@ def _count_attempt(outcome: str) -> None:
     UPSTREAM_ATTEMPTS.labels(outcome=outcome).inc()
 
 
+def _count_host_attempt(host: str, outcome: str) -> None:
+    UPSTREAM_HOST_ATTEMPTS.labels(host=host, outcome=outcome).inc()
+
+
+def _count_host_failover(from_host: str, to_host: str) -> None:
+    UPSTREAM_HOST_FAILOVERS.labels(from_host=from_host, to_host=to_host).inc()
+
+
 def _count_retry() -> None:
     UPSTREAM_RETRIES.inc()
 
@@ -297,6 +318,8 @@ def _set_credits(account_id: str, label: str, used: float, limit: float) -> None
 
 UPSTREAM_OBSERVER = UpstreamObserver(
     upstream_attempt=_count_attempt,
+    host_attempt=_count_host_attempt,
+    host_failover=_count_host_failover,
     upstream_retry=_count_retry,
     token_refresh=_count_refresh,
     account_credits=_set_credits,

@@ -24,6 +24,14 @@ async def log_store_contents(store: AccountStore) -> None:
         )
 
 
+NO_ACCOUNT = "no Amazon Q account is configured"
+# What a newcomer does about NO_ACCOUNT (start-up says it once, with the reason).
+NO_ACCOUNT_REMEDY = (
+    "add one with `q2api accounts import` (the logins Kiro IDE, kiro-cli or the Amazon Q CLI hold), "
+    "`q2api login` (Builder ID) or AMAZONQ_REFRESH_TOKEN; a running gateway serves it within seconds"
+)
+
+
 async def readiness(store: AccountStore, pool: AccountPool, reloader: AccountReloader | None = None) -> str | None:
     """None when a request would be served now, else the reason it would not.
 
@@ -38,13 +46,18 @@ async def readiness(store: AccountStore, pool: AccountPool, reloader: AccountRel
     stored = await store.accounts()
     if stored:
         return f"every account is disabled ({len(stored)} in the store)"
-    return "no Amazon Q account is configured"
+    return NO_ACCOUNT
 
 
 async def log_readiness(store: AccountStore, pool: AccountPool, endpoint: str) -> None:
     """Start-up's last line: ready (INFO) or not yet, and why (WARNING) — as `/readyz` will answer."""
     reason = await readiness(store, pool)
     if reason is None:
-        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, endpoint {endpoint}")
+        # `endpoint` is AMAZONQ_ENDPOINT: empty when each account's hosts follow from its login kind and region.
+        hosts = endpoint or "derived per account"
+        logger.info(f"q2api ready: {len(pool)} Amazon Q account(s) serving, hosts {hosts}")
     else:
-        logger.warning(f"q2api is running but not ready: {reason} (/readyz answers 503 until an account can serve)")
+        remedy = f"; {NO_ACCOUNT_REMEDY}" if reason == NO_ACCOUNT else ""
+        logger.warning(
+            f"q2api is running but not ready: {reason} (/readyz answers 503 until an account can serve){remedy}"
+        )

@@ -154,6 +154,11 @@ class Reply:
     async def _open_call(self, payload: GenerateAssistantResponseRequest) -> None:
         """Open the next upstream call and read from it; raises the client's AnthropicError."""
         self._calls += 1
+        if self._opened is not None:
+            # The previous call, read to its end, is closed first: its account's in-flight slot (and its
+            # connection) is free for this one, so a turn never holds two slots of one account at once.
+            self._opened.close()
+            self._opened = None
         started = time.monotonic()
         try:
             opened, stream = await self._open_stream(payload)
@@ -164,8 +169,6 @@ class Reply:
             raise map_upstream_exception(
                 exc, input_tokens=self._plan.input_tokens, context_window=self._plan.context_window
             ) from None
-        if self._opened is not None:
-            self._opened.close()  # the previous call, read to its end
         self._opened = opened
         self._pump = ReplyPump(stream.chunks(), self._translator, stream.buffered)
         self._account_id = stream.account_id

@@ -13,11 +13,14 @@ from q2api.accounts.records import EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.account_access import Credential
 from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.catalogue import Catalogue
+from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.hosts import first_host, parse_override
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.profiles import profile_hosts
-from q2api.amazonq.service_api import ServiceApi
-from q2api.amazonq.upstream import UpstreamConfig, create_session
+from q2api.amazonq.service_api import ServiceApis
+from q2api.amazonq.upstream import DEFAULT_KEEPALIVE_SECONDS, UpstreamConfig, create_session
 from q2api.amazonq.web_search import WebSearchClient
 from q2api.conversion.loop_guard import LoopPolicy
 from q2api.conversion.trimming import TrimPolicy
@@ -27,9 +30,14 @@ from q2api.models.table import builtin_catalogue
 from q2api.settings import Settings
 
 
-def upstream_session() -> aiohttp.ClientSession:
+def upstream_session(keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS) -> aiohttp.ClientSession:
     """The HTTP session every call to Amazon Q and its token services goes through (inside a running loop)."""
-    return create_session(user_agent=f"q2api/{__version__}")
+    return create_session(user_agent=f"q2api/{__version__}", keepalive_seconds=keepalive_seconds)
+
+
+def host_choice(settings: Settings, *, observer: UpstreamObserver = NO_OBSERVER) -> HostChoice:
+    """Each account's hosts and what failed lately: one for the chat, the catalogue, credits and web search."""
+    return HostChoice(settings.endpoint, observer=observer)
 
 
 def env_account(settings: Settings) -> EnvAccount | None:
@@ -53,8 +61,13 @@ def refresh_endpoints(settings: Settings) -> RefreshEndpoints:
     return RefreshEndpoints(
         oidc=settings.oidc_endpoint,
         kiro=settings.kiro_refresh_endpoint,
-        profile_hosts=profile_hosts([settings.endpoint]),
+        profile_hosts=profile_hosts([host.url for host in parse_override(settings.endpoint)]),
     )
+
+
+def api_key_check_url(settings: Settings, region: str | None) -> str:
+    """Where a new Kiro API key is checked: the first host an API-key account of `region` calls."""
+    return first_host(API_KEY_AUTH, region, False, parse_override(settings.endpoint)).url
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:
@@ -64,20 +77,24 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
         first_byte_timeout=settings.first_byte_timeout,
         read_timeout=settings.read_timeout,
         max_retries=settings.max_retries,
+        max_request_bytes=settings.upstream_max_request_bytes,
+        account_max_inflight=settings.account_max_inflight,
+        inflight_wait=settings.account_inflight_wait_seconds,
     )
 
 
 def web_searcher(
-    settings: Settings, session: aiohttp.ClientSession, pool: AccountPool, proxies: AccountProxies | None = None
+    session: aiohttp.ClientSession,
+    pool: AccountPool,
+    hosts: HostChoice,
+    settings: Settings,
+    proxies: AccountProxies | None = None,
 ) -> WebSearchClient:
-    """Web searches through Kiro's MCP endpoint on the account that serves each reply.
-
-    The host is the gateway's one endpoint for every account today; per-account hosts replace
-    `host_of` (it is given the account's credential)."""
-    endpoint = settings.endpoint
+    """Web searches through Kiro's MCP endpoint on the account that serves each reply, on the host its
+    chat goes to (A11: `/mcp` lives on the inference hosts), through the account's own proxy if it has one."""
 
     def host_of(credential: Credential) -> str:
-        return endpoint
+        return hosts.preferred(credential).url
 
     return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0, proxies=proxies)
 
@@ -99,13 +116,14 @@ def account_discovery(
     pool: AccountPool,
     session: aiohttp.ClientSession,
     *,
+    hosts: HostChoice | None = None,
     observer: UpstreamObserver = NO_OBSERVER,
     proxies: AccountProxies | None = None,
 ) -> AccountDiscovery:
-    """Each account's catalogue and credits, read from the configured endpoint (through the account's proxy)."""
+    """Each account's catalogue and credits, read from the host its chat goes to (through its own proxy)."""
     return AccountDiscovery(
         pool,
-        ServiceApi(session, settings.endpoint, timeout=settings.connect_timeout + 10.0, proxies=proxies),
+        ServiceApis(session, hosts or host_choice(settings), timeout=settings.connect_timeout + 10.0, proxies=proxies),
         fallback=builtin_catalogue(),
         catalogue_interval=settings.models_refresh_seconds,
         credits_max_age=settings.credits_refresh_seconds,

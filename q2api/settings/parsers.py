@@ -20,6 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from q2api.accounts.database_url import mask_database_url, parse_database_url
 from q2api.accounts.secret_box import SecretBox
 from q2api.amazonq.account_proxies import check_proxy_url
+from q2api.amazonq.hosts import parse_override, write_override
 
 T = TypeVar("T")
 Number_ = TypeVar("Number_", int, float)
@@ -83,6 +84,25 @@ class ProxyUrl:
 
     def write(self, value: str | None) -> str:
         return value or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class HostOverride:
+    """Empty (each account's hosts are derived), one URL, or a comma-separated ordered list of URLs, each
+    optionally `kind=URL` (q2api.amazonq.hosts). Kept as written, normalised; checked here."""
+
+    accepts: str = (
+        "empty, an http(s) URL, or a comma-separated ordered list of them (`runtime=URL` names a host's kind)"
+    )
+
+    def __call__(self, name: str, raw: str) -> str:
+        try:
+            return write_override(parse_override(raw))
+        except ValueError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
+
+    def write(self, value: str) -> str:
+        return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,7 @@ from q2api.settings.parsers import (
     FernetKeys,
     Flag,
     HostList,
+    HostOverride,
     ModelMap,
     Number,
     OptionalDirectory,
@@ -186,12 +187,20 @@ class Settings:
     # -- Amazon Q endpoints and retries --------------------------------------------------
     endpoint: str = setting(
         "AMAZONQ_ENDPOINT",
-        Url(),
-        default=DEFAULT_ENDPOINT,
+        HostOverride(),
+        default="",
         group=Group.UPSTREAM,
         description="""
-            The `GenerateAssistantResponse` endpoint (eu-central-1:
-            `https://q.eu-central-1.amazonaws.com/`).""",
+            Where `GenerateAssistantResponse` calls go. Empty (the default): each account's ordered
+            hosts follow from its login kind and region — social logins
+            `runtime.<region>.kiro.dev`, then `q.<region>.amazonaws.com`, then (us-east-1)
+            `codewhisperer.us-east-1.amazonaws.com`; IdC / Builder ID logins `q.<region>` first and
+            `runtime.<region>` last; API keys `q.<region>` then `runtime.<region>`. A host that
+            answers 401/403/404 or cannot be reached rests for that account (1 minute, doubling
+            up to 30) and the request moves to the next one. One URL (e.g.
+            `https://q.eu-central-1.amazonaws.com/`) or a comma-separated ordered list overrides
+            the list for every account; `runtime=https://…` names the kind of a host whose name
+            does not say it.""",
     )
     oidc_endpoint: str = setting(
         "AMAZONQ_OIDC_ENDPOINT",
@@ -224,6 +233,24 @@ class Settings:
         description="""
             Consecutive upstream failures (5xx, unreachable, refresh failures; not the client's own
             bad requests) after which an account rests for 5 minutes; `0` = never.""",
+    )
+    account_max_inflight: int = setting(
+        "Q2API_ACCOUNT_MAX_INFLIGHT",
+        Number(int, 1),
+        default=8,
+        group=Group.UPSTREAM,
+        description="""
+            Requests one account may have in flight at once (peers report 5–8 as what Amazon Q
+            tolerates). A request that finds every eligible account full waits up to
+            `Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS` for a slot on the least busy one, then gets the
+            door's overloaded error (Claude 529, OpenAI 503) with `retry-after`. Counted per worker.""",
+    )
+    account_inflight_wait_seconds: float = setting(
+        "Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS",
+        Number(float, 0, unit="seconds"),
+        default=10.0,
+        group=Group.UPSTREAM,
+        description="How long a request waits for a free in-flight slot before the overloaded error.",
     )
     # -- account store -------------------------------------------------------------------
     data_dir: Path = setting(
@@ -276,6 +303,17 @@ class Settings:
         default=32 * 1024 * 1024,
         group=Group.CONVERSION,
         description="Largest accepted request body (32 MiB); larger ones get 413.",
+    )
+    upstream_max_request_bytes: int = setting(
+        "Q2API_UPSTREAM_MAX_REQUEST_BYTES",
+        Number(int, 1024, unit="bytes"),
+        default=6_340_000,
+        group=Group.CONVERSION,
+        description="""
+            Largest Amazon Q request the gateway sends (the converted conversation, encoded). A
+            larger one is answered 400 `prompt is too long: …` naming its size and this limit, so
+            Claude Code compacts the conversation instead of meeting an opaque upstream failure.
+            The default is the largest body peers saw Amazon Q accept (6.34 MB; 7.34 MB failed).""",
     )
     loop_mode: LoopMode = setting(
         "Q2API_LOOP_MODE",
@@ -380,6 +418,17 @@ class Settings:
         group=Group.STREAMING,
         description="Seconds Amazon Q may stay silent between two parts of a reply.",
     )
+    upstream_keepalive_seconds: float = setting(
+        "Q2API_UPSTREAM_KEEPALIVE_SECONDS",
+        Number(float, 0, above=True, unit="seconds"),
+        default=300.0,
+        group=Group.STREAMING,
+        description="""
+            How long an idle connection to Amazon Q is kept for the next request. Amazon Q drops
+            silent connections after 200–400 s and a new TLS handshake costs a few hundred
+            milliseconds, so a user's next turn minutes later reuses the connection of the last
+            one; at least 180 is advised.""",
+    )
     # -- transport limits (per worker) ---------------------------------------------------
     max_header_bytes: int = setting(
         "Q2API_MAX_HEADER_BYTES",
@@ -434,10 +483,11 @@ class Settings:
         group=Group.TRANSPORT,
         flag_metavar=COUNT,
         description="""
-            Most open client connections, and requests in progress, per worker; beyond it, 503. 0 =
-            from the worker's open-file limit, which `q2api serve` first raises to its hard limit: a
-            stream holds two sockets (client and Amazon Q), and 64 files are kept for the rest, so
-            `ulimit -n` 1024 gives 480 and 65536 gives 32736. Start-up logs the figure.""",
+            Most open client connections, and requests in progress, per worker (0: half the
+            open-file limit, less 64). Beyond it, 503. With 0, the figure follows the worker's
+            open-file limit, which `q2api serve` first raises to its hard limit: a stream holds two
+            sockets (client and Amazon Q), and 64 files are kept for the rest, so `ulimit -n` 1024
+            gives 480 and 65536 gives 32736. Start-up logs the figure.""",
     )
     # -- models and credits ---------------------------------------------------------------
     model_map: Mapping[str, str] = setting(

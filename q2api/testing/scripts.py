@@ -10,6 +10,7 @@ floor the gateway's benchmarks are measured against.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 
 import orjson
@@ -329,9 +330,14 @@ def service_unavailable() -> ErrorReply:
     )
 
 
+# What travels in the user's message besides the user's words — Claude Code's reminders, and the
+# system prompt the gateway moves there (q2api.conversion.system_context) — the echo leaves out.
+_REMINDER = re.compile(r"<(system-reminder|system_message)>.*?</\1>", re.DOTALL)
+
+
 def echo_reply(request_body: object) -> StreamReply:
     """The default reply: says plainly that it is simulated and quotes the user's message."""
-    said = current_user_text(request_body)
+    said = " ".join(_REMINDER.sub(" ", current_user_text(request_body)).split())
     text = "This reply comes from q2api's simulated Amazon Q upstream (no real model was called)."
     if said:
         text += f" You said: {said[:200]}"

@@ -26,6 +26,11 @@ closing frames of :mod:`q2api.testing.simulated_accounting` — token usage with
 computed from the request's cache points, credits, context use — after its own frames (off by
 default: scripted replies then stay exactly as scripted).
 
+`await sim.add_host(HostRules.runtime())` adds an address with the rules of one of the 2026 hosts
+(:mod:`q2api.testing.simulated_hosts`: token kinds it refuses, a required profile, legacy fields
+refused); `ssl_context` makes every address speak TLS, and `connections_seen` counts the client
+connections (handshakes) it accepted.
+
 It records every request, knows which access tokens it has issued (with
 `check_tokens=True` others get the real 403 "bearer token invalid"), and counts
 streams, disconnects and open connections so a test can see that a client
@@ -41,6 +46,7 @@ import asyncio
 import collections
 import dataclasses
 import itertools
+import ssl
 import threading
 import time
 import uuid
@@ -53,6 +59,7 @@ from aiohttp import web
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_accounting import SimulatedAccounting
+from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
 from q2api.testing.simulated_reasoning import SimulatedReasoning, reasoning_frames, wants_reasoning
@@ -79,6 +86,7 @@ class RecordedRequest:
     body: Any  # the parsed JSON body (None if it was not JSON)
     raw: bytes
     received_at: float  # time.monotonic()
+    port: int = -1  # the local port it came in on: which simulated host (add_host) it reached
 
     @property
     def access_token(self) -> str | None:
@@ -96,9 +104,17 @@ class SimulatedUpstream:
         token_lifetime: int = 3600,
         rotate_refresh_tokens: bool = False,
         refresh_delay: float = 0.0,
+        ssl_context: ssl.SSLContext | None = None,
+        keepalive_timeout: float = 75.0,
     ) -> None:
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context  # TLS on every port (a self-signed certificate: q2api.testing.tls)
+        self.keepalive_timeout = keepalive_timeout  # an idle client connection is closed after this
+        # Extra hosts (add_host): local port -> the rules of the host behind it.
+        self.host_rules: dict[int, HostRules] = {}
+        # Client connections seen (their peer addresses): with TLS each one is one handshake.
+        self.connections_seen: set[tuple[Any, ...]] = set()
         self.check_tokens = check_tokens
         self.token_lifetime = token_lifetime
         self.rotate_refresh_tokens = rotate_refresh_tokens
@@ -117,6 +133,8 @@ class SimulatedUpstream:
 
         # access token -> the refresh token it was issued for, so each account can see its own catalogue
         self.token_accounts: dict[str, str] = {}
+        # access token -> "social" (Kiro refresh) or "idc" (OIDC): which hosts refuse it (A8.3)
+        self.token_kinds: dict[str, str] = {}
         self.services = SimulatedServices(self.token_accounts, self._token_accepted)
         self.api_keys = self.services.api_keys
         self.mcp = SimulatedMcp(self._token_accepted, self.api_keys)
@@ -155,12 +173,24 @@ class SimulatedUpstream:
         app.router.add_post("/mcp", self.mcp.handle)
         # handler_cancellation: a client disconnect cancels the handler at once,
         # which is how the simulator notices it even in the middle of a pause.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, keepalive_timeout=self.keepalive_timeout
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024, ssl_context=self.ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
+
+    async def add_host(self, rules: HostRules) -> HostRules:
+        """One more address of this upstream, answering by `rules` (q2api.testing.simulated_hosts)."""
+        assert self._runner is not None, "start the simulator first"
+        site = web.TCPSite(self._runner, self.host, 0, backlog=1024, ssl_context=self.ssl_context)
+        await site.start()
+        rules.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        rules.url = f"{self._scheme}://{self.host}:{rules.port}/"
+        self.host_rules[rules.port] = rules
+        return rules
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -181,8 +211,12 @@ class SimulatedUpstream:
     # -- addresses ------------------------------------------------------------
 
     @property
+    def _scheme(self) -> str:
+        return "https" if self.ssl_context is not None else "http"
+
+    @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self._scheme}://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -262,6 +296,9 @@ class SimulatedUpstream:
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         record = await _record(request)
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        if isinstance(peer, tuple):
+            self.connections_seen.add(peer)
         target = request.headers.get("X-Amz-Target", "")
         token = bearer_of(record.headers, self.api_keys)
         if target.startswith(SERVICE_TARGET_PREFIX):
@@ -269,8 +306,12 @@ class SimulatedUpstream:
             return self.services.answer(AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, token)
         self.requests.append(record)
         account = self.token_accounts.get(token or "", "sim")
-        if not self._token_accepted(token):
-            reply: Reply = scripts.bearer_invalid()
+        rules = self.host_rules.get(record.port)
+        refusal = rules.refusal(record.body, self._token_kind(record)) if rules is not None else None
+        if refusal is not None:
+            reply: Reply = refusal
+        elif not self._token_accepted(token):
+            reply = scripts.bearer_invalid()
         elif self.require_profile and not (isinstance(record.body, dict) and record.body.get("profileArn")):
             reply = scripts.http_error(400, None, "profileArn is required for this request.", header=False)
         else:
@@ -299,6 +340,11 @@ class SimulatedUpstream:
                 schema = entry.get("additionalModelRequestFieldsSchema")
                 return schema if isinstance(schema, dict) else None
         return None
+
+    def _token_kind(self, record: RecordedRequest) -> str | None:
+        if any(name.lower() == "tokentype" and value.upper() == "API_KEY" for name, value in record.headers.items()):
+            return "api_key"
+        return self.token_kinds.get(record.access_token or "")
 
     def _token_accepted(self, access_token: str | None) -> bool:
         if access_token == KEY_WITHOUT_TOKEN_TYPE:
@@ -423,6 +469,7 @@ class SimulatedUpstream:
     def _issue(self, old_refresh_token: str, *, kiro: bool) -> dict[str, Any]:
         access_token = self.issue_access_token()
         self.token_accounts[access_token] = old_refresh_token
+        self.token_kinds[access_token] = "social" if kiro else "idc"
         document: dict[str, Any] = {
             "accessToken": access_token,
             "tokenType": "Bearer",
@@ -496,13 +543,18 @@ class SimulationThread:
         self.stop()
 
 
+def _local_port(request: web.Request) -> int:
+    sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    return sockname[1] if isinstance(sockname, tuple) else -1
+
+
 async def _record(request: web.Request) -> RecordedRequest:
     raw = await request.read()
     try:
         body = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
         body = None
-    return RecordedRequest(request.path, dict(request.headers), body, raw, time.monotonic())
+    return RecordedRequest(request.path, dict(request.headers), body, raw, time.monotonic(), _local_port(request))
 
 
 def _request_id() -> dict[str, str]:

@@ -131,6 +131,13 @@ def map_upstream_exception(
             context_window=context_window,
             retry_after=exc.retry_after,
         )
+    if isinstance(exc, upstream.RequestTooLarge):
+        too_long = prompt_too_long(input_tokens, context_window)
+        return AnthropicError(400, f"{too_long.message} ({exc})")
+    if isinstance(exc, upstream.AccountsBusy):
+        return AnthropicError(
+            529, str(exc), error_type="overloaded_error", headers={"retry-after": str(exc.retry_after)}
+        )
     if isinstance(exc, upstream.ModelNotServed):
         return AnthropicError(404, str(exc), error_type="not_found_error")
     if isinstance(exc, upstream.UpstreamTimeout):

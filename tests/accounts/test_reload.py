@@ -115,3 +115,25 @@ async def test_a_worker_alone_keeps_its_used_up_credits_rest_across_ticks_and_te
     assert [view.health for view in pool.health()] == ["quota_exhausted"]
     assert not [line for line in logs.lines if "another worker" in line.message or "rests no more" in line.message]
     assert [line.level for line in logs.lines if "rests" in line.message] == ["WARNING"]  # one line, one event
+
+
+async def test_a_worker_alone_is_never_told_its_own_earlier_rest_is_another_workers(tmp_path: Path) -> None:
+    from q2api.amazonq.errors import FailureKind
+    from tests.support.gateway_harness import capture_logs
+
+    store = SqliteAccountStore(tmp_path)
+    account = await store.add(auth_method="social", refresh_token="r1", label="one")
+    pool, reloader = worker(store)
+    pool.failure_limit = 1
+    await reloader.tick()
+    with capture_logs() as logs:
+        pool.report_failure(account.id, None)  # Amazon Q unreachable: rests FAILURE_COOLDOWN (300 s)
+        await reloader.tick()
+        pool.report_failure(account.id, FailureKind.THROTTLED, retry_after=10)  # newer, and shorter
+        for _ in range(3):
+            await reloader.tick()
+    [view] = pool.health()
+    assert view.health == "throttled" and view.resting_for <= 10  # the newer rest holds
+    assert not [
+        line for line in logs.lines if "another worker" in line.message or "in the account store" in line.message
+    ]

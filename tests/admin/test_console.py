@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from q2api.admin.console_routes import CONSOLE_DIR, CONTENT_SECURITY_POLICY
+from q2api.admin.console_routes import CONSOLE_DIR, CONSOLE_OFF_PAGE, CONTENT_SECURITY_POLICY
 from tests.support.gateway_harness import ADMIN_KEY, Gateway, open_gateway
 
 ASSETS = sorted(path.name for path in CONSOLE_DIR.iterdir() if path.name != "index.html")
@@ -31,10 +31,23 @@ def assert_strict(response: httpx2.Response) -> None:
 
 async def test_without_an_admin_key_the_console_does_not_exist(gw: Gateway) -> None:
     async with gw.http() as http:
-        for path in ("/console", "/console/app.js", "/console/app.css"):
+        for path in ("/console/app.js", "/console/app.css", "/admin/api/accounts"):
             response = await http.get(path)
             assert response.status_code == 404, path
             assert response.json()["error"]["type"] == "not_found_error"
+
+
+async def test_without_an_admin_key_the_console_page_says_how_to_turn_it_on_and_nothing_else(gw: Gateway) -> None:
+    async with gw.http() as http:
+        response = await http.get("/console")
+    assert response.status_code == 404  # still nothing there
+    assert response.headers["content-type"].startswith("text/html")
+    assert_strict(response)
+    assert "Q2API_ADMIN_KEY" in response.text and "restart" in response.text
+    # Nothing about this gateway: a fixed page (no account, model, URL, version), and no script.
+    assert response.text == CONSOLE_OFF_PAGE
+    for revealing in ("claude", "http", "<script", "127.0.0.1"):
+        assert revealing not in response.text.lower(), revealing
 
 
 @pytest.fixture

@@ -341,7 +341,7 @@ async def test_many_concurrent_streams_share_one_session(tmp_path: Path, sim, se
 
 async def test_no_account_configured(tmp_path: Path, sim, session) -> None:
     client = make_client(AccountPool([]), sim, session)
-    with pytest.raises(NoAccountConfigured, match="q2api accounts add"):
+    with pytest.raises(NoAccountConfigured, match="q2api accounts import"):
         async with client.open_stream(PAYLOAD):
             pass
     assert sim.requests == []

@@ -47,8 +47,8 @@ class DemoServer:
     def exports(self) -> dict[str, str]:
         return {m["name"]: m["value"] for line in self.out if (m := EXPORT.match(line.rstrip("\n")))}
 
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
+    def stop(self, signum: int = signal.SIGINT) -> int:
+        self.proc.send_signal(signum)
         return self.proc.wait(timeout=30)
 
 
@@ -91,6 +91,11 @@ def test_demo_serve_prints_lines_that_real_sdk_clients_work_with_and_stops_clean
     stderr = "".join(demo_server.err)
     assert "Traceback" not in stderr
     assert "POST /v1/messages" in stderr  # the request log is on, so the user sees each request
+
+
+def test_demo_serve_stops_cleanly_on_sigterm_too(demo_server):
+    assert demo_server.stop(signal.SIGTERM) == 0
+    assert "q2api demo: stopped." in "".join(demo_server.err)
 
 
 def test_demo_port_without_serve_is_a_usage_error(tmp_path):

@@ -90,3 +90,52 @@ def test_a_refresh_token_on_the_command_line_gets_a_warning(tmp_path, monkeypatc
     monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", SECRET)
     assert main(["accounts", "add", "--label", "env", "--no-verify"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("admin_key", ["admin-key-for-the-console-test", None])
+def test_serve_says_where_the_console_is_or_how_to_turn_it_on(tmp_path, admin_key) -> None:
+    import re
+    import urllib.request
+
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ENV_VARIABLES and not key.startswith(("Q2API_", "AMAZONQ_"))
+    }
+    env.update({"Q2API_DATA_DIR": str(tmp_path / "data"), "NO_PROXY": "127.0.0.1"})
+    if admin_key:
+        env["Q2API_ADMIN_KEY"] = admin_key
+    process = subprocess.Popen(
+        [sys.executable, "-m", "q2api", "serve", "--port", str(_free_port())],
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = []
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if "Uvicorn running on" in line:
+                break
+        [console] = [line for line in lines if "console: " in line]
+        if admin_key is None:
+            assert "console: off (set Q2API_ADMIN_KEY" in console
+            return
+        url = re.search(r"console: (http://127\.0\.0\.1:\d+/console) \(sign in with Q2API_ADMIN_KEY\)", console)
+        assert url, console
+        with urllib.request.urlopen(url[1], timeout=10) as page:
+            assert page.status == 200 and b"q2api console" in page.read()
+        assert admin_key not in "".join(lines)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

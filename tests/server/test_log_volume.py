@@ -53,13 +53,16 @@ async def test_console_polls_of_the_admin_api_are_debug_lines(tmp_path: Path) ->
             with capture_logs() as logs:
                 for path in ("/admin/api/accounts", "/admin/api/activity", "/console", "/console/app.js"):
                     assert (await http.get(path)).status_code == 200, path
+                # Claude Code's connectivity probe at each start: a 404 it expects, not news.
+                assert (await http.head("/api/hello")).status_code == 404
                 patched = await http.patch("/admin/api/accounts/env", json={"label": "renamed"})
                 assert patched.status_code == 200, patched.text
-    request_lines = [line for line in logs.lines if line.message.startswith(("GET ", "PATCH "))]
+    request_lines = [line for line in logs.lines if line.message.startswith(("GET ", "PATCH ", "HEAD "))]
     assert {line.message: line.level for line in request_lines} == {
         "GET /admin/api/accounts": "DEBUG",
         "GET /admin/api/activity": "DEBUG",
         "GET /console": "DEBUG",
         "GET /console/app.js": "DEBUG",
+        "HEAD /api/hello": "DEBUG",
         "PATCH /admin/api/accounts/env": "INFO",  # a change stays visible
     }

@@ -28,6 +28,9 @@ async def test_a_gateway_without_accounts_does_not_log_that_it_is_ready(tmp_path
     [startup] = [line for line in logs.lines if "not ready" in line.message]
     assert startup.level == "WARNING"
     assert reason in startup.message  # the same words as /readyz
+    assert "q2api accounts import" in startup.message and "q2api login" in startup.message  # what to do
+    # One event, one line: nothing else says there is no account.
+    assert [line.message for line in logs.lines if "no Amazon Q account" in line.message] == [startup.message]
 
 
 async def test_an_account_resting_after_throttling_still_serves_and_readyz_says_ready(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ function buildRow(id) {
     enabled: el("input", { type: "checkbox", role: "switch", className: "switch" }),
     enabledText: el("span", { className: "switch-text" }),
     expiry: el("span"),
-    creditsText: el("span"),
+    creditsText: el("span", { className: "nowrap" }),
     creditsBar: el("progress", { className: "credits", max: "1", value: "0" }),
     creditsReset: el("span", { className: "muted small" }),
     requests: el("span"),
@@ -106,10 +106,12 @@ function buildRow(id) {
     cell("Health", "", stack(c.badge, c.reason)),
     cell("Enabled", "nowrap", el("label", { className: "switch-label" }, c.enabled, c.enabledText)),
     cell("Token expires", "nowrap", c.expiry),
-    cell("Credits", "nowrap", stack(c.creditsText, c.creditsBar, c.creditsReset)),
+    // The plan and reset date wrap: unbroken, they pushed the actions out of a 1280 px window.
+    cell("Credits", "credits-cell", stack(c.creditsText, c.creditsBar, c.creditsReset)),
     cell("Requests", "nowrap", stack(c.requests, c.failures)),
     cell("Last error", "", c.lastError),
-    cell("Actions", "actions", refresh, rename, remove),
+    // The buttons wrap onto a second line rather than leave the window when the table is tight.
+    cell("Actions", "actions", el("div", { className: "action-buttons" }, refresh, rename, remove)),
   );
   return entry;
 }

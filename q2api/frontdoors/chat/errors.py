@@ -17,8 +17,9 @@ from typing import Any
 from q2api.anthropic.errors import AnthropicError
 from q2api.openai.errors import OpenAIError
 
-# The Anthropic API's context-overflow message (translation.error_mapping.prompt_too_long writes it).
-_PROMPT_TOO_LONG = re.compile(r"^prompt is too long: \d+ tokens > \d+ maximum$")
+# The Anthropic API's context-overflow message (translation.error_mapping.prompt_too_long writes it), with
+# the gateway's own reason in parentheses when it refused a request over the upstream's size limit.
+_PROMPT_TOO_LONG = re.compile(r"^prompt is too long: \d+ tokens > \d+ maximum(?: \([^()]*\))?$")
 _OVERLOADED = 529
 _CLIENT_STATUS = {_OVERLOADED: 503}
 # Claude error types inside a broken stream → the OpenAI `type` of the error chunk.

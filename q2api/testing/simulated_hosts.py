@@ -1,0 +1,90 @@
+"""The simulated upstream's extra hosts: the same Amazon Q behind several addresses, each with the rules
+one of the 2026 hosts keeps (docs/protocol.md#hosts).
+
+`await sim.add_host(HostRules.runtime())` listens on one more loopback port of the same server (the
+same scripts, tokens and records); what a request to that port breaks of its rules is answered the
+way the real host answers it, before the request reaches the script:
+
+* a token kind the host refuses → 403 "The bearer token included in the request is invalid.";
+* no `profileArn` where the host requires one → 400 "profileArn is required for this request.";
+* a legacy field (top-level `agentMode` / `systemPrompt`, `conversationState.agentContinuationId` /
+  `agentTaskType`) → 400 "Improperly formed request." with reason `REQUEST_BODY_INVALID`.
+
+`gone_url()` is an address nothing listens on: connecting is refused, as with a host taken down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from typing import Any
+
+import orjson
+
+from q2api.testing import scripts
+from q2api.testing.scripts import ErrorReply
+
+LEGACY_TOP_LEVEL = ("agentMode", "systemPrompt")
+LEGACY_STATE = ("agentContinuationId", "agentTaskType")
+
+
+@dataclasses.dataclass
+class HostRules:
+    """What one simulated host refuses, and what it saw."""
+
+    kind: str = "other"  # the `kind=` a gateway's AMAZONQ_ENDPOINT gives it (q2api.amazonq.hosts.HostKind)
+    refuses_token_kinds: frozenset[str] = frozenset()  # "social", "idc", "api_key"
+    requires_profile: bool = False
+    rejects_legacy_fields: bool = False
+    port: int = 0
+    url: str = ""
+    served: int = 0  # requests that passed its rules
+    refused: int = 0
+
+    @classmethod
+    def runtime(cls, refuses: frozenset[str] = frozenset({"idc", "api_key"})) -> HostRules:
+        """`runtime.<r>.kiro.dev`: social tokens with their profile only, no legacy fields (A8.3, A8.4)."""
+        return cls(kind="runtime", refuses_token_kinds=refuses, requires_profile=True, rejects_legacy_fields=True)
+
+    @classmethod
+    def legacy_q(cls) -> HostRules:
+        """`q.<r>.amazonaws.com`: every token kind (A8.3)."""
+        return cls(kind="q")
+
+    @property
+    def override_entry(self) -> str:
+        """This host as an AMAZONQ_ENDPOINT entry."""
+        return f"{self.kind}={self.url}" if self.kind != "other" else self.url
+
+    def refusal(self, body: Any, token_kind: str | None) -> ErrorReply | None:
+        """The host's answer to a request that breaks its rules; None when it may be served."""
+        reply = self._check(body if isinstance(body, dict) else {}, token_kind)
+        if reply is None:
+            self.served += 1
+        else:
+            self.refused += 1
+        return reply
+
+    def _check(self, body: dict[str, Any], token_kind: str | None) -> ErrorReply | None:
+        if token_kind in self.refuses_token_kinds:
+            return scripts.bearer_invalid()
+        if self.requires_profile and not body.get("profileArn"):
+            return _refusal(400, {"message": "profileArn is required for this request.", "reason": None})
+        state = body.get("conversationState")
+        legacy_state = isinstance(state, dict) and any(field in state for field in LEGACY_STATE)
+        if self.rejects_legacy_fields and (legacy_state or any(field in body for field in LEGACY_TOP_LEVEL)):
+            return _refusal(400, {"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"})
+        return None
+
+
+def gone_url(host: str = "127.0.0.1") -> str:
+    """A URL on a loopback port nothing listens on (taken from the OS, then let go): connecting is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port = probe.getsockname()[1]
+    return f"http://{host}:{port}/"
+
+
+def _refusal(status: int, document: dict[str, Any]) -> ErrorReply:
+    """The body exactly as A8.4 quotes it (no error type: the runtime host sends none)."""
+    return ErrorReply(status, orjson.dumps(document), {"Content-Type": "application/json"})
