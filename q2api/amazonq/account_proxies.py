@@ -83,8 +83,11 @@ class _AccountProxyConnector(ProxyConnector):
 class AccountProxies:
     """The direct session, and one session per account proxy (call inside the running loop)."""
 
-    def __init__(self, direct: aiohttp.ClientSession) -> None:
+    def __init__(self, direct: aiohttp.ClientSession, *, keepalive_seconds: float | None = None) -> None:
+        """`keepalive_seconds`: how long an idle tunnel stays pooled, as the direct session's connections do
+        (Q2API_UPSTREAM_KEEPALIVE_SECONDS); None: aiohttp's default."""
         self.direct = direct
+        self._keepalive = {} if keepalive_seconds is None else {"keepalive_timeout": keepalive_seconds}
         self._sessions: dict[str, aiohttp.ClientSession] = {}
 
     def session_for(self, proxy_url: str | None) -> aiohttp.ClientSession:
@@ -94,7 +97,7 @@ class AccountProxies:
         session = self._sessions.get(proxy_url)
         if session is None or session.closed:
             # limit=0 as in the direct session: the 101st concurrent stream opens a connection instead of queueing.
-            connector = _AccountProxyConnector.from_url(proxy_url, limit=0, ttl_dns_cache=300)
+            connector = _AccountProxyConnector.from_url(proxy_url, limit=0, ttl_dns_cache=300, **self._keepalive)
             session = self._sessions[proxy_url] = aiohttp.ClientSession(
                 connector=connector,
                 trust_env=False,

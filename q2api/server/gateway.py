@@ -77,7 +77,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
     """Build the gateway, serve while the block runs, and close every part in reverse order."""
     async with contextlib.AsyncExitStack() as stack:
         session = await stack.enter_async_context(upstream_session(settings.upstream_keepalive_seconds))
-        proxies = AccountProxies(session)
+        proxies = AccountProxies(session, keepalive_seconds=settings.upstream_keepalive_seconds)
         stack.push_async_callback(proxies.close)
         store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
         stack.push_async_callback(store.close)

@@ -30,6 +30,10 @@ async def test_the_environment_account_reaches_amazon_q_through_its_socks5_proxy
         with capture_logs() as logs:
             async with running_gateway(settings) as url, sdk(url) as client:
                 assert "through the tunnel" in await ask(client, "through the tunnel")
+                opened = len(proxy.tunnels)
+                for turn in range(3):  # the next turns reuse a pooled tunnel: no new proxy handshake
+                    assert f"turn {turn}" in await ask(client, f"turn {turn}")
+                assert len(proxy.tunnels) == opened
         sent = bytes(proxy.sent)
         assert proxy.tunnels and set(proxy.tunnels) == {f"127.0.0.1:{sim.port}"}
         assert CHAT_TARGET in sent  # the chat call
