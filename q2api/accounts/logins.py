@@ -23,7 +23,8 @@ from q2api.accounts.device_login import (
 from q2api.accounts.records import Account, LoginStatus
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
-from q2api.amazonq.profiles import api_region, resolve_profile
+from q2api.amazonq.hosts import api_region
+from q2api.amazonq.profiles import resolve_profile
 
 
 def new_login_id() -> str:

@@ -27,9 +27,9 @@ import orjson
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.bearer import authorization_headers
 from q2api.amazonq.errors import UpstreamHTTPError, parse_error_reply
+from q2api.amazonq.hosts import API_REGIONS, api_region, management_url
 
 TARGET = "AmazonCodeWhispererService.ListAvailableProfiles"
-PROFILE_REGIONS = ("us-east-1", "eu-central-1")  # the API regions; the Q CLI's two built-in endpoints
 PAGE_SIZE = 50
 MAX_PAGES = 10  # a service that hands out next tokens forever must not keep us paging forever
 _AWS_NAMES = (".amazonaws.com", ".kiro.dev")
@@ -60,16 +60,6 @@ class ProfileLookup:
         return self.profile.arn if self.profile else None
 
 
-def api_region(region: str | None) -> str:
-    """The API region of an SSO region, as Kiro's clients map them: every `eu-*` → eu-central-1, any
-    other → us-east-1 (docs/protocol.md#hosts; a profile lives in an API region)."""
-    return "eu-central-1" if (region or "").strip().lower().startswith("eu-") else "us-east-1"
-
-
-def management_url(region: str) -> str:
-    return f"https://management.{region}.kiro.dev/"
-
-
 def profile_hosts(endpoints: Sequence[str]) -> tuple[str, ...]:
     """Where to ask: the management hosts of both API regions, unless the gateway is pointed elsewhere.
 
@@ -77,7 +67,7 @@ def profile_hosts(endpoints: Sequence[str]) -> tuple[str, ...]:
     is asked itself, as it stands in for every Amazon Q host.
     """
     own = tuple(url for url in endpoints if not (urlsplit(url).hostname or "").endswith(_AWS_NAMES))
-    return own or tuple(management_url(region) for region in PROFILE_REGIONS)
+    return own or tuple(management_url(region) for region in API_REGIONS)  # the Q CLI asks both too
 
 
 async def resolve_profile(
