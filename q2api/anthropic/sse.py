@@ -18,45 +18,23 @@ from q2api.anthropic.events import StreamEvent
 
 PING_EVENT: dict[str, str] = {"type": "ping"}
 
-_dumps = orjson.dumps
-_SEPARATOR = b"\n\n"
-_PREFIXES: dict[str, bytes] = {}
-
-
-def _prefix(event_type: str) -> bytes:
-    prefix = _PREFIXES.get(event_type)
-    if prefix is None:
-        if "\n" in event_type or "\r" in event_type:
-            raise ValueError(f"SSE event type {event_type!r} contains a line break")
-        prefix = _PREFIXES[event_type] = f"event: {event_type}\ndata: ".encode()
-    return prefix
-
 
 def encode_sse_event(event: Mapping[str, Any]) -> bytes:
-    return _prefix(event["type"]) + _dumps(event) + _SEPARATOR
+    event_type: str = event["type"]
+    if "\n" in event_type or "\r" in event_type:
+        raise ValueError(f"SSE event type {event_type!r} contains a line break")
+    return b"event: " + event_type.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
 def encode_sse(events: Iterable[Mapping[str, Any]]) -> bytes:
     """Encode a batch of events into one chunk."""
-    prefixes = _PREFIXES
-    parts: list[bytes] = []
-    append = parts.append
-    for event in events:
-        event_type = event["type"]
-        prefix = prefixes.get(event_type)
-        append(prefix if prefix is not None else _prefix(event_type))
-        append(_dumps(event))
-        append(_SEPARATOR)
-    return b"".join(parts)
-
-
-_PING_BYTES = encode_sse_event(PING_EVENT)
+    return b"".join(map(encode_sse_event, events))
 
 
 class SseEncoder:
     """Claude stream events as the Anthropic SDKs read them (the streaming endpoint's encoder)."""
 
-    ping = _PING_BYTES
+    ping = encode_sse_event(PING_EVENT)
 
     def encode(self, events: Sequence[StreamEvent]) -> bytes:
         return encode_sse(events)

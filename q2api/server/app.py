@@ -31,7 +31,6 @@ from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
 from q2api.openai.shapes import model_list
 from q2api.server import metrics
 from q2api.server.cross_site import HostAllowList, require_json
-from q2api.server.direct_routes import DirectRoutesApp
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
 from q2api.server.readiness import readiness
@@ -89,7 +88,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
                     await surface.close()
 
     async def relayed(request: Request, door: FrontDoor) -> Response:
-        request_id = request.state.request_id  # given by DirectRoutesApp
+        request_id = request.state.request_id  # given by RequestIdMiddleware
         relay = gateway_of(request).relay
         try:
             admit(request)
@@ -186,16 +185,9 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
             error = AnthropicError(exc.status_code, str(exc.detail))
         return error_for(request, error)
 
-    # The front doors, served without Starlette's middleware and router (q2api.server.direct_routes);
-    # still routes too, so that their other methods get Starlette's 405.
-    front_doors = {
-        ("POST", "/v1/messages"): messages,
-        ("POST", CHAT_ROUTE): chat_completions,
-        ("POST", RESPONSES_ROUTE): responses.create,
-    }
-    app = DirectRoutesApp(
-        direct=front_doors,
-        error_response_for=door_error,
+    # The front doors' relay writes each request's log line and metrics itself (q2api.server.exchange_log).
+    self_logged = frozenset({("POST", "/v1/messages"), ("POST", CHAT_ROUTE), ("POST", RESPONSES_ROUTE)})
+    app = Starlette(
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
@@ -210,7 +202,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
             Route("/readyz", readyz, methods=["GET"]),
             *(route for surface in surfaces for route in surface.routes()),
         ],
-        middleware=[Middleware(RequestIdMiddleware, error_response_for=door_error)],
+        middleware=[Middleware(RequestIdMiddleware, error_response_for=door_error, self_logged=self_logged)],
         exception_handlers={
             AnthropicError: anthropic_error,
             HTTPException: http_error,

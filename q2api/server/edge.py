@@ -58,14 +58,20 @@ class RequestIdMiddleware:
     here too: its traceback is logged inside the request's log context, and the
     client gets the 500 envelope with `Connection: close`.
 
-    The two front doors' POST routes do not come through here: q2api.server.direct_routes
-    serves them with the same id, log context and bug answer, minus the send wrapper.
+    The front doors' POST routes (`self_logged`) write their request's line and metrics themselves
+    (q2api.server.exchange_log): here they get theirs only when a gateway bug is answered here.
     """
 
-    def __init__(self, app: ASGIApp, error_response_for: DoorErrorResponse | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        error_response_for: DoorErrorResponse | None = None,
+        self_logged: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
         self.app = app
         # The bug's 500 in the envelope of the door the request came through (default: Anthropic's).
         self._error_response_for = error_response_for or default_error_response_for
+        self._self_logged = self_logged  # (method, path) of the routes that write their own line
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,6 +93,7 @@ class RequestIdMiddleware:
             await send(message)
 
         method, path = scope["method"], scope["path"]
+        answered_here = False
         with logger.contextualize(request_id=request_id):
             try:
                 await self.app(scope, receive, send_with_id)
@@ -95,14 +102,15 @@ class RequestIdMiddleware:
                     # uvicorn closes a connection whose response was left unfinished.
                     log_gateway_bug(exc, method, path)
                     return
-                status = 500
+                status, answered_here = 500, True
                 await answer_gateway_bug(exc, scope, receive, send, self._error_response_for, request_id)
             finally:
-                level = "DEBUG" if _polled(method, path) else "INFO"
-                logger.bind(status=status).log(level, f"{method} {one_line(path)}")
-                metrics.observe_request(
-                    route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
-                )
+                if answered_here or (method, path) not in self._self_logged:  # else the route wrote its own
+                    level = "DEBUG" if _polled(method, path) else "INFO"
+                    logger.bind(status=status).log(level, f"{method} {one_line(path)}")
+                    metrics.observe_request(
+                        route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
+                    )
 
 
 def _polled(method: str, path: str) -> bool:

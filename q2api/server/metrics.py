@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -248,21 +246,9 @@ def count_conversion(normalizations: Mapping[str, int], findings: Iterable[tuple
     counts), and the (kind, severity) of every finding — one increment per kind, however many
     findings a long session's history repeats on every turn."""
     for kind, count in normalizations.items():
-        _normalization_counter(kind).inc(count)
+        NORMALIZATIONS.labels(kind).inc(count)
     for (kind, severity), count in collections.Counter(findings).items():
-        _finding_counter(kind, severity).inc(count)
-
-
-# The labelled children of the per-request counters, looked up once: a request counts several
-# kinds, and a label lookup costs more than the increment. Bounded: the kinds are an enumeration.
-@functools.cache
-def _normalization_counter(kind: str) -> Any:
-    return NORMALIZATIONS.labels(kind)
-
-
-@functools.cache
-def _finding_counter(kind: str, severity: str) -> Any:
-    return FINDINGS.labels(kind, severity)
+        FINDINGS.labels(kind, severity).inc(count)
 
 
 def count_tool_loop(kind: str, mode: str) -> None:

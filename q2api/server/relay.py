@@ -59,10 +59,11 @@ from q2api.settings import Settings
 # 30 MiB case: ~0.5 s on the loop otherwise). A 200 KB Claude Code turn stays on the loop, where a
 # thread hop would cost more than it saves.
 OFF_LOOP_BODY_BYTES = 1 << 20
-# Where each recent conversation's conversion stood, so that the history a client resends on
-# every turn is converted once (q2api.conversion.checkpoints). A checkpoint holds ~1.8x its
-# request in memory; 4 MiB of requests is ~20 Claude Code sessions of 200 KB in ~7 MB.
-CONVERSION_CHECKPOINTS = CheckpointStore(max_bytes=4 << 20)
+# The requests whose conversion checkpoints a relay keeps (q2api.conversion.checkpoints). A
+# checkpoint holds ~1.8x its request in memory; 4 MiB of requests is ~20 Claude Code sessions of
+# 200 KB in ~7 MB. They pay their way: a 1 MB Claude Code turn costs the gateway ~20 % more CPU
+# without them (BENCHMARKS.md, "Optimisations").
+CONVERSION_CHECKPOINT_BYTES = 4 << 20
 # Awaited once a reply has succeeded, before its last byte is sent (the Responses door stores the
 # response there, so that a client continuing it at once finds it).
 Finishing = Callable[[], Awaitable[None]]
@@ -87,10 +88,14 @@ class MessagesRelay:
         on_exchange_logged: Callable[[Exchange], None] | None = None,
         captures: Captures | None = None,
         searcher: WebSearcher | None = None,
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
         """`on_exchange_logged` is told about each request once its log line is written; `captures`
         writes the capture files of failed requests; `searcher` runs the web searches of requests
-        that offer Anthropic's web search tool."""
+        that offer Anthropic's web search tool; `checkpoints` keeps where each recent conversation's
+        conversion stood, so that the history a client resends on every turn is converted once
+        (default: a store of CONVERSION_CHECKPOINT_BYTES)."""
+        self.checkpoints = checkpoints if checkpoints is not None else CheckpointStore(CONVERSION_CHECKPOINT_BYTES)
         self._upstream = upstream
         self._searcher = searcher
         self._on_exchange_logged = on_exchange_logged
@@ -103,7 +108,7 @@ class MessagesRelay:
     # ------------------------------------------------------------ pure preparation
 
     def prepare(self, call: DoorCall, exchange: Exchange, recorder: CaptureRecorder | None = None) -> Prepared:
-        # Lines logged here carry the request id: DirectRoutesApp put it in the log context.
+        # Lines logged here carry the request id: RequestIdMiddleware put it in the log context.
         request = call.request
         exchange.record_request(request.model, stream=bool(request.stream))
         resolution = self._models.resolve(request.model)
@@ -111,7 +116,7 @@ class MessagesRelay:
         request = with_variant(clamp_max_tokens(request, model), resolution.variant)
         # One id per Claude Code session keeps Amazon Q's conversation stable across turns.
         session = session_conversation_id(request)
-        resume = CONVERSION_CHECKPOINTS.find(session, request.messages) if session else None
+        resume = self.checkpoints.find(session, request.messages) if session else None
         options = ConversionOptions(conversation_id=session or exchange.request_id, model=model)
         guarded = convert_guarded(request, options, self._loop_policy, self._trim_policy, resume)
         if recorder is not None:
@@ -126,13 +131,7 @@ class MessagesRelay:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
         if session and conversion.checkpoint is not None:
-            checked = resume.checked if resume else None  # the history entries the guard has already read
-            checkpoint = (
-                conversion.checkpoint
-                if invalid or guarded.trimmed
-                else conversion.checkpoint.checked_in(conversion.payload, checked)
-            )
-            CONVERSION_CHECKPOINTS.keep(session, checkpoint, exchange.request_bytes, replacing=resume)
+            self.checkpoints.keep(session, conversion.checkpoint, exchange.request_bytes, replacing=resume)
         log_conversion(
             call.claude_document,
             len(request.messages),

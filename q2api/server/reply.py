@@ -338,8 +338,6 @@ class Reply:
             self._tools_work.cancel()
         if self._opened is not None:
             self._opened.close()
-        if self._pump is not None:
-            self._pump.close()
         translator = self._translator
         for finding in translator.findings:
             logger.warning(f"reply finding: {finding}")

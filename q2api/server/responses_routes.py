@@ -93,7 +93,7 @@ class ResponsesRoutes:
     # ------------------------------------------------------------ POST /v1/responses
 
     async def create(self, request: Request) -> Response:
-        request_id = request.state.request_id  # given by DirectRoutesApp
+        request_id = request.state.request_id  # given by RequestIdMiddleware
         gateway = gateway_of(request)
         relay = gateway.relay
         try:

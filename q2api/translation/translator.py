@@ -214,17 +214,7 @@ class StreamTranslator:
         return [{"type": "message_start", "message": message}]
 
     def feed(self, frame: Frame) -> list[Event]:
-        headers = frame.headers
-        if self._blocks.open is _TEXT_OPEN and headers.get(":event-type") == "assistantResponseEvent":
-            # Hot path: more reply text while a text block is open (so we are streaming).
-            try:
-                content = _loads(frame.payload)["content"]
-            except (orjson.JSONDecodeError, TypeError, KeyError):
-                content = None  # the general path below reports or unwraps it
-            if type(content) is str and headers.get(":message-type") == "event":
-                out: list[Event] = []
-                self._on_text(content, out)
-                return out
+        """The events of one frame (the relay feeds whole reads to `feed_all`)."""
         if self.finished:
             return []
         out = self.start()
@@ -232,7 +222,7 @@ class StreamTranslator:
         return out
 
     def _feed_general(self, frame: Frame, out: list[Event]) -> bool:
-        """Any frame, without the text fast paths (their callers already tried them).
+        """Any frame (`feed_all` joins a read's reply texts before they get here).
 
         Returns whether the reply is finished now (an exception frame, a stop condition).
         """

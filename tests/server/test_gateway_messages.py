@@ -360,26 +360,28 @@ async def test_a_large_body_is_parsed_and_converted_off_the_event_loop(gw: Gatew
     assert on_event_loop == [True, False]
 
 
-async def test_the_next_turn_of_a_session_resumes_its_conversion_and_sends_the_same_body(gw: Gateway, monkeypatch):
+async def test_the_next_turn_of_a_session_resumes_its_conversion_and_sends_the_same_body(
+    gw: Gateway, tmp_path, monkeypatch
+):
     # Claude Code resends the whole conversation every turn: the gateway converts what it has seen
     # once (q2api.conversion.checkpoints), and what reaches Amazon Q is what a conversion from
-    # scratch would have sent.
+    # scratch — by a gateway that has never seen the session — would have sent.
     import orjson
 
     from q2api.conversion.checkpoints import CheckpointStore
-    from q2api.server import relay
     from tests.support.claude_code_request import claude_code_request
 
-    class RecordingStore(CheckpointStore):
-        def __init__(self) -> None:
-            super().__init__(max_bytes=1 << 24)
-            self.resumed_after: list[int | None] = []  # how many messages each request resumed after
+    resumed_after: dict[
+        CheckpointStore, list[int | None]
+    ] = {}  # each store: how many messages each request resumed after
+    find = CheckpointStore.find
 
-        def find(self, conversation_id, messages):
-            found = super().find(conversation_id, messages)
-            self.resumed_after.append(None if found is None else len(found.messages))
-            return found
+    def recording_find(store, conversation_id, messages):
+        found = find(store, conversation_id, messages)
+        resumed_after.setdefault(store, []).append(None if found is None else len(found.messages))
+        return found
 
+    monkeypatch.setattr(CheckpointStore, "find", recording_find)
     first = claude_code_request(size_kb=20)
     tool_use = {"type": "tool_use", "id": "toolu_ls", "name": "Bash", "input": {"command": "ls"}}
     tool_result = {"type": "tool_result", "tool_use_id": "toolu_ls", "content": "a.py"}
@@ -391,15 +393,18 @@ async def test_the_next_turn_of_a_session_resumes_its_conversion_and_sends_the_s
             {"role": "user", "content": [tool_result]},
         ],
     }
-    session, fresh = RecordingStore(), RecordingStore()
-    upstream_bodies = []
-    for body, store in ((first, session), (second, session), (second, fresh)):
-        monkeypatch.setattr(relay, "CONVERSION_CHECKPOINTS", store)
-        gw.sim.enqueue(scripts.text_reply("ok"))
-        async with gw.http() as http:
+
+    async def send(gateway: Gateway, body: dict[str, Any]) -> dict[str, Any]:
+        gateway.sim.enqueue(scripts.text_reply("ok"))
+        async with gateway.http() as http:
             response = await http.post("/v1/messages", content=orjson.dumps(body))
         assert response.status_code == 200, response.text
-        upstream_bodies.append(gw.sim.requests[-1].body)
-    assert session.resumed_after == [None, len(first["messages"])] and fresh.resumed_after == [None]
+        return gateway.sim.requests[-1].body
+
+    upstream_bodies = [await send(gw, first), await send(gw, second)]
+    async with open_gateway(tmp_path / "fresh") as fresh:
+        upstream_bodies.append(await send(fresh, second))
+    (session, session_finds), (_, fresh_finds) = resumed_after.items()
+    assert session_finds == [None, len(first["messages"])] and fresh_finds == [None]
     assert len(session) == 1  # the second turn's checkpoint took the place of the first's
     assert upstream_bodies[1] == upstream_bodies[2]

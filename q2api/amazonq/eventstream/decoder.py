@@ -31,15 +31,11 @@ from .frame import (
 _unpack_prelude = PRELUDE.unpack_from
 _unpack_uint32 = UINT32.unpack_from
 _crc32 = zlib.crc32
-# Distinct header sections seen in one stream are few (one per event type); values that vary
-# per frame (uuids, timestamps) would grow the memo without bound, so it is capped.
+# Parsed header sections, by their bytes: distinct ones in one stream are few (one per event
+# type), and parsing a text frame's three headers again costs ~6 µs, a fifth of the gateway's
+# CPU per relayed chunk (BENCHMARKS.md, "Optimisations"). Values that vary per frame (uuids,
+# timestamps) would grow the memo without bound, so it is capped.
 _HEADER_MEMO_LIMIT = 256
-
-# A frozen dataclass's generated __init__ goes through object.__setattr__ per field, which
-# doubles the cost of building a frame; the decoder's hot loop fills the slots directly.
-_new_object = object.__new__
-_set_frame_headers = Frame.__dict__["headers"].__set__
-_set_frame_payload = Frame.__dict__["payload"].__set__
 
 
 class EventStreamDecoder:
@@ -68,8 +64,7 @@ class EventStreamDecoder:
     def feed(self, data: bytes) -> list[Frame]:
         """Decode every whole frame completed by `data`; keep the rest for the next call."""
         # The hot path: one call per network read, often one frame per read, so no helper
-        # calls and no attribute lookups in the loop (module-level callables are cheap
-        # globals), and a frame's slots are filled directly (see _set_frame_headers).
+        # calls and no attribute lookups in the loop (module-level callables are cheap globals).
         if self._fault is not None:
             raise self._poisoned()
         pending = self._pending
@@ -107,11 +102,8 @@ class EventStreamDecoder:
             headers = memo.get(header_bytes)
             if headers is None:
                 headers = self._parse_and_memoise(header_bytes, pos, frames)
-            frame = _new_object(Frame)
             # Copy: the memoised dict is shared between frames, a consumer may mutate its own.
-            _set_frame_headers(frame, headers.copy())
-            _set_frame_payload(frame, data[headers_end : frame_end - 4])
-            frames.append(frame)
+            frames.append(Frame(headers.copy(), data[headers_end : frame_end - 4]))
             pos = frame_end
         if pos < end:
             pending += memoryview(data)[pos:]
