@@ -96,7 +96,7 @@ async def add_account(request: Request, gateway: Gateway) -> Response:
         store_in_background(gateway.store, new, verified)
         audit("add account", label=new.label, outcome="store_unavailable")
         detail = (
-            f"the refresh token works, but the account store is unavailable ({exc}): the verified tokens are kept"
+            f"the {'API key' if new.api_key else 'refresh token'} works, but the account store is unavailable ({exc}): the verified tokens are kept"
             " and the account is stored as soon as the store answers again"
         )
         return json_answer({"status": "pending", "label": new.label, "detail": detail}, 202)
