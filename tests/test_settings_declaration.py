@@ -32,6 +32,7 @@ from q2api.settings import (
     VARIABLES,
     Group,
     Settings,
+    SettingsError,
     load_settings,
 )
 from q2api.settings.__main__ import main as settings_main
@@ -226,15 +227,20 @@ def test_no_secret_value_reaches_the_repr_whatever_secret_is_set():
         "Q2API_DATABASE_URL": "postgresql://q2api:pw-SECRET-DB@db:5432/q2api",
         "Q2API_REDIS_URL": "redis://default:pw-SECRET-REDIS@redis:6379/0",
         "Q2API_SECRET_KEY": key,
+        "AMAZONQ_PROXY": "socks5://user:pw-SECRET-PROXY@proxy.lan:1080",
     }
     for variable in VARIABLES:
         if variable.secret and variable.name not in values:
             values[variable.name] = f"SECRET-{variable.name}"
+    # A Kiro API key is an environment account of its own (not beside a refresh token): its own load.
+    api_key = values.pop("AMAZONQ_API_KEY")
     settings = load_settings({**values, "AMAZONQ_CLIENT_ID": "visible-client-id"}, env_file=None)
+    key_settings = load_settings({"AMAZONQ_API_KEY": api_key}, env_file=None)
     for variable in VARIABLES:
         if variable.secret:
-            assert getattr(settings, variable.field), variable.name  # the value itself is there
-    shown = repr(settings)
+            chosen = key_settings if variable.name == "AMAZONQ_API_KEY" else settings
+            assert getattr(chosen, variable.field), variable.name  # the value itself is there
+    shown = repr(settings) + repr(key_settings)
     assert "SECRET" not in shown and key not in shown
     assert "visible-client-id" in shown  # only the secrets are masked
 
@@ -279,3 +285,26 @@ def test_without_auth_method_the_client_registration_decides_as_before():
         {"AMAZONQ_REFRESH_TOKEN": "r", "AMAZONQ_CLIENT_ID": "c", "AMAZONQ_CLIENT_SECRET": "s"}, env_file=None
     )
     assert (social.auth_method, idc.auth_method) == ("social", "idc")
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("Q2API_API_KESY", "Q2API_API_KEYS"),  # its own family first, though AMAZONQ_API_KEY's stem is nearer
+        ("AMAZONQ_API_KYE", "AMAZONQ_API_KEY"),
+        ("Q2API_REFRESH_TOKEN", "AMAZONQ_REFRESH_TOKEN"),  # a wrong prefix still finds the name
+    ],
+)
+def test_a_misspelt_name_is_matched_in_its_own_family_first(typo: str, meant: str) -> None:
+    [found] = unknown_variables({typo: "1"}, None)
+    assert found.suggestion == meant
+
+
+def test_an_api_key_beside_a_login_in_the_environment_is_refused_naming_both() -> None:
+    with pytest.raises(SettingsError, match=r"AMAZONQ_API_KEY.*AMAZONQ_REFRESH_TOKEN"):
+        load_settings({"AMAZONQ_API_KEY": "ksk_x", "AMAZONQ_REFRESH_TOKEN": "r"}, env_file=None)
+    settings = load_settings({"AMAZONQ_API_KEY": "ksk_x", "AMAZONQ_PROXY": "socks5://u:p@h:1080"}, env_file=None)
+    assert settings.auth_method == "api_key" and settings.has_env_account
+    assert "ksk_x" not in repr(settings) and ":p@" not in repr(settings)
+    with pytest.raises(SettingsError, match="AMAZONQ_PROXY"):
+        load_settings({"AMAZONQ_PROXY": "ftp://h:21"}, env_file=None)

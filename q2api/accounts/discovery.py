@@ -30,6 +30,7 @@ from loguru import logger
 
 from q2api.accounts.pool import QUOTA_COOLDOWN, AccountPool
 from q2api.accounts.tokens import TokenManager
+from q2api.amazonq.bearer import token_type_of
 from q2api.amazonq.catalogue import Catalogue, CatalogueSource, fetch_catalogue, merge_catalogues
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
@@ -134,7 +135,12 @@ class AccountDiscovery:
         try:
             token = await manager.access_token()
             fresh = await fetch_catalogue(
-                self._api_for(manager), token, profile_arn=manager.profile_arn, fetched_at=self._clock()
+                self._api_for(manager),
+                token,
+                profile_arn=manager.profile_arn,
+                fetched_at=self._clock(),
+                token_type=token_type_of(manager.auth_kind),
+                proxy_url=manager.proxy_url,
             )
             if not fresh.models:
                 raise ValueError("Amazon Q listed no model")
@@ -205,7 +211,12 @@ class AccountDiscovery:
         try:
             token = await manager.access_token()
             credits = await fetch_credits(
-                self._api_for(manager), token, profile_arn=manager.profile_arn, fetched_at=self._clock()
+                self._api_for(manager),
+                token,
+                profile_arn=manager.profile_arn,
+                fetched_at=self._clock(),
+                token_type=token_type_of(manager.auth_kind),
+                proxy_url=manager.proxy_url,
             )
         except Exception as exc:  # credits are informative; never a reason to fail anything
             logger.bind(account=manager.label).warning(f"credits unavailable: {exc}")

@@ -17,6 +17,7 @@ LABEL_CHARS = 255
 CLIENT_ID_CHARS = 255
 PROFILE_ARN_CHARS = 512
 REGION_CHARS = 32
+PROXY_URL_CHARS = 2048  # a proxy URL, credentials included
 # Secrets are TEXT columns, Fernet-sealed in a shared store (a third larger, base64): MySQL's TEXT holds
 # 65,535 bytes. A real refresh token or client secret is a few KB.
 SECRET_CHARS = 16 * 1024
@@ -31,6 +32,8 @@ FIELD_CHARS: Mapping[str, int] = MappingProxyType(
         "client_secret": SECRET_CHARS,
         "profile_arn": PROFILE_ARN_CHARS,
         "region": REGION_CHARS,
+        "api_key": SECRET_CHARS,
+        "proxy_url": PROXY_URL_CHARS,
     }
 )
 

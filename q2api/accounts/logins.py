@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 
 import aiohttp
+from loguru import logger
 
 from q2api.accounts.device_login import (
     DeviceLogin,
@@ -21,6 +22,9 @@ from q2api.accounts.device_login import (
 )
 from q2api.accounts.records import Account, LoginStatus
 from q2api.accounts.store_protocol import CredentialStore
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.hosts import api_region
+from q2api.amazonq.profiles import resolve_profile
 
 
 def new_login_id() -> str:
@@ -45,12 +49,22 @@ async def complete_device_login(
     *,
     label: str,
     region: str | None,
+    profile_hosts: Sequence[str] = (),
 ) -> Account:
-    """Wait for the user's approval, then store the account (an existing one with `label` is replaced).
+    """Wait for the user's approval, then store the account (an existing one with `label` is replaced),
+    with the profile `ListAvailableProfiles` lists for it on `profile_hosts` (a Builder ID login has none).
 
     Raises LoginDenied, LoginExpired or LoginFailed (q2api.accounts.device_login).
     """
     tokens = await wait_for_approval(session, login)
+    profile_arn = None
+    if profile_hosts:
+        lookup = await resolve_profile(
+            AccountProxies(session), profile_hosts, tokens.access_token, region=api_region(region)
+        )
+        profile_arn = lookup.arn
+        if profile_arn is None:
+            logger.bind(account=label).info(f"no Amazon Q profile for this login ({lookup.detail})")
     existing = await store.accounts()
     return await store.add(
         auth_method="idc",
@@ -62,6 +76,7 @@ async def complete_device_login(
         label=label,
         region=region,
         account_id=account_id_for_label(existing, label),
+        profile_arn=profile_arn,
     )
 
 

@@ -1,7 +1,10 @@
-"""Adding an account from a refresh token: checked by a real refresh, then stored.
+"""Adding an account: its credentials checked by a real call, then stored.
 
 Shared by `q2api accounts add` and `POST /admin/api/accounts`, so both refuse a
-made-up or revoked token the same way instead of listing it as `active`.
+made-up or revoked credential the same way instead of listing it as `active`:
+a refresh token by one refresh (an IdC login's profile is looked up then), a
+Kiro API key by one `getUsageLimits` call with it (usage limits answer keys:
+docs/protocol.md#kiro-api-keys).
 
 The verifying refresh may rotate the refresh token, after which the one the
 operator gave is dead. So every field is checked against the stores' limits
@@ -25,6 +28,14 @@ from q2api.accounts.logins import account_id_for_label
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
 from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
+from q2api.amazonq.account_proxies import AccountProxies, check_proxy_url
+from q2api.amazonq.bearer import API_KEY_AUTH, API_KEY_TOKEN_TYPE
+from q2api.amazonq.credits import fetch_credits
+from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, UpstreamError, UpstreamHTTPError
+from q2api.amazonq.service_api import ServiceApi
+
+# An API key's "expiry" in its verifying answer: none (it is used until Amazon Q refuses it).
+NO_EXPIRY = float("inf")
 
 # Seconds between the attempts to store a verified account while the operator waits (then it fails).
 WRITE_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
@@ -34,22 +45,37 @@ _background_writes: set[asyncio.Task[None]] = set()  # referenced until done: th
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class NewAccount:
-    """What an operator gives to add an account (secrets included: never log it)."""
+    """What an operator gives to add an account (secrets included: never log it).
+
+    Either a refresh token (a login: IdC with its client registration, else Kiro social) or a Kiro API key.
+    """
 
     label: str
-    refresh_token: str
+    refresh_token: str | None = None
     client_id: str | None = None
     client_secret: str | None = None
     profile_arn: str | None = None
     region: str | None = None
+    api_key: str | None = None
+    proxy_url: str | None = None
 
     def __post_init__(self) -> None:
         if not self.label.strip():
             raise ValueError("label must not be empty")
-        if not self.refresh_token.strip():
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("api_key must not be empty")
+        if self.refresh_token is not None and not self.refresh_token.strip():
             raise ValueError("refresh_token must not be empty")
+        if bool(self.api_key) == bool(self.refresh_token):
+            raise ValueError(
+                "give either a refresh_token (a login) or an api_key (a Kiro API key), not both or neither"
+            )
+        if self.api_key and (self.client_id or self.client_secret or self.profile_arn):
+            raise ValueError("an api_key account takes no client_id, client_secret or profile_arn")
         if bool(self.client_id) != bool(self.client_secret):
             raise ValueError("client_id and client_secret go together (an IdC login); give both or neither")
+        if self.proxy_url is not None:
+            object.__setattr__(self, "proxy_url", check_proxy_url(self.proxy_url))
         # Before the verifying refresh, which may rotate the refresh token: a row the store refused
         # afterwards would leave the login dead.
         check_account_fields(
@@ -59,11 +85,15 @@ class NewAccount:
             client_secret=self.client_secret,
             profile_arn=self.profile_arn,
             region=self.region,
+            api_key=self.api_key,
+            proxy_url=self.proxy_url,
         )
 
     @property
     def auth_method(self) -> str:
-        """IdC (Builder ID / IAM Identity Center) when a client registration is given, else Kiro social."""
+        """A Kiro API key; IdC (Builder ID / IAM Identity Center) when a client registration is given; else Kiro social."""
+        if self.api_key:
+            return API_KEY_AUTH
         return "idc" if self.client_id else "social"
 
     def __repr__(self) -> str:
@@ -71,9 +101,24 @@ class NewAccount:
 
 
 async def verify_new_account(
-    session: aiohttp.ClientSession, endpoints: RefreshEndpoints, new: NewAccount
+    session: aiohttp.ClientSession,
+    endpoints: RefreshEndpoints,
+    new: NewAccount,
+    *,
+    proxies: AccountProxies | None = None,
+    amazonq_endpoint: str | None = None,
 ) -> RefreshedToken:
-    """One real refresh with the given credentials. Raises RefreshRejected or RefreshUnavailable."""
+    """One real call with the given credentials. Raises RefreshRejected or RefreshUnavailable.
+
+    A login is refreshed once; a Kiro API key makes one `getUsageLimits` call on `amazonq_endpoint`
+    (the token it "refreshes" to is the key itself, with no expiry).
+    """
+    proxies = proxies or AccountProxies(session)
+    if new.api_key:
+        if not amazonq_endpoint:
+            raise RefreshUnavailable("no Amazon Q endpoint to check the API key against")
+        await _check_api_key(proxies, amazonq_endpoint, new, endpoints.timeout)
+        return RefreshedToken(access_token=new.api_key, expires_at=NO_EXPIRY, refresh_token=None, profile_arn=None)
     now = time.time()
     candidate = Account(
         id="(new)",
@@ -92,8 +137,24 @@ async def verify_new_account(
         updated_at=now,
         refreshed_at=None,
         region=new.region,
+        proxy_url=new.proxy_url,
     )
-    return await refresh_access_token(session, candidate, endpoints)
+    return await refresh_access_token(session, candidate, endpoints, proxies=proxies)
+
+
+async def _check_api_key(proxies: AccountProxies, endpoint: str, new: NewAccount, timeout: float) -> None:
+    assert new.api_key is not None
+    api = ServiceApi(proxies.direct, endpoint, timeout=timeout, proxies=proxies)
+    try:
+        await fetch_credits(api, new.api_key, profile_arn=None, token_type=API_KEY_TOKEN_TYPE, proxy_url=new.proxy_url)
+    except UpstreamHTTPError as error:
+        if error.status in (401, 403):
+            raise RefreshRejected(
+                new.label, f"Amazon Q refused the API key: HTTP {error.status} {error.message}"
+            ) from None
+        raise RefreshUnavailable(f"could not check the API key: Amazon Q answered HTTP {error.status}") from None
+    except UpstreamError as exc:
+        raise RefreshUnavailable(f"could not check the API key: {exc}") from None
 
 
 async def store_new_account(
@@ -150,16 +211,18 @@ async def _write_new_account(
     store: CredentialStore, new: NewAccount, verified: RefreshedToken | None
 ) -> tuple[Account, bool]:
     existing_id = account_id_for_label(await store.accounts(), new.label)
+    api_key = new.api_key
     account = await store.add(
         auth_method=new.auth_method,
-        refresh_token=(verified.refresh_token if verified else None) or new.refresh_token,
+        refresh_token=None if api_key else (verified.refresh_token if verified else None) or new.refresh_token,
         label=new.label,
         client_id=new.client_id,
         client_secret=new.client_secret,
         profile_arn=new.profile_arn or (verified.profile_arn if verified else None),
-        access_token=verified.access_token if verified else None,
-        expires_at=verified.expires_at if verified else None,
+        access_token=api_key or (verified.access_token if verified else None),
+        expires_at=None if api_key or verified is None else verified.expires_at,
         account_id=existing_id,
         region=new.region,
+        proxy_url=new.proxy_url,
     )
     return account, existing_id is not None

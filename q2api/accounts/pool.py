@@ -27,6 +27,7 @@ from q2api.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.accounts.stats import StatsRecorder
 from q2api.accounts.store_protocol import CredentialStore
 from q2api.accounts.tokens import TokenManager
+from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.errors import FailureKind
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 
@@ -350,14 +351,16 @@ async def build_account_pool(
     seed: EnvAccount | None = None,
     failure_limit: int = 0,
     observer: UpstreamObserver = NO_OBSERVER,
+    proxies: AccountProxies | None = None,
 ) -> AccountPool:
     """Seed the environment account, then one token manager per enabled stored account.
 
-    Call once at start-up.
+    Call once at start-up. `proxies`: the sessions of accounts with a proxy of their own (their
+    refreshes go through it).
     """
     if seed is not None:
         await store.seed_from_env(seed)
-    refresh = functools.partial(refresh_access_token, session, endpoints=endpoints)
+    refresh = functools.partial(refresh_access_token, session, endpoints=endpoints, proxies=proxies)
 
     def factory(account: Account) -> TokenManager:
         return TokenManager(account, store, refresh, observer=observer)

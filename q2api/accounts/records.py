@@ -12,7 +12,11 @@ import enum
 import hashlib
 import time
 
+from q2api.amazonq.account_proxies import describe_proxy
+from q2api.amazonq.bearer import API_KEY_AUTH
+
 ENV_ACCOUNT_ID = "env"
+AUTH_METHODS = ("idc", "social", API_KEY_AUTH)
 LOGIN_RECORD_LIFETIME = 86400.0  # a login record older than a day is of no use to anyone
 
 
@@ -28,13 +32,13 @@ class Account:
 
     id: str
     label: str
-    auth_method: str  # "idc" | "social"
-    refresh_token: str | None
+    auth_method: str  # "idc" | "social" | "api_key"
+    refresh_token: str | None  # None for a Kiro API key, which is never refreshed
     client_id: str | None
     client_secret: str | None
     profile_arn: str | None
-    access_token: str | None
-    expires_at: float | None  # epoch seconds; None = unknown (an access token given without expiry)
+    access_token: str | None  # a Kiro API key's account holds the key here (sent as the bearer)
+    expires_at: float | None  # epoch seconds; None = unknown (an access token given without expiry, an API key)
     status: AccountStatus
     status_detail: str | None
     token_generation: int  # bumped on every token change, so stale copies are easy to spot
@@ -43,6 +47,7 @@ class Account:
     refreshed_at: float | None
     enabled: bool = True  # False: switched off by the operator, serves nothing
     region: str | None = None  # the OIDC region of an IdC login (None: the configured endpoint's)
+    proxy_url: str | None = None  # every call of the account goes through it; may hold credentials: a secret
 
     def view(self) -> AccountView:
         return AccountView(
@@ -60,6 +65,7 @@ class Account:
             created_at=self.created_at,
             enabled=self.enabled,
             region=self.region,
+            proxy=describe_proxy(self.proxy_url),
         )
 
     def __repr__(self) -> str:
@@ -84,6 +90,7 @@ class AccountView:
     created_at: float
     enabled: bool = True
     region: str | None = None
+    proxy: str | None = None  # the proxy URL with its credentials masked
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -97,6 +104,7 @@ class EnvAccount:
     client_secret: str | None = None
     profile_arn: str | None = None
     label: str = "environment"
+    proxy_url: str | None = None  # AMAZONQ_PROXY
 
     def fingerprint(self) -> str:
         # Identifies which env token seeded the row without storing it twice in the clear.
@@ -147,8 +155,8 @@ class LoginRecord:
 
 def check_new_credentials(auth_method: str, client_id: str | None, client_secret: str | None) -> None:
     """What every store refuses before adding an account (raises ValueError)."""
-    if auth_method not in ("idc", "social"):
-        raise ValueError(f"auth method must be 'idc' or 'social', not {auth_method!r}")
+    if auth_method not in AUTH_METHODS:
+        raise ValueError(f"auth method must be 'idc', 'social' or 'api_key', not {auth_method!r}")
     if auth_method == "idc" and not (client_id and client_secret):
         raise ValueError("an IdC account needs its OIDC client id and client secret")
 

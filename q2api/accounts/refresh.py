@@ -1,10 +1,17 @@
 """The two refresh protocols: AWS SSO OIDC (IdC / Builder ID) and Kiro social.
 
 Each call turns a refresh token into a new access token (and perhaps a rotated
-refresh token). Failures come out as two kinds only: :class:`RefreshRejected`
-(the refresh token or client registration is dead: a human must log in again)
-and :class:`RefreshUnavailable` (the token service is down: keep everything,
-try again later). No token ever reaches a log line or an exception message.
+refresh token). A social login learns its `profileArn` from the reply; an IdC
+login without one asks `ListAvailableProfiles` after its refresh
+(q2api.amazonq.profiles, docs/protocol.md#profiles), so an Identity Center account
+carries its profile and a Builder ID one (which has none) does not. A Kiro API key is never refreshed: it
+has no refresh token, and a key Amazon Q refuses is dead
+(docs/protocol.md#kiro-api-keys), so asking to refresh one is a rejection.
+
+Failures come out as two kinds only: :class:`RefreshRejected` (the refresh token
+or client registration is dead: a human must log in again) and
+:class:`RefreshUnavailable` (the token service is down: keep everything, try
+again later). No token ever reaches a log line or an exception message.
 """
 
 from __future__ import annotations
@@ -16,9 +23,13 @@ from typing import Any, NamedTuple
 
 import aiohttp
 import orjson
+from loguru import logger
 
 from q2api.accounts.records import Account
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, sanitize_error_code
+from q2api.amazonq.profiles import resolve_profile
 from q2api.amazonq.proxy import proxy_route
 
 # OAuth / OIDC error codes meaning "this credential will never work again" (docs/protocol.md#aws-sso-oidc).
@@ -37,6 +48,7 @@ _DEAD_CREDENTIAL_CODES = frozenset(
     }
 )
 _DEFAULT_LIFETIME = 3600.0
+PROFILE_LOOKUP_TIMEOUT = 10.0  # seconds per host for an IdC login's ListAvailableProfiles after its refresh
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -59,6 +71,9 @@ class RefreshEndpoints:
     oidc: str  # base URL; POST {oidc}/token
     kiro: str  # full URL of the Kiro refreshToken call
     timeout: float = 30.0
+    # Where an IdC login's profile is looked up after each refresh (q2api.amazonq.profiles.profile_hosts);
+    # empty: never looked up.
+    profile_hosts: tuple[str, ...] = ()
 
     def oidc_for(self, region: str | None) -> str:
         """The OIDC base URL for an IdC login made in `region`.
@@ -74,9 +89,20 @@ class RefreshEndpoints:
 
 
 async def refresh_access_token(
-    session: aiohttp.ClientSession, account: Account, endpoints: RefreshEndpoints
+    session: aiohttp.ClientSession,
+    account: Account,
+    endpoints: RefreshEndpoints,
+    *,
+    proxies: AccountProxies | None = None,
 ) -> RefreshedToken:
-    """Refresh `account` with the protocol its auth method needs."""
+    """Refresh `account` with the protocol its auth method needs, through its own proxy if it has one.
+
+    `proxies` holds the sessions of accounts with a proxy (None: `session` for every account).
+    """
+    if account.auth_method == API_KEY_AUTH:
+        raise RefreshRejected(
+            account.label, "Amazon Q refused the Kiro API key (a key is never refreshed: add a new one)"
+        )
     if not account.refresh_token:
         raise RefreshRejected(account.label, "no refresh token is configured")
     if account.auth_method == "idc":
@@ -92,8 +118,35 @@ async def refresh_access_token(
     else:
         url = endpoints.kiro
         body = {"refreshToken": account.refresh_token}
-    document = await _post_json(session, url, body, account.label, endpoints.timeout, account.auth_method)
-    return _refreshed_token(document, account.label)
+    proxies = proxies or AccountProxies(session)
+    document = await _post_json(proxies, account, url, body, endpoints.timeout)
+    refreshed = _refreshed_token(document, account.label)
+    if account.auth_method == "idc" and endpoints.profile_hosts and not account.profile_arn:
+        refreshed = await _with_profile(proxies, account, endpoints, refreshed)
+    return refreshed
+
+
+async def _with_profile(
+    proxies: AccountProxies, account: Account, endpoints: RefreshEndpoints, refreshed: RefreshedToken
+) -> RefreshedToken:
+    """The refreshed token with the profile `ListAvailableProfiles` lists for it, if it lists one.
+
+    Asked only while the account has none (a profile does not move), with a short timeout: requests
+    may be waiting on this refresh, and a management host out of reach must not hold them long.
+    """
+    lookup = await resolve_profile(
+        proxies,
+        endpoints.profile_hosts,
+        refreshed.access_token,
+        region=account.region,
+        proxy_url=account.proxy_url,
+        timeout=min(endpoints.timeout, PROFILE_LOOKUP_TIMEOUT),
+    )
+    if lookup.arn is None:
+        logger.bind(account=account.label).info(f"no Amazon Q profile for this login ({lookup.detail})")
+        return refreshed
+    logger.info("Amazon Q profile found", account=account.label, profile_arn=lookup.arn)
+    return dataclasses.replace(refreshed, profile_arn=lookup.arn)
 
 
 class JsonReply(NamedTuple):
@@ -102,14 +155,22 @@ class JsonReply(NamedTuple):
     error_type: str | None  # the `x-amzn-errortype` header of an AWS error
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: float) -> JsonReply:
+async def post_json(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, Any],
+    timeout: float,
+    *,
+    route: dict[str, Any] | None = None,
+) -> JsonReply:
     """POST a JSON body to an AWS token service (OIDC, Kiro); transport failures raise as aiohttp/TimeoutError.
 
-    These calls are rare: resolving the proxy per call keeps the function stateless.
+    `route`: the proxy options (q2api.amazonq.account_proxies); by default HTTP(S)_PROXY's, resolved
+    per call (these calls are rare: it keeps the function stateless).
     """
     async with session.post(
         url,
-        **proxy_route(url)._asdict(),
+        **(proxy_route(url)._asdict() if route is None else route),
         data=orjson.dumps(body),
         headers={"Content-Type": "application/json", "Accept": "application/json"},
         timeout=aiohttp.ClientTimeout(total=timeout),
@@ -118,10 +179,12 @@ async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, An
 
 
 async def _post_json(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], label: str, timeout: float, auth_method: str
+    proxies: AccountProxies, account: Account, url: str, body: dict[str, Any], timeout: float
 ) -> dict[str, Any]:
+    label, auth_method = account.label, account.auth_method
+    session, route = proxies.route(account.proxy_url, url)
     try:
-        status, raw, error_type = await post_json(session, url, body, timeout)
+        status, raw, error_type = await post_json(session, url, body, timeout, route=route)
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise RefreshUnavailable(
             f"the token service for account {label!r} is unreachable ({type(exc).__name__})"

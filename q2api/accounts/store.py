@@ -152,7 +152,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         self,
         *,
         auth_method: str,
-        refresh_token: str,
+        refresh_token: str | None,
         label: str | None = None,
         client_id: str | None = None,
         client_secret: str | None = None,
@@ -161,6 +161,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         expires_at: float | None = None,
         account_id: str | None = None,
         region: str | None = None,
+        proxy_url: str | None = None,
     ) -> Account:
         """Add an account, or replace the credentials of `account_id` (e.g. after a new login).
 
@@ -175,6 +176,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
             client_secret=client_secret,
             profile_arn=profile_arn,
             region=region,
+            proxy_url=proxy_url,
         )
         account_id = account_id or uuid.uuid4().hex[:12]
         now = time.time()
@@ -190,6 +192,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
             "status": AccountStatus.ACTIVE.value,
             "status_detail": None,
             "region": region,
+            "proxy_url": self._secrets.seal(proxy_url),  # its credentials, when it has some, are secrets
             "refreshed_at": now if access_token else None,
             "updated_at": now,
         }
@@ -251,6 +254,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
         now = time.time()
         config: dict[str, Any] = {"auth_method": env.auth_method, "client_id": env.client_id, "updated_at": now}
         config["client_secret"] = self._secrets.seal(env.client_secret)
+        config["proxy_url"] = self._secrets.seal(env.proxy_url)
         if env.profile_arn is not None:
             config["profile_arn"] = env.profile_arn
         tokens = {
@@ -338,6 +342,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
             refreshed_at=row.refreshed_at,
             enabled=bool(row.enabled),
             region=row.region,
+            proxy_url=self._secrets.open(row.proxy_url),
         )
 
     def _skip_unreadable(self, row: sa.Row[Any], error: SecretKeyMismatch) -> None:
@@ -352,6 +357,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
             or row.client_id != env.client_id
             or self._secrets.open(row.client_secret) != env.client_secret
             or (env.profile_arn is not None and row.profile_arn != env.profile_arn)
+            or self._secrets.open(row.proxy_url) != env.proxy_url
         )
 
     async def _must_get(self, account_id: str) -> Account:

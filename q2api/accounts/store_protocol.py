@@ -60,7 +60,7 @@ class CredentialStore(Protocol):
         self,
         *,
         auth_method: str,
-        refresh_token: str,
+        refresh_token: str | None,
         label: str | None = None,
         client_id: str | None = None,
         client_secret: str | None = None,
@@ -69,8 +69,12 @@ class CredentialStore(Protocol):
         expires_at: float | None = None,
         account_id: str | None = None,
         region: str | None = None,
+        proxy_url: str | None = None,
     ) -> Account:
-        """Add an account, or replace the credentials of `account_id` (keeping its enabled flag)."""
+        """Add an account, or replace the credentials of `account_id` (keeping its enabled flag).
+
+        A Kiro API key account (`auth_method` "api_key") has no refresh token: its key is the access token.
+        """
         ...
 
     async def import_account(self, account: Account) -> None:

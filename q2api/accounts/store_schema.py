@@ -24,7 +24,7 @@ from sqlalchemy.dialects import mysql
 
 from q2api.accounts.field_limits import CLIENT_ID_CHARS, ID_CHARS, LABEL_CHARS, PROFILE_ARN_CHARS, REGION_CHARS
 from q2api.accounts.legacy_sqlite import adopt_legacy_sqlite_tables
-from q2api.accounts.migrations import Migration, MigrationChain, bookkeeping_table, create
+from q2api.accounts.migrations import Migration, MigrationChain, add_column, bookkeeping_table, create
 
 metadata = sa.MetaData()
 
@@ -52,10 +52,12 @@ accounts = sa.Table(
     sa.Column("refreshed_at", TIMESTAMP),
     sa.Column("enabled", sa.Boolean, nullable=False),
     sa.Column("region", sa.String(REGION_CHARS)),
+    sa.Column("proxy_url", sa.Text),  # secret: a proxy URL may carry credentials
 )
 
-# The columns a shared store keeps encrypted (the SQLite file is private to its user instead).
-SECRET_ACCOUNT_COLUMNS = ("refresh_token", "client_secret", "access_token")
+# The columns a shared store keeps encrypted (the SQLite file is private to its user instead). A Kiro
+# API key is kept as the account's access token (with no expiry), so it is one of them.
+SECRET_ACCOUNT_COLUMNS = ("refresh_token", "client_secret", "access_token", "proxy_url")
 
 meta = sa.Table(
     "q2api_meta",
@@ -126,5 +128,6 @@ STORE_MIGRATIONS = MigrationChain(
         Migration(3, "shared account cool-downs", create(account_rests)),
         Migration(4, "stored Responses API conversations", create(responses)),
         Migration(5, "adopt a SQLite store of the two-schema releases", adopt_legacy_sqlite_tables),
+        Migration(6, "an account's own proxy", add_column(accounts, "proxy_url")),
     ),
 )

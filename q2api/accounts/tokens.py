@@ -32,6 +32,7 @@ from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken
 from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
 from q2api.accounts.token_saver import TokenSaver
+from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.amazonq.observer import (
     NO_OBSERVER,
@@ -101,7 +102,12 @@ class TokenManager:
 
     @property
     def profile_arn(self) -> str | None:
-        return self._account.profile_arn
+        # A Kiro API key's requests carry none, whatever a row may hold (docs/protocol.md#profiles).
+        return None if self._account.auth_method == API_KEY_AUTH else self._account.profile_arn
+
+    @property
+    def proxy_url(self) -> str | None:
+        return self._account.proxy_url
 
     @property
     def needs_login(self) -> bool:

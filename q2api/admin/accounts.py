@@ -1,4 +1,8 @@
-"""`/admin/api/accounts…`: list, add (checked by a real refresh), enable/disable/rename, remove, refresh, usage."""
+"""`/admin/api/accounts…`: list, add (checked by a real call), enable/disable/rename, remove, refresh, usage.
+
+An account is added from a refresh token (a login) or a Kiro API key (`api_key`), with an optional region
+and proxy of its own. Answers show its profile ARN and its proxy with the credentials masked, never a secret.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +21,12 @@ from q2api.accounts.records import Account, AccountStats, AccountStatus
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
+from q2api.amazonq.account_proxies import describe_proxy
+from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.server.cross_site import is_json_content_type
 from q2api.server.gateway import Gateway
+from q2api.server.wiring import api_key_check_url
 
 _MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")
@@ -27,7 +34,9 @@ T = TypeVar("T")
 
 class AddAccountBody(msgspec.Struct, forbid_unknown_fields=True):
     label: str
-    refresh_token: str
+    refresh_token: str | None = None
+    api_key: str | None = None
+    proxy: str | None = None
     client_id: str | None = None
     client_secret: str | None = None
     region: str | None = None
@@ -55,21 +64,28 @@ async def add_account(request: Request, gateway: Gateway) -> Response:
     try:
         new = NewAccount(
             label=body.label.strip(),
-            refresh_token=body.refresh_token.strip(),
+            refresh_token=None if body.refresh_token is None else body.refresh_token.strip(),
+            api_key=None if body.api_key is None else body.api_key.strip(),
             client_id=_blank_to_none(body.client_id),
             client_secret=_blank_to_none(body.client_secret),
             profile_arn=_blank_to_none(body.profile_arn),
             region=body.region,
+            proxy_url=_blank_to_none(body.proxy),
         )
     except ValueError as exc:
         raise AdminError(400, "invalid_request", str(exc)) from None
     try:
-        verified = await verify_new_account(gateway.session, gateway.endpoints, new)
+        verified = await verify_new_account(
+            gateway.session,
+            gateway.endpoints,
+            new,
+            proxies=gateway.proxies,
+            amazonq_endpoint=api_key_check_url(gateway.settings, new.region),
+        )
     except RefreshRejected as exc:
+        what = "Amazon Q refused this API key" if new.api_key else "the token service refused this refresh token"
         audit("add account", label=new.label, outcome="refresh_refused")
-        raise AdminError(
-            400, "refresh_refused", f"the token service refused this refresh token, nothing was stored: {exc.detail}"
-        ) from None
+        raise AdminError(400, "refresh_refused", f"{what}, nothing was stored: {exc.detail}") from None
     except RefreshUnavailable as exc:
         audit("add account", label=new.label, outcome="token_service_unavailable")
         raise AdminError(503, "token_service_unavailable", f"{exc}; nothing was stored, try again") from None
@@ -80,7 +96,7 @@ async def add_account(request: Request, gateway: Gateway) -> Response:
         store_in_background(gateway.store, new, verified)
         audit("add account", label=new.label, outcome="store_unavailable")
         detail = (
-            f"the refresh token works, but the account store is unavailable ({exc}): the verified tokens are kept"
+            f"the {'API key' if new.api_key else 'refresh token'} works, but the account store is unavailable ({exc}): the verified tokens are kept"
             " and the account is stored as soon as the store answers again"
         )
         return json_answer({"status": "pending", "label": new.label, "detail": detail}, 202)
@@ -123,6 +139,8 @@ async def delete_account(request: Request, gateway: Gateway) -> Response:
 
 async def refresh_account(request: Request, gateway: Gateway) -> Response:
     account = await existing_account(request, gateway)
+    if account.auth_method == API_KEY_AUTH:
+        return await _check_api_key_account(gateway, account)
     manager = gateway.pool.manager(account.id) or gateway.pool.make_manager(
         account
     )  # a disabled one can be checked too
@@ -153,6 +171,34 @@ async def refresh_account(request: Request, gateway: Gateway) -> Response:
     return json_answer(answer)
 
 
+async def _check_api_key_account(gateway: Gateway, account: Account) -> Response:
+    """A Kiro API key is never refreshed: "refresh" checks it with one call and records the answer."""
+    try:
+        check = NewAccount(label=account.label, api_key=account.access_token or "", proxy_url=account.proxy_url)
+        await verify_new_account(
+            gateway.session,
+            gateway.endpoints,
+            check,
+            proxies=gateway.proxies,
+            amazonq_endpoint=api_key_check_url(gateway.settings, account.region),
+        )
+    except ValueError as exc:  # no key stored: nothing to check
+        raise AdminError(400, "refresh_refused", f"the account holds no usable API key ({exc})") from None
+    except RefreshRejected as exc:
+        await gateway.store.set_status(account.id, AccountStatus.NEEDS_LOGIN, exc.detail)
+        await gateway.reloader.tick(force=True)
+        audit("check api key", account_id=account.id, label=account.label, outcome="refused")
+        raise AdminError(400, "refresh_refused", f"{exc.detail}; add a new key") from None
+    except RefreshUnavailable as exc:
+        audit("check api key", account_id=account.id, label=account.label, outcome="unavailable")
+        raise AdminError(503, "token_service_unavailable", str(exc)) from None
+    if account.status is AccountStatus.NEEDS_LOGIN:
+        await gateway.store.set_status(account.id, AccountStatus.ACTIVE, None)
+    await gateway.reloader.tick(force=True)
+    audit("check api key", account_id=account.id, label=account.label)
+    return json_answer({"id": account.id, "token_expires_at": None})
+
+
 async def account_usage(request: Request, gateway: Gateway) -> Response:
     account = await existing_account(request, gateway)
     usage = await gateway.account_usage(account)
@@ -176,6 +222,8 @@ async def account_answer(gateway: Gateway, account: Account, stats: AccountStats
         **_health(gateway, account),
         "status_detail": account.status_detail,
         "region": account.region,
+        "profile_arn": account.profile_arn,
+        "proxy": describe_proxy(account.proxy_url),
         "token_expires_at": iso_time(account.expires_at),
         "stats": {
             "requests": stats.requests,

@@ -93,7 +93,14 @@ class LoginRunner:
     @staticmethod
     async def _finish(gateway: Gateway, login_id: str, login: DeviceLogin, label: str, region: str) -> None:
         try:
-            account = await complete_device_login(gateway.session, gateway.store, login, label=label, region=region)
+            account = await complete_device_login(
+                gateway.session,
+                gateway.store,
+                login,
+                label=label,
+                region=region,
+                profile_hosts=gateway.endpoints.profile_hosts,
+            )
         except DeviceLoginError as exc:
             status = status_of_failure(exc)
             await gateway.store.finish_login(login_id, status, detail=str(exc))

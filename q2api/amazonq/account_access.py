@@ -23,12 +23,18 @@ class Credential(Protocol):
 
     @property
     def auth_kind(self) -> str:
-        """ "social", "idc" or "api_key" (q2api.amazonq.hosts.AuthKind): which hosts accept its token."""
+        """ "social", "idc" or "api_key" (q2api.amazonq.hosts.AuthKind): which hosts accept its token, and
+        how it is sent (q2api.amazonq.bearer)."""
         ...
 
     @property
     def region(self) -> str | None:
         """Its region (an SSO region is mapped to its API region by q2api.amazonq.hosts.api_region)."""
+        ...
+
+    @property
+    def proxy_url(self) -> str | None:
+        """The proxy (`http://…`, `socks5://…`) every call of this account goes through; None: direct."""
         ...
 
     @property

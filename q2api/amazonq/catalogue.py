@@ -125,7 +125,13 @@ def parse_models_page(document: Mapping[str, Any]) -> tuple[list[CatalogueModel]
 
 
 async def fetch_catalogue(
-    api: ServiceApi, token: str, *, profile_arn: str | None, fetched_at: float | None = None
+    api: ServiceApi,
+    token: str,
+    *,
+    profile_arn: str | None,
+    fetched_at: float | None = None,
+    token_type: str | None = None,
+    proxy_url: str | None = None,
 ) -> Catalogue:
     """Every page of the account's catalogue. Raises the `q2api.amazonq.errors` classes."""
     models: list[CatalogueModel] = []
@@ -137,7 +143,8 @@ async def fetch_catalogue(
             params["profileArn"] = profile_arn
         if next_token:
             params["nextToken"] = next_token
-        page, page_default, next_token = parse_models_page(await api.call(LIST_AVAILABLE_MODELS, params, token))
+        answer = await api.call(LIST_AVAILABLE_MODELS, params, token, token_type=token_type, proxy_url=proxy_url)
+        page, page_default, next_token = parse_models_page(answer)
         models.extend(page)
         default_model = default_model or page_default
         if not next_token:

@@ -66,13 +66,21 @@ def parse_usage_limits(document: Mapping[str, Any], fetched_at: float | None = N
 
 
 async def fetch_credits(
-    api: ServiceApi, token: str, *, profile_arn: str | None, fetched_at: float | None = None
+    api: ServiceApi,
+    token: str,
+    *,
+    profile_arn: str | None,
+    fetched_at: float | None = None,
+    token_type: str | None = None,
+    proxy_url: str | None = None,
 ) -> Credits:
     """The account's credits now. Raises the `q2api.amazonq.errors` classes."""
     params: dict[str, str | int] = {"origin": ORIGIN, "resourceType": RESOURCE_TYPE}
     if profile_arn:
         params["profileArn"] = profile_arn
-    return parse_usage_limits(await api.call(GET_USAGE_LIMITS, params, token), fetched_at)
+    return parse_usage_limits(
+        await api.call(GET_USAGE_LIMITS, params, token, token_type=token_type, proxy_url=proxy_url), fetched_at
+    )
 
 
 def iso_time(epoch: float | None) -> str | None:

@@ -21,6 +21,8 @@ import aiohttp
 import orjson
 
 from q2api.amazonq.account_access import Credential
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import authorization_headers
 from q2api.amazonq.errors import (
     TimeoutPhase,
     UpstreamHTTPError,
@@ -54,40 +56,68 @@ class Flavour(enum.Enum):
 class ServiceApi:
     """Calls one CodeWhisperer endpoint with a bearer token; raises the `q2api.amazonq.errors` classes."""
 
-    def __init__(self, session: aiohttp.ClientSession, endpoint: str, *, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        endpoint: str,
+        *,
+        timeout: float = 15.0,
+        proxies: AccountProxies | None = None,
+    ) -> None:
+        """`proxies`: the sessions of accounts with a proxy of their own (the caller closes them)."""
         self._session = session
+        self._proxies = proxies or AccountProxies(session)
         self._endpoint = endpoint.rstrip("/")
         self._timeout_seconds = timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._proxy = proxy_route(endpoint)._asdict()
         self.flavour = Flavour.REST  # until the host shows it speaks only awsJson
 
-    async def call(self, operation: Operation, params: Mapping[str, str | int], token: str) -> dict[str, Any]:
-        """The JSON answer of `operation`; `params` without None values."""
+    async def call(
+        self,
+        operation: Operation,
+        params: Mapping[str, str | int],
+        token: str,
+        *,
+        token_type: str | None = None,
+        proxy_url: str | None = None,
+    ) -> dict[str, Any]:
+        """The JSON answer of `operation`; `params` without None values.
+
+        `token_type` is the account's (q2api.amazonq.bearer: API_KEY for a Kiro API key), `proxy_url` its own proxy.
+        """
+        caller = _Caller(token, token_type, proxy_url)
         if self.flavour is Flavour.REST:
             try:
-                return await self._rest(operation, params, token)
+                return await self._rest(operation, params, caller)
             except UpstreamHTTPError as error:
                 if not _unknown_path(error):
                     raise
                 self.flavour = Flavour.AWS_JSON
-        return await self._aws_json(operation, params, token)
+        return await self._aws_json(operation, params, caller)
 
-    async def _rest(self, operation: Operation, params: Mapping[str, str | int], token: str) -> dict[str, Any]:
+    async def _rest(self, operation: Operation, params: Mapping[str, str | int], caller: _Caller) -> dict[str, Any]:
         query = {key: str(value) for key, value in params.items()}
-        return await self._send("GET", f"{self._endpoint}/{operation.rest_path}", token, params=query)
+        return await self._send("GET", f"{self._endpoint}/{operation.rest_path}", caller, params=query)
 
-    async def _aws_json(self, operation: Operation, params: Mapping[str, str | int], token: str) -> dict[str, Any]:
+    async def _aws_json(self, operation: Operation, params: Mapping[str, str | int], caller: _Caller) -> dict[str, Any]:
         headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": operation.target}
-        return await self._send("POST", self._endpoint + "/", token, data=orjson.dumps(dict(params)), headers=headers)
+        return await self._send("POST", self._endpoint + "/", caller, data=orjson.dumps(dict(params)), headers=headers)
 
     async def _send(
-        self, method: str, url: str, token: str, *, headers: Mapping[str, str] | None = None, **options: Any
+        self, method: str, url: str, caller: _Caller, *, headers: Mapping[str, str] | None = None, **options: Any
     ) -> dict[str, Any]:
-        all_headers = {**(headers or {}), "Authorization": f"Bearer {token}", "Accept": "application/json"}
+        all_headers = {
+            **(headers or {}),
+            **authorization_headers(caller.token, caller.token_type),
+            "Accept": "application/json",
+        }
+        session, route = (
+            (self._proxies.session_for(caller.proxy_url), {}) if caller.proxy_url else (self._session, self._proxy)
+        )
         try:
-            async with self._session.request(
-                method, url, headers=all_headers, timeout=self._timeout, **self._proxy, **options
+            async with session.request(
+                method, url, headers=all_headers, timeout=self._timeout, **route, **options
             ) as response:
                 body = await response.read()
                 if response.status != 200:
@@ -106,6 +136,15 @@ class ServiceApi:
         return document
 
 
+@dataclasses.dataclass(frozen=True, slots=True, repr=False)
+class _Caller:
+    """Who makes a call: its token (a secret: no repr), how the token is sent, its own proxy."""
+
+    token: str
+    token_type: str | None
+    proxy_url: str | None
+
+
 def _unknown_path(error: UpstreamHTTPError) -> bool:
     return error.status in (404, 405) or error.code == _UNKNOWN_OPERATION
 
@@ -114,15 +153,24 @@ class ServiceApis:
     """A `ServiceApi` per host, each account's calls going to the host its chat goes to (the same
     choice, so its catalogue and credits follow its failovers). One per host: each learns its flavour."""
 
-    def __init__(self, session: aiohttp.ClientSession, hosts: HostChoice, *, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        hosts: HostChoice,
+        *,
+        timeout: float = 15.0,
+        proxies: AccountProxies | None = None,
+    ) -> None:
+        """`proxies`: the sessions of accounts with a proxy of their own (the caller closes them)."""
         self._session = session
         self._hosts = hosts
         self._timeout = timeout
+        self._proxies = proxies or AccountProxies(session)
         self._apis: dict[str, ServiceApi] = {}
 
     def for_account(self, credential: Credential) -> ServiceApi:
         url = self._hosts.preferred(credential).url
         api = self._apis.get(url)
         if api is None:
-            api = self._apis[url] = ServiceApi(self._session, url, timeout=self._timeout)
+            api = self._apis[url] = ServiceApi(self._session, url, timeout=self._timeout, proxies=self._proxies)
         return api

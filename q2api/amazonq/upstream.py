@@ -29,7 +29,9 @@ from loguru import logger
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from q2api.amazonq.account_access import Credential, CredentialPool
+from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace, host_of
+from q2api.amazonq.bearer import authorization_headers, token_type_of
 from q2api.amazonq.errors import (
     AccountsBusy,
     FailureKind,
@@ -54,6 +56,10 @@ from q2api.amazonq.types import GenerateAssistantResponseRequest
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
 REQUEST_ID_HEADER = "x-amzn-requestid"
+NO_PROFILE_DETAIL = (
+    "the Amazon Q host needs a profile (profileArn) and this account has none: sign in with an "
+    "IAM Identity Center login that has a Q Developer profile, or give one with --profile-arn"
+)
 FIXED_HEADERS = {  # every call; Authorization is added per call
     "Content-Type": "application/x-amz-json-1.0",
     "X-Amz-Target": TARGET,
@@ -216,8 +222,11 @@ class UpstreamClient:
         config: UpstreamConfig,
         observer: UpstreamObserver = NO_OBSERVER,
         hosts: HostChoice | None = None,
+        proxies: AccountProxies | None = None,
     ) -> None:
+        """`proxies`: the sessions of the accounts that have a proxy of their own (whoever made it closes it)."""
         self._session = session
+        self._account_proxies = proxies or AccountProxies(session)
         self._pool = pool
         self._config = config
         self._observer = observer
@@ -338,6 +347,10 @@ class UpstreamClient:
         self._pool.report_failure(manager.account_id, kind, error.retry_after, detail=str(error))
         if error.suspended:
             await manager.mark_needs_login(f"suspended ({error.reason or error.code or error.status})")
+        elif is_profile_refusal(error) and not manager.profile_arn:
+            # Nothing the client sent can fix this: the account must get a profile (an IdC login
+            # with one, looked up at its next refresh) before this host serves it.
+            await manager.mark_needs_login(NO_PROFILE_DETAIL)
         if kind.account_scoped:
             attempt.resting.add(manager.account_id)
         logger.info(
@@ -414,7 +427,7 @@ class UpstreamClient:
         status: int | None = None
         failure: BaseException | None = None
         try:
-            response = await self._send(endpoint, body, token)
+            response = await self._send(endpoint, body, token, manager)
         except BaseException as exc:
             failure = exc
             raise
@@ -433,20 +446,18 @@ class UpstreamClient:
             proxy = self._proxies[endpoint] = proxy_route(endpoint)
         return proxy
 
-    async def _send(self, endpoint: str, body: bytes, token: str) -> aiohttp.ClientResponse:
+    async def _send(self, endpoint: str, body: bytes, token: str, manager: Credential) -> aiohttp.ClientResponse:
         headers = dict(FIXED_HEADERS)
-        headers["Authorization"] = f"Bearer {token}"
-        proxy = self._proxy_for(endpoint)
+        headers.update(authorization_headers(token, token_type_of(manager.auth_kind)))
+        # An account's own proxy, else the session (and HTTP(S)_PROXY route) every account shares.
+        if manager.proxy_url:
+            session, route = self._account_proxies.session_for(manager.proxy_url), {}
+        else:
+            proxy = self._proxy_for(endpoint)
+            session, route = self._session, proxy._asdict()
         try:
             async with asyncio.timeout(self._config.first_byte_timeout):
-                return await self._session.post(
-                    endpoint,
-                    data=body,
-                    headers=headers,
-                    timeout=self._timeout,
-                    proxy=proxy.proxy,
-                    proxy_auth=proxy.proxy_auth,
-                )
+                return await session.post(endpoint, data=body, headers=headers, timeout=self._timeout, **route)
         except aiohttp.ConnectionTimeoutError:
             raise UpstreamTimeout(TimeoutPhase.CONNECT, self._config.connect_timeout) from None
         except (TimeoutError, aiohttp.ServerTimeoutError):

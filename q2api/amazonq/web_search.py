@@ -41,8 +41,9 @@ import orjson
 from loguru import logger
 
 from q2api.amazonq.account_access import Credential, CredentialPool
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import authorization_headers, token_type_of
 from q2api.amazonq.errors import UpstreamError, classify_failure
-from q2api.amazonq.proxy import proxy_route
 
 MCP_PATH = "mcp"
 PROFILE_HEADER = "x-amzn-kiro-profile-arn"
@@ -95,9 +96,10 @@ def mcp_request(query: str, profile_arn: str | None, *, now_ms: int | None = Non
     return body
 
 
-def mcp_headers(token: str, profile_arn: str | None) -> dict[str, str]:
+def mcp_headers(token: str, profile_arn: str | None, token_type: str | None = None) -> dict[str, str]:
+    """A Kiro API key sends its `tokentype` and no profile (docs/protocol.md#kiro-api-keys; a TS gateway's `kiroWebSearch`)."""
     headers = {
-        "Authorization": f"Bearer {token}",
+        **authorization_headers(token, token_type),
         "Content-Type": "application/json",
         "Accept": "application/json",
         "x-amzn-codewhisperer-optout": "true",
@@ -172,8 +174,9 @@ class WebSearchClient:
         host_of: Callable[[Credential], str],
         *,
         timeout: float = 30.0,
+        proxies: AccountProxies | None = None,
     ) -> None:
-        self._session = session
+        self._proxies = proxies or AccountProxies(session)
         self._pool = pool
         self._host_of = host_of
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -193,24 +196,24 @@ class WebSearchClient:
     async def _call(self, credential: Credential, query: str) -> SearchOutcome:
         host = self._host_of(credential).rstrip("/")
         url = f"{host}/{MCP_PATH}"
-        profile_arn = credential.profile_arn
+        token_type = token_type_of(credential.auth_kind)
+        profile_arn = None if token_type else credential.profile_arn
         body = orjson.dumps(mcp_request(query, profile_arn))
         token = await credential.access_token()
-        status, answer = await self._post(url, body, mcp_headers(token, profile_arn))
+        status, answer = await self._post(url, body, mcp_headers(token, profile_arn, token_type), credential)
         if status in (401, 403) and b"bearer token" in answer.lower():
             # Expired or revoked early, as on the chat call: refresh once and repeat once.
             token = await credential.refresh_after_rejection(token)
-            status, answer = await self._post(url, body, mcp_headers(token, profile_arn))
+            status, answer = await self._post(url, body, mcp_headers(token, profile_arn, token_type), credential)
         outcome = parse_mcp_answer(status, answer)
         if outcome.error is not None:
             logger.bind(account=credential.label).warning(f"web search failed: {outcome.detail}")
         return outcome
 
-    async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def _post(self, url: str, body: bytes, headers: dict[str, str], credential: Credential) -> tuple[int, bytes]:
+        session, route = self._proxies.route(credential.proxy_url, url)
         try:
-            async with self._session.post(
-                url, data=body, headers=headers, timeout=self._timeout, **proxy_route(url)._asdict()
-            ) as response:
+            async with session.post(url, data=body, headers=headers, timeout=self._timeout, **route) as response:
                 return response.status, await response.read()
         except (TimeoutError, aiohttp.ClientError) as exc:
             return 599, f"cannot reach the search endpoint ({type(exc).__name__})".encode()

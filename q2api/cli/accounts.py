@@ -25,26 +25,30 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
+from q2api.accounts.device_login import is_aws_region
 from q2api.accounts.logins import account_id_for_label
 from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_account
 from q2api.accounts.opening import opened_account_store
 from q2api.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
 from q2api.accounts.refresh import RefreshedToken
 from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.credits import Credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.cli.accounts_import import run_import
 from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.cli.store_copy import copy_accounts
 from q2api.log_text import one_line
-from q2api.server.wiring import refresh_endpoints, upstream_session
+from q2api.server.wiring import api_key_check_url, refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
-from q2api.settings.command_inputs import NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
+from q2api.settings.command_inputs import NEW_API_KEY, NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
 
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
 NEW_REFRESH_TOKEN_VARIABLE = NEW_REFRESH_TOKEN.name
 NEW_CLIENT_SECRET_VARIABLE = NEW_CLIENT_SECRET.name
-SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE)
+NEW_API_KEY_VARIABLE = NEW_API_KEY.name
+SECRET_INPUT_VARIABLES = (NEW_REFRESH_TOKEN_VARIABLE, NEW_CLIENT_SECRET_VARIABLE, NEW_API_KEY_VARIABLE)
 
 _NOT_A_TIME = "invalid"
 EXIT_OK = 0
@@ -54,7 +58,19 @@ EXIT_USAGE = 2
 EXIT_STORE_ERROR = 1
 EXIT_INTERRUPTED = 130
 
-TABLE_COLUMNS = ("ID", "LABEL", "AUTH", "STATUS", "REQUESTS", "CREDITS", "TOKEN EXPIRES", "REFRESHED AT")
+TABLE_COLUMNS = (
+    "ID",
+    "LABEL",
+    "AUTH",
+    "STATUS",
+    "REQUESTS",
+    "CREDITS",
+    "REGION",
+    "PROFILE",
+    "PROXY",
+    "TOKEN EXPIRES",
+    "REFRESHED AT",
+)
 
 
 @contextlib.asynccontextmanager
@@ -134,6 +150,9 @@ def format_table(
             one_line(_status(view)),
             _requests((stats or {}).get(view.id)),
             credits_cell((credits or {}).get(view.id)),
+            one_line(view.region or "-"),
+            one_line(view.profile_arn or "-"),  # not a secret: it names the profile, it opens nothing
+            one_line(view.proxy or "-"),  # its credentials masked
             _expiry(view, now),
             _timestamp(view.refreshed_at),
         )
@@ -169,6 +188,8 @@ def _requests(stats: AccountStats | None) -> str:
 def _expiry(view: AccountView, now: float) -> str:
     if not view.has_access_token:
         return "-"
+    if view.auth_method == API_KEY_AUTH:
+        return "never (API key)"
     if view.expires_at is None:
         return "unknown"
     if not math.isfinite(view.expires_at) or _timestamp(view.expires_at) == _NOT_A_TIME:
@@ -219,31 +240,7 @@ async def _usage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _add(args: argparse.Namespace, settings: Settings) -> int:
-    refresh_token = _secret(args.refresh_token, NEW_REFRESH_TOKEN_VARIABLE, "refresh token")
-    if not refresh_token:
-        raise _UsageError(
-            f"a refresh token is required: set {NEW_REFRESH_TOKEN_VARIABLE} "
-            "(or run the command on a terminal to be asked for it)"
-        )
-    client_id = (args.client_id or "").strip() or None
-    auth_method = args.auth_method or ("idc" if client_id else "social")
-    client_secret = None
-    if auth_method == "idc":
-        if not client_id:
-            raise _UsageError("--auth-method idc needs --client-id (the OIDC client registration)")
-        client_secret = _secret(args.client_secret, NEW_CLIENT_SECRET_VARIABLE, "client secret")
-        if not client_secret:
-            raise _UsageError(f"an idc account needs its client secret: set {NEW_CLIENT_SECRET_VARIABLE}")
-    elif client_id or args.client_secret:
-        raise _UsageError("--client-id and --client-secret belong to idc accounts, not social ones")
-
-    new = NewAccount(
-        label=args.label,
-        refresh_token=refresh_token,
-        client_id=client_id,
-        client_secret=client_secret,
-        profile_arn=(args.profile_arn or "").strip() or None,
-    )
+    new = _new_account(args)
     async with opened_store(settings) as store:
         # Several accounts with this label: refuse before refreshing.
         account_id_for_label(await store.accounts(), new.label)
@@ -257,25 +254,79 @@ async def _add(args: argparse.Namespace, settings: Settings) -> int:
         )
     else:
         print(f"Added account {one_line(account.id)} ({one_line(account.label)}, {account.auth_method}).")
+    if account.profile_arn:
+        print(f"Amazon Q profile: {one_line(account.profile_arn)}")
     if args.no_verify:
         print("Not checked (--no-verify): the first request it serves will tell whether the token works.")
     print("A running `q2api serve` uses it within a few seconds.")
     return EXIT_OK
 
 
+def _new_account(args: argparse.Namespace) -> NewAccount:
+    """The account the arguments and secret variables describe: a Kiro API key, else a login."""
+    region = (args.region or "").strip() or None
+    if region is not None and not is_aws_region(region):
+        raise _UsageError(f"--region must be an AWS region name such as us-east-1, not {region!r}")
+    proxy_url = (args.proxy or "").strip() or None
+    api_key = (os.environ.get(NEW_API_KEY_VARIABLE) or "").strip() or None
+    if api_key:
+        if args.refresh_token or args.client_id or args.client_secret or args.auth_method or args.profile_arn:
+            raise _UsageError(
+                f"{NEW_API_KEY_VARIABLE} adds a Kiro API key: --refresh-token, --client-id, --client-secret, "
+                "--auth-method and --profile-arn belong to logins"
+            )
+        return NewAccount(label=args.label, api_key=api_key, region=region, proxy_url=proxy_url)
+    refresh_token = _secret(args.refresh_token, NEW_REFRESH_TOKEN_VARIABLE, "refresh token")
+    if not refresh_token:
+        raise _UsageError(
+            f"a refresh token is required: set {NEW_REFRESH_TOKEN_VARIABLE} "
+            f"(or run the command on a terminal to be asked for it), or {NEW_API_KEY_VARIABLE} for a Kiro API key"
+        )
+    client_id = (args.client_id or "").strip() or None
+    auth_method = args.auth_method or ("idc" if client_id else "social")
+    client_secret = None
+    if auth_method == "idc":
+        if not client_id:
+            raise _UsageError("--auth-method idc needs --client-id (the OIDC client registration)")
+        client_secret = _secret(args.client_secret, NEW_CLIENT_SECRET_VARIABLE, "client secret")
+        if not client_secret:
+            raise _UsageError(f"an idc account needs its client secret: set {NEW_CLIENT_SECRET_VARIABLE}")
+    elif client_id or args.client_secret:
+        raise _UsageError("--client-id and --client-secret belong to idc accounts, not social ones")
+
+    return NewAccount(
+        label=args.label,
+        refresh_token=refresh_token,
+        client_id=client_id,
+        client_secret=client_secret,
+        profile_arn=(args.profile_arn or "").strip() or None,
+        region=region,
+        proxy_url=proxy_url,
+    )
+
+
 async def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
-    """One real refresh with the new credentials; None (after saying why) when it does not work."""
+    """One real refresh (or, for an API key, one call) with the new credentials; None (after saying why)
+    when it does not work."""
     try:
         async with upstream_session() as session:
-            return await verify_new_account(session, refresh_endpoints(settings), new)
+            proxies = AccountProxies(session)
+            try:
+                return await verify_new_account(
+                    session,
+                    refresh_endpoints(settings),
+                    new,
+                    proxies=proxies,
+                    amazonq_endpoint=api_key_check_url(settings, new.region),
+                )
+            finally:
+                await proxies.close()
     except RefreshRejected as exc:
-        print(
-            f"q2api accounts add: the token service refused this refresh token ({exc.detail}); nothing was stored.",
-            file=sys.stderr,
-        )
+        what = "Amazon Q refused this API key" if new.api_key else "the token service refused this refresh token"
+        print(f"q2api accounts add: {what} ({exc.detail}); nothing was stored.", file=sys.stderr)
     except RefreshUnavailable as exc:
         print(
-            f"q2api accounts add: could not check the refresh token ({exc}); nothing was stored. "
+            f"q2api accounts add: could not check the credentials ({exc}); nothing was stored. "
             "Try again, or store it unchecked with --no-verify.",
             file=sys.stderr,
         )

@@ -16,6 +16,8 @@ from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.pool import build_account_pool
 from q2api.accounts.records import Account
 from q2api.accounts.store_protocol import CredentialStore
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import API_KEY_AUTH, token_type_of
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.host_choice import HostChoice
@@ -43,18 +45,26 @@ async def credits_with_current_tokens(store: CredentialStore, settings: Settings
         return {}
     override = parse_override(settings.endpoint)
     async with upstream_session() as session:
+        proxies = AccountProxies(session)
         found: dict[str, Credits] = {}
 
         async def read(account: Account) -> None:
             # The host the account's chat would go to first (nothing has failed in this one-off call).
             host = first_host(account.auth_method, account.region, bool(account.profile_arn), override)
-            api = ServiceApi(session, host.url, timeout=_TIMEOUT)
+            api = ServiceApi(session, host.url, timeout=_TIMEOUT, proxies=proxies)
             with contextlib.suppress(UpstreamError):
                 found[account.id] = await fetch_credits(
-                    api, account.access_token or "", profile_arn=account.profile_arn
+                    api,
+                    account.access_token or "",
+                    profile_arn=None if account.auth_method == API_KEY_AUTH else account.profile_arn,
+                    token_type=token_type_of(account.auth_method),  # a Kiro API key says so
+                    proxy_url=account.proxy_url,
                 )
 
-        await asyncio.gather(*(read(account) for account in usable))
+        try:
+            await asyncio.gather(*(read(account) for account in usable))
+        finally:
+            await proxies.close()
         return found
 
 
@@ -63,12 +73,15 @@ async def read_usage(
 ) -> dict[str, Credits | None]:
     """Credits of the given accounts, refreshing their tokens when needed (None: could not be read)."""
     async with upstream_session() as session:
-        pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings))
-        discovery = AccountDiscovery(
-            pool, ServiceApis(session, HostChoice(settings.endpoint), timeout=_TIMEOUT), fallback=builtin_catalogue()
-        )
-        wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
-        results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
+        proxies = AccountProxies(session)
+        try:
+            pool = await build_account_pool(store, session, endpoints=refresh_endpoints(settings), proxies=proxies)
+            apis = ServiceApis(session, HostChoice(settings.endpoint), timeout=_TIMEOUT, proxies=proxies)
+            discovery = AccountDiscovery(pool, apis, fallback=builtin_catalogue())
+            wanted = [manager for manager in pool.managers() if manager.account_id in account_ids]
+            results = await asyncio.gather(*(discovery.refresh_credits(manager) for manager in wanted))
+        finally:
+            await proxies.close()
         return {manager.account_id: result for manager, result in zip(wanted, results, strict=True)}
 
 

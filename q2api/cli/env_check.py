@@ -82,9 +82,23 @@ def unknown_variables(
 
 def _closest_setting(name: str, names: Iterable[str]) -> list[str]:
     """The known name closest to `name`, compared without the prefixes settings share: with them,
-    `Q2API_FROBNICATE` would look like `Q2API_CAPTURE` for their common `Q2API_` alone."""
+    `Q2API_FROBNICATE` would look like `Q2API_CAPTURE` for their common `Q2API_` alone.
+
+    A name whose stem is exactly a known one's has only its prefix wrong (`Q2API_REFRESH_TOKEN`).
+    Otherwise names of the same family are looked at first, since the prefix is the part least likely
+    misspelt: `Q2API_API_KESY` means `Q2API_API_KEYS`, though its stem is nearer `AMAZONQ_API_KEY`'s.
+    """
+    known_names = sorted(names)
+    same_stem = [known for known in known_names if _stem(known) == _stem(name)]
+    if same_stem:
+        return same_stem[:1]
+    family = [known for known in known_names if known.startswith(name[: name.index("_") + 1])]
+    return _closest_by_stem(name, family) or _closest_by_stem(name, known_names)
+
+
+def _closest_by_stem(name: str, names: Iterable[str]) -> list[str]:
     by_stem: dict[str, str] = {}
-    for known in sorted(names):
+    for known in names:
         by_stem.setdefault(_stem(known), known)
     close = difflib.get_close_matches(_stem(name), sorted(by_stem), n=1, cutoff=SUGGESTION_CUTOFF)
     return [by_stem[close[0]]] if close else []

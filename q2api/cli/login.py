@@ -44,6 +44,8 @@ def run_login(args: argparse.Namespace) -> int:
         print(f"q2api login: {exc}; nothing stored", file=sys.stderr)
         return EXIT_LOGIN_FAILED
     print(f"Signed in: account {one_line(account.id)} ({one_line(account.label)}, idc) is stored.")
+    if account.profile_arn:
+        print(f"Amazon Q profile: {one_line(account.profile_arn)}")
     print("A running `q2api serve` uses it within a few seconds.")
     return EXIT_OK
 
@@ -61,7 +63,14 @@ async def _login(settings: Settings, label: str | None, *, method: str, start_ur
         print(f"  {authorization.verification_uri_complete}")
         print(f"(or open {authorization.verification_uri} and type the code)")
         print(f"Waiting up to {int(authorization.expires_in // 60)} min for the approval… (Ctrl-C cancels)", flush=True)
-        return await complete_device_login(session, store, login, label=label, region=region)
+        return await complete_device_login(
+            session,
+            store,
+            login,
+            label=label,
+            region=region,
+            profile_hosts=refresh_endpoints(settings).profile_hosts,
+        )
 
 
 async def _free_label(store: CredentialStore, method: str) -> str:

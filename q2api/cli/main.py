@@ -274,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Add an account. Give the secrets through Q2API_NEW_REFRESH_TOKEN and Q2API_NEW_CLIENT_SECRET "
             "(command-line arguments are visible to other users of the machine); on a terminal, "
-            "missing secrets are asked for. An existing account with the same label gets the new credentials."
+            "missing secrets are asked for. A Kiro API key (ksk_…) is added instead of a login with "
+            "Q2API_NEW_API_KEY=ksk_… q2api accounts add --label NAME. An existing account with the same "
+            "label gets the new credentials."
         ),
     )
     add.add_argument("--label", required=True, help="a name for the account, shown in logs and listings")
@@ -289,11 +291,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument("--client-id", help="OIDC client id (idc accounts)")
     add.add_argument("--client-secret", help="prefer the Q2API_NEW_CLIENT_SECRET env var")
-    add.add_argument("--profile-arn", help="optional profileArn sent upstream")
+    add.add_argument("--profile-arn", help="optional profileArn sent upstream (IdC logins: looked up when omitted)")
+    add.add_argument(
+        "--region", help="the account's AWS region (an IdC login's Identity Center region; default: us-east-1)"
+    )
+    add.add_argument(
+        "--proxy",
+        help="a proxy of the account's own for every call it makes: http://host:port or socks5://[user:pass@]host:port",
+    )
     add.add_argument(
         "--no-verify",
         action="store_true",
-        help="store the token without checking it by a refresh (by default a refused token is not stored)",
+        help="store the token without checking it by a refresh or a call (by default a refused one is not stored)",
     )
     for name, what, effect in (
         ("remove", "remove", "Remove an account and its tokens from the store."),

@@ -24,6 +24,7 @@ from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.reload import AccountReloader
 from q2api.accounts.response_store import ResponseStore
 from q2api.accounts.store_protocol import AccountStore
+from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.upstream import UpstreamClient
 from q2api.models.routing import ModelRouter
 from q2api.server import metrics
@@ -58,6 +59,7 @@ STATE_KEY = "gateway"  # its name in the lifespan state every request's scope ca
 class Gateway:
     settings: Settings
     session: aiohttp.ClientSession  # every call to Amazon Q and its token services
+    proxies: AccountProxies  # the sessions of accounts that have a proxy of their own
     store: AccountStore
     responses: ResponseStore  # stored Responses API conversations, beside the accounts
     pool: AccountPool
@@ -83,6 +85,8 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
     """Build the gateway, serve while the block runs, and close every part in reverse order."""
     async with contextlib.AsyncExitStack() as stack:
         session = await stack.enter_async_context(upstream_session(settings.upstream_keepalive_seconds))
+        proxies = AccountProxies(session, keepalive_seconds=settings.upstream_keepalive_seconds)
+        stack.push_async_callback(proxies.close)
         store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
         stack.push_async_callback(store.close)
         endpoints = refresh_endpoints(settings)
@@ -93,13 +97,16 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             seed=env_account(settings),
             failure_limit=settings.account_max_failures,
             observer=metrics.UPSTREAM_OBSERVER,
+            proxies=proxies,
         )
         await log_store_contents(store)
         reloader = AccountReloader(store, pool)
         reloader.start()
         stack.push_async_callback(reloader.stop)
         hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER)
-        discovery = account_discovery(settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER)
+        discovery = account_discovery(
+            settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER, proxies=proxies
+        )
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
         tenancy = await stack.enter_async_context(opened_tenancy(settings))
         activity = ActivityLog()
@@ -107,13 +114,18 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
         relay = MessagesRelay(
             upstream=UpstreamClient(
-                session, pool, upstream_config(settings), observer=metrics.UPSTREAM_OBSERVER, hosts=hosts
+                session,
+                pool,
+                upstream_config(settings),
+                observer=metrics.UPSTREAM_OBSERVER,
+                hosts=hosts,
+                proxies=proxies,
             ),
             settings=settings,
             models=models,
             on_exchange_logged=_after_each_request(discovery, activity if settings.admin_key else None, tenancy),
             captures=captures,
-            searcher=web_searcher(session, pool, hosts, settings),
+            searcher=web_searcher(session, pool, hosts, settings, proxies),
             tenancy=tenancy,
         )
         await discovery.start()
@@ -122,6 +134,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         yield Gateway(
             settings=settings,
             session=session,
+            proxies=proxies,
             store=store,
             responses=response_store_for(store),
             pool=pool,

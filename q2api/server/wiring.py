@@ -12,9 +12,13 @@ from q2api.accounts.pool import AccountPool
 from q2api.accounts.records import EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.amazonq.account_access import Credential
+from q2api.amazonq.account_proxies import AccountProxies
+from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.catalogue import Catalogue
 from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.hosts import first_host, parse_override
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
+from q2api.amazonq.profiles import profile_hosts
 from q2api.amazonq.service_api import ServiceApis
 from q2api.amazonq.upstream import DEFAULT_KEEPALIVE_SECONDS, UpstreamConfig, create_session
 from q2api.amazonq.web_search import WebSearchClient
@@ -43,15 +47,27 @@ def env_account(settings: Settings) -> EnvAccount | None:
     return EnvAccount(
         auth_method=settings.auth_method,
         refresh_token=settings.refresh_token,
-        access_token=settings.access_token,
+        # A Kiro API key is the account's bearer token itself (never refreshed).
+        access_token=settings.amazonq_api_key or settings.access_token,
         client_id=settings.client_id,
         client_secret=settings.client_secret,
         profile_arn=settings.profile_arn,
+        proxy_url=settings.proxy_url,
     )
 
 
 def refresh_endpoints(settings: Settings) -> RefreshEndpoints:
-    return RefreshEndpoints(oidc=settings.oidc_endpoint, kiro=settings.kiro_refresh_endpoint)
+    """The token services, and where an IdC login's profile is looked up after each refresh."""
+    return RefreshEndpoints(
+        oidc=settings.oidc_endpoint,
+        kiro=settings.kiro_refresh_endpoint,
+        profile_hosts=profile_hosts([host.url for host in parse_override(settings.endpoint)]),
+    )
+
+
+def api_key_check_url(settings: Settings, region: str | None) -> str:
+    """Where a new Kiro API key is checked: the first host an API-key account of `region` calls."""
+    return first_host(API_KEY_AUTH, region, False, parse_override(settings.endpoint)).url
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:
@@ -68,15 +84,19 @@ def upstream_config(settings: Settings) -> UpstreamConfig:
 
 
 def web_searcher(
-    session: aiohttp.ClientSession, pool: AccountPool, hosts: HostChoice, settings: Settings
+    session: aiohttp.ClientSession,
+    pool: AccountPool,
+    hosts: HostChoice,
+    settings: Settings,
+    proxies: AccountProxies | None = None,
 ) -> WebSearchClient:
     """Web searches through Kiro's MCP endpoint on the account that serves each reply, on the host its
-    chat goes to (A11: `/mcp` lives on the inference hosts)."""
+    chat goes to (A11: `/mcp` lives on the inference hosts), through the account's own proxy if it has one."""
 
     def host_of(credential: Credential) -> str:
         return hosts.preferred(credential).url
 
-    return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0)
+    return WebSearchClient(session, pool, host_of, timeout=settings.connect_timeout + 20.0, proxies=proxies)
 
 
 def loop_policy(settings: Settings) -> LoopPolicy:
@@ -98,11 +118,12 @@ def account_discovery(
     *,
     hosts: HostChoice | None = None,
     observer: UpstreamObserver = NO_OBSERVER,
+    proxies: AccountProxies | None = None,
 ) -> AccountDiscovery:
-    """Each account's catalogue and credits, read from the host its chat goes to."""
+    """Each account's catalogue and credits, read from the host its chat goes to (through its own proxy)."""
     return AccountDiscovery(
         pool,
-        ServiceApis(session, hosts or host_choice(settings), timeout=settings.connect_timeout + 10.0),
+        ServiceApis(session, hosts or host_choice(settings), timeout=settings.connect_timeout + 10.0, proxies=proxies),
         fallback=builtin_catalogue(),
         catalogue_interval=settings.models_refresh_seconds,
         credits_max_age=settings.credits_refresh_seconds,

@@ -32,4 +32,12 @@ NEW_CLIENT_SECRET = CommandInput(
     "The OIDC client secret of the account to add (IdC logins). Preferred over `--client-secret`.",
     secret=True,
 )
-COMMAND_INPUTS = (NEW_REFRESH_TOKEN, NEW_CLIENT_SECRET)
+NEW_API_KEY = CommandInput(
+    "Q2API_NEW_API_KEY",
+    "q2api accounts add",
+    "A Kiro API key (`ksk_…`) to add as an account instead of a login (`Q2API_NEW_API_KEY=ksk_… q2api "
+    "accounts add --label L`); checked by one call to Amazon Q before it is stored. See "
+    "[Accounts](accounts.md#kiro-api-keys).",
+    secret=True,
+)
+COMMAND_INPUTS = (NEW_REFRESH_TOKEN, NEW_CLIENT_SECRET, NEW_API_KEY)

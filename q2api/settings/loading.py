@@ -57,6 +57,13 @@ def _check_consistency(settings: Settings) -> None:
             f"Q2API_DATABASE_URL names a shared store ({mask_database_url(settings.database_url)}), which keeps "
             f"refresh tokens and client secrets encrypted: set Q2API_SECRET_KEY (make one with {GENERATE_KEY_HINT})"
         )
+    login_variables = (settings.refresh_token, settings.access_token, settings.client_id, settings.profile_arn)
+    if settings.amazonq_api_key and any(login_variables):
+        raise SettingsError(
+            "AMAZONQ_API_KEY is an account of its own: unset AMAZONQ_REFRESH_TOKEN, AMAZONQ_ACCESS_TOKEN, "
+            "AMAZONQ_CLIENT_ID/SECRET and AMAZONQ_PROFILE_ARN (a key sends no profile), or add the key with "
+            "`q2api accounts add` instead"
+        )
     if bool(settings.client_id) != bool(settings.client_secret):
         missing = "AMAZONQ_CLIENT_SECRET" if settings.client_id else "AMAZONQ_CLIENT_ID"
         raise SettingsError(f"{missing} must be set together with the other OIDC client variable")

@@ -19,6 +19,7 @@ from typing import Generic, Protocol, TypeVar
 
 from q2api.accounts.database_url import mask_database_url, parse_database_url
 from q2api.accounts.secret_box import SecretBox
+from q2api.amazonq.account_proxies import check_proxy_url
 from q2api.amazonq.hosts import parse_override, write_override
 
 T = TypeVar("T")
@@ -98,6 +99,22 @@ class Url:
 
     def write(self, value: str) -> str:
         return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxyUrl:
+    accepts: str = "a proxy URL: http://, https://, socks4:// or socks5://, with a host and port"
+
+    def __call__(self, name: str, raw: str) -> str | None:
+        if not raw.strip():
+            return None
+        try:
+            return check_proxy_url(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
+
+    def write(self, value: str | None) -> str:
+        return value or ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,13 +36,14 @@ from q2api.settings.parsers import (
     ModelMap,
     Number,
     OptionalDirectory,
+    ProxyUrl,
     RedisUrl,
     Text,
     Url,
     mask_redis_url,
 )
 
-AuthMethod = Literal["idc", "social"]
+AuthMethod = Literal["idc", "social", "api_key"]
 AuthMethodSetting = Literal["auto", "idc", "social"]
 LogFormat = Literal["text", "json"]
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
@@ -158,6 +159,28 @@ class Settings:
         group=Group.ACCOUNT,
         secret=True,
         description="Optional current access token, used until it expires or is rejected.",
+    )
+    amazonq_api_key: str | None = setting(
+        "AMAZONQ_API_KEY",
+        Text(),
+        default=None,
+        group=Group.ACCOUNT,
+        secret=True,
+        description="""
+            A Kiro API key (`ksk_…`, made at app.kiro.dev) as the environment account, instead of a
+            login: sent as the bearer with `tokentype: API_KEY`, never refreshed. Not together with
+            `AMAZONQ_REFRESH_TOKEN`. See [Accounts](accounts.md#kiro-api-keys).""",
+    )
+    proxy_url: str | None = setting(
+        "AMAZONQ_PROXY",
+        ProxyUrl(),
+        default=None,
+        group=Group.ACCOUNT,
+        secret=True,
+        description="""
+            The environment account's own proxy, `http://host:port` or `socks5://user:password@host:port`
+            (also `https://`, `socks4://`): every call of that account (chat, refresh, catalogue,
+            credits) goes through it; other accounts are not affected. Its credentials are secrets.""",
     )
     profile_arn: str | None = setting(
         "AMAZONQ_PROFILE_ARN",
@@ -626,6 +649,8 @@ class Settings:
     @property
     def auth_method(self) -> AuthMethod:
         """`auto` resolves to IdC when the OIDC client registration is present, else Kiro social."""
+        if self.amazonq_api_key:
+            return "api_key"
         if self.auth_method_setting != "auto":
             return self.auth_method_setting
         return "idc" if self.client_id and self.client_secret else "social"
@@ -637,8 +662,8 @@ class Settings:
 
     @property
     def has_env_account(self) -> bool:
-        """True when the environment configures an account (a refresh or an access token)."""
-        return bool(self.refresh_token or self.access_token)
+        """True when the environment configures an account (a refresh or an access token, or a Kiro API key)."""
+        return bool(self.refresh_token or self.access_token or self.amazonq_api_key)
 
     def __repr__(self) -> str:
         shown = (f"{variable.field}={variable.shown(getattr(self, variable.field))}" for variable in VARIABLES)

@@ -17,13 +17,14 @@ queries; it accepts the profile in the body's root or in the `x-amzn-kiro-profil
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from q2api.testing import scripts
+from q2api.testing.simulated_services import bearer_of
 
 PUBLISHED_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -44,8 +45,9 @@ def search_results(query: str, count: int = 3) -> list[dict[str, Any]]:
 
 
 class SimulatedMcp:
-    def __init__(self, token_accepted: Callable[[str | None], bool]) -> None:
+    def __init__(self, token_accepted: Callable[[str | None], bool], api_keys: Collection[str] = ()) -> None:
         self._token_accepted = token_accepted
+        self._api_keys = api_keys
         self.mode = "results"
         self.results_by_query: dict[str, list[dict[str, Any]]] = {}
         self.require_profile = False
@@ -67,8 +69,7 @@ class SimulatedMcp:
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise
-        value = headers.get("Authorization", "")
-        if not self._token_accepted(value[7:] if value.startswith("Bearer ") else None):
+        if not self._token_accepted(bearer_of(headers, self._api_keys)):
             reply = scripts.bearer_invalid()
             return web.Response(status=reply.status, body=reply.body, headers=dict(reply.headers))
         if not isinstance(body, dict) or body.get("method") != "tools/call":

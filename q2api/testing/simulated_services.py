@@ -5,6 +5,13 @@ docs/protocol.md#credits), both wire flavours.
 * awsJson: `POST /` with `X-Amz-Target: AmazonCodeWhispererService.ListAvailableModels` (or
   `.GetUsageLimits`) and the parameters as a JSON body.
 
+It also answers `ListAvailableProfiles` (awsJson only, docs/protocol.md#profiles): `profiles` (none by
+default, as for a Builder ID) or `profiles_by_account`; a Builder ID account (`builder_id_accounts`)
+gets the 403 Amazon Q gives it, a Kiro API key the 403 "Unsupported token type".
+
+A Kiro API key (`api_keys`) is accepted as the bearer only with `tokentype: API_KEY` (docs/protocol.md#kiro-api-keys):
+`bearer_of` reads a request's credential that way for every handler.
+
 Catalogue and credits are plain wire-shaped data a test sets, globally or per account (keyed by
 the refresh token the account's access token was issued for). The catalogue is served in pages
 of `page_size` with `nextToken`, and `reject_unknown_models` makes GenerateAssistantResponse
@@ -14,7 +21,7 @@ answer a model id outside the account's catalogue with 400 `INVALID_MODEL_ID`, a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import orjson
@@ -29,6 +36,24 @@ SERVICE_TARGET_PREFIX = "AmazonCodeWhispererService."
 REST = "rest"
 AWS_JSON = "aws_json"
 MONTH = 30 * 24 * 3600
+SIM_IDC_PROFILE_ARN = "arn:aws:codewhisperer:us-east-1:000000000000:profile/SIMULATEDIDC"
+# What a Kiro API key sent without `tokentype: API_KEY` counts as: a credential nobody accepts.
+KEY_WITHOUT_TOKEN_TYPE = "(an API key without tokentype)"
+
+
+def bearer_of(headers: Mapping[str, str], api_keys: Collection[str]) -> str | None:
+    """The request's bearer credential; an API key only counts with its `tokentype: API_KEY` header."""
+    value = headers.get("Authorization", "")
+    token = value[7:] if value.startswith("Bearer ") else None
+    token_type = next((value for name, value in headers.items() if name.lower() == "tokentype"), "")
+    if token is not None and token in api_keys and token_type.upper() != "API_KEY":
+        return KEY_WITHOUT_TOKEN_TYPE
+    return token
+
+
+def profile_entry(arn: str, name: str = "q2api-simulated") -> dict[str, Any]:
+    """One `profiles[]` entry of a `ListAvailableProfiles` answer."""
+    return {"arn": arn, "profileName": name, "status": "ACTIVE"}
 
 
 def catalogue_entry(
@@ -111,6 +136,11 @@ class SimulatedServices:
         self.failure: ErrorReply | None = None  # when set, both calls answer with it
         self.reject_unknown_models = False
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (flavour, operation, parameters)
+        self.api_keys: set[str] = set()  # Kiro API keys this upstream accepts (with tokentype: API_KEY)
+        self.profiles: list[dict[str, Any]] = []  # ListAvailableProfiles for every account
+        self.profiles_by_account: dict[str, list[dict[str, Any]]] = {}  # by refresh token
+        self.builder_id_accounts: set[str] = set()  # refresh tokens of Builder ID logins: no profile
+        self.profile_requests: list[str | None] = []  # the bearer of each ListAvailableProfiles call
 
     # -- what one account sees -------------------------------------------------
 
@@ -142,13 +172,15 @@ class SimulatedServices:
 
     async def rest(self, request: web.Request) -> web.Response:
         """The REST flavour's handler (`GET /{operation}?…`)."""
-        value = request.headers.get("Authorization", "")
-        token = value[7:] if value.startswith("Bearer ") else None
+        token = bearer_of(request.headers, self.api_keys)
         return self.answer(REST, request.path.strip("/"), dict(request.query), token)
 
     def answer(self, flavour: str, operation: str, params: Mapping[str, Any], access_token: str | None) -> web.Response:
         if not self._token_accepted(access_token):
             return _error(scripts.bearer_invalid())
+        if operation.lower() == "listavailableprofiles" and flavour == AWS_JSON:
+            self.profile_requests.append(access_token)
+            return self._profiles(access_token)
         self.requests.append((flavour, operation, dict(params)))
         if flavour not in self.flavours:
             return _error(scripts.http_error(404, "UnknownOperationException", f"unknown operation {operation}"))
@@ -159,6 +191,15 @@ class SimulatedServices:
         if operation.lower() == "getusagelimits":
             return _json(self.usage_for(access_token))
         return _error(scripts.http_error(400, "UnknownOperationException", f"unknown operation {operation}"))
+
+    def _profiles(self, access_token: str | None) -> web.Response:
+        if access_token in self.api_keys:
+            return _error(scripts.http_error(403, "AccessDeniedException", "Unsupported token type"))
+        account = self._account_of(access_token) or ""
+        if account in self.builder_id_accounts:
+            message = "AWS Builder ID is not supported for this operation."
+            return _error(scripts.http_error(403, "AccessDeniedException", message))
+        return _json({"profiles": self.profiles_by_account.get(account, self.profiles)})
 
     def _models_page(self, params: Mapping[str, Any], access_token: str | None) -> dict[str, Any]:
         models = self.catalogue_for(access_token)

@@ -11,7 +11,11 @@ One aiohttp server plays four services:
 * `POST /refreshToken`: the Kiro social refresh;
 * `POST /client/register`, `POST /device_authorization` and the device-code
   grant of `POST /token`: device-code login (:mod:`q2api.testing.simulated_oidc`);
-* `POST /mcp`: Kiro's web search (`sim.mcp`, :mod:`q2api.testing.simulated_mcp`).
+* `POST /mcp`: Kiro's web search (`sim.mcp`, :mod:`q2api.testing.simulated_mcp`);
+* `ListAvailableProfiles` (awsJson, `sim.services.profiles`): an IdC account's `profileArn`.
+
+Kiro API keys (`add_api_key`) are accepted by every call with `tokentype: API_KEY` (docs/protocol.md#kiro-api-keys),
+and refused as an invalid bearer without it.
 
 GenerateAssistantResponse also plays native reasoning (`sim.reasoning`,
 :mod:`q2api.testing.simulated_reasoning`): it checks `additionalModelRequestFields` against the
@@ -59,7 +63,13 @@ from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
 from q2api.testing.simulated_reasoning import SimulatedReasoning, reasoning_frames, wants_reasoning
-from q2api.testing.simulated_services import AWS_JSON, SERVICE_TARGET_PREFIX, SimulatedServices
+from q2api.testing.simulated_services import (
+    AWS_JSON,
+    KEY_WITHOUT_TOKEN_TYPE,
+    SERVICE_TARGET_PREFIX,
+    SimulatedServices,
+    bearer_of,
+)
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
 
@@ -126,10 +136,13 @@ class SimulatedUpstream:
         # access token -> "social" (Kiro refresh) or "idc" (OIDC): which hosts refuse it (A8.3)
         self.token_kinds: dict[str, str] = {}
         self.services = SimulatedServices(self.token_accounts, self._token_accepted)
-        self.mcp = SimulatedMcp(self._token_accepted)
+        self.api_keys = self.services.api_keys
+        self.mcp = SimulatedMcp(self._token_accepted, self.api_keys)
         self.reasoning = SimulatedReasoning()
         self.accounting = SimulatedAccounting()
         self.usage_frames = False  # end every streamed reply with usage, credits and context frames
+        # Answer a GenerateAssistantResponse without `profileArn` as a host that needs one does.
+        self.require_profile = False
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
@@ -246,6 +259,12 @@ class SimulatedUpstream:
         self.valid_access_tokens.add(token)
         return token
 
+    def add_api_key(self, key: str) -> str:
+        """Accept the Kiro API key `key` from now on (it is its own account for the catalogue and credits)."""
+        self.api_keys.add(key)
+        self.token_accounts[key] = key
+        return key
+
     def revoke_access_tokens(self) -> None:
         self.valid_access_tokens.clear()
 
@@ -281,19 +300,20 @@ class SimulatedUpstream:
         if isinstance(peer, tuple):
             self.connections_seen.add(peer)
         target = request.headers.get("X-Amz-Target", "")
+        token = bearer_of(record.headers, self.api_keys)
         if target.startswith(SERVICE_TARGET_PREFIX):
             params = record.body if isinstance(record.body, dict) else {}
-            return self.services.answer(
-                AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, record.access_token
-            )
+            return self.services.answer(AWS_JSON, target.removeprefix(SERVICE_TARGET_PREFIX), params, token)
         self.requests.append(record)
-        account = self.token_accounts.get(record.access_token or "", "sim")
+        account = self.token_accounts.get(token or "", "sim")
         rules = self.host_rules.get(record.port)
         refusal = rules.refusal(record.body, self._token_kind(record)) if rules is not None else None
         if refusal is not None:
             reply: Reply = refusal
-        elif self.check_tokens and record.access_token not in self.valid_access_tokens:
+        elif not self._token_accepted(token):
             reply = scripts.bearer_invalid()
+        elif self.require_profile and not (isinstance(record.body, dict) and record.body.get("profileArn")):
+            reply = scripts.http_error(400, None, "profileArn is required for this request.", header=False)
         else:
             reply = (
                 self.services.invalid_model(record.body, record.access_token)
@@ -327,6 +347,10 @@ class SimulatedUpstream:
         return self.token_kinds.get(record.access_token or "")
 
     def _token_accepted(self, access_token: str | None) -> bool:
+        if access_token == KEY_WITHOUT_TOKEN_TYPE:
+            return False
+        if access_token in self.api_keys:
+            return True
         return not self.check_tokens or access_token in self.valid_access_tokens
 
     def _next_reply(self, record: RecordedRequest, account: str = "sim") -> Reply:

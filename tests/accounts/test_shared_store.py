@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
 from q2api.accounts import store_schema
@@ -20,7 +21,7 @@ from q2api.accounts.database_url import mask_database_url, parse_database_url
 from q2api.accounts.opening import open_account_store, opened_account_store
 from q2api.accounts.secret_box import SecretKeyMismatch
 from q2api.accounts.store_protocol import AccountStore
-from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, scratch_database_url
+from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
 
 
 @pytest.fixture(params=SHARED_KINDS)
@@ -112,3 +113,35 @@ def test_the_location_and_every_message_hide_the_password() -> None:
     with pytest.raises(ValueError) as refused:
         parse_database_url("oracle://u:s3cret-PASS@h/db")
     assert "s3cret" not in str(refused.value)
+
+
+async def test_an_api_key_and_a_proxy_are_encrypted_at_rest(database_url: str, tmp_path) -> None:
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        await store.add(
+            auth_method="api_key",
+            refresh_token=None,
+            access_token="ksk_SECRET-1",
+            label="ci",
+            proxy_url="socks5://me:proxy-SECRET@10.0.0.9:1080",
+        )
+    (row,) = raw_rows(database_url, store_schema.accounts)
+    assert "SECRET" not in repr(tuple(row)) and "10.0.0.9" not in str(row.proxy_url)
+    assert row.auth_method == "api_key"
+
+
+async def test_a_store_from_before_account_proxies_gains_the_column(database_url: str, tmp_path) -> None:
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        await add_secret_account(store)
+
+    bookkeeping = store_schema.STORE_MIGRATIONS.bookkeeping
+
+    async def back_to_version_5(connection) -> None:
+        await connection.execute(sa.text("ALTER TABLE q2api_accounts DROP COLUMN proxy_url"))
+        await connection.execute(sa.delete(bookkeeping).where(bookkeeping.c.version == 6))
+
+    run_sql(database_url, back_to_version_5)
+    async with opened_account_store(database_url, tmp_path, TEST_SECRET_KEY) as store:
+        (account,) = await store.accounts()
+        assert account.proxy_url is None and account.refresh_token == "refresh-SECRET-1"
+        await store.add(auth_method="social", refresh_token="r", label="proxied", proxy_url="http://p:3128")
+        assert {a.label: a.proxy_url for a in await store.accounts()} == {"work": None, "proxied": "http://p:3128"}

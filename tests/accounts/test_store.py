@@ -183,3 +183,41 @@ async def test_a_store_of_the_first_release_is_upgraded_in_place(tmp_path: Path)
     before = await store.generation()
     await store.update("old", enabled=True)
     assert (await store.get("old")).enabled is True and await store.generation() == before + 1
+
+
+async def test_a_store_whose_table_knows_only_idc_and_social_takes_api_key_accounts_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "q2api.sqlite3") as db:  # the table before Kiro API keys and proxies
+        db.execute(
+            """CREATE TABLE accounts (id TEXT PRIMARY KEY, label TEXT NOT NULL,
+            auth_method TEXT NOT NULL CHECK (auth_method IN ('idc', 'social')),
+            refresh_token TEXT, client_id TEXT, client_secret TEXT, profile_arn TEXT, access_token TEXT,
+            expires_at REAL, status TEXT NOT NULL DEFAULT 'active', status_detail TEXT, seed_fingerprint TEXT,
+            token_generation INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+            refreshed_at REAL, enabled INTEGER NOT NULL DEFAULT 1, region TEXT)"""
+        )
+        db.execute(
+            "INSERT INTO accounts (id, label, auth_method, refresh_token, created_at, updated_at, region) "
+            "VALUES ('old', 'old', 'social', 'r', 1, 1, 'eu-west-1')"
+        )
+        with pytest.raises(sqlite3.IntegrityError):  # what the old CHECK did to an API key
+            db.execute(
+                "INSERT INTO accounts (id, label, auth_method, created_at, updated_at) VALUES ('k', 'k', 'api_key', 1, 1)"
+            )
+    store = SqliteAccountStore(tmp_path)
+    [old] = await store.accounts()
+    assert (old.id, old.refresh_token, old.region, old.proxy_url) == ("old", "r", "eu-west-1", None)
+    key = await store.add(
+        auth_method="api_key", refresh_token=None, access_token="ksk_SECRET", label="ci", proxy_url="http://p:3128"
+    )
+    assert (key.auth_method, key.access_token, key.refresh_token, key.proxy_url) == (
+        "api_key",
+        "ksk_SECRET",
+        None,
+        "http://p:3128",
+    )
+    SqliteAccountStore(tmp_path)  # opening again (another worker) finds nothing left to upgrade
+    assert {account.id for account in await store.accounts()} == {"old", key.id}

@@ -79,6 +79,38 @@ async def test_an_added_account_reads_back_whole(store: AccountStore) -> None:
     assert "SECRET" not in repr(await store.list_views())
 
 
+async def test_a_kiro_api_key_account_with_a_proxy_reads_back_whole_and_shows_no_secret(store: AccountStore) -> None:
+    proxy = "socks5://me:proxy-SECRET@10.0.0.9:1080"
+    added = await store.add(
+        auth_method="api_key", refresh_token=None, access_token="ksk_SECRET-key", label="ci", proxy_url=proxy
+    )
+    again = await store.get(added.id)
+    assert again is not None
+    assert (again.auth_method, again.refresh_token, again.access_token, again.expires_at) == (
+        "api_key",
+        None,
+        "ksk_SECRET-key",
+        None,
+    )
+    assert again.proxy_url == proxy
+    [view] = await store.list_views()
+    assert view.proxy == "socks5://me:…@10.0.0.9:1080" and view.auth_method == "api_key"
+    assert "SECRET" not in repr(view)
+
+
+async def test_the_environment_account_follows_its_proxy(store: AccountStore) -> None:
+    seeded = await store.seed_from_env(
+        EnvAccount(auth_method="api_key", refresh_token=None, access_token="ksk_env", proxy_url="http://a:1")
+    )
+    assert (seeded.auth_method, seeded.access_token, seeded.proxy_url) == ("api_key", "ksk_env", "http://a:1")
+    moved = await store.seed_from_env(
+        EnvAccount(auth_method="api_key", refresh_token=None, access_token="ksk_env", proxy_url="socks5://b:2")
+    )
+    assert moved.proxy_url == "socks5://b:2" and moved.access_token == "ksk_env"
+    dropped = await store.seed_from_env(EnvAccount(auth_method="api_key", refresh_token=None, access_token="ksk_env"))
+    assert dropped.proxy_url is None
+
+
 async def test_adding_under_a_known_id_replaces_credentials_but_keeps_the_operators_switch(store: AccountStore) -> None:
     first = await add_idc(store)
     await store.update(first.id, enabled=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from q2api.accounts.records import ENV_ACCOUNT_ID, AccountStatus, EnvAccount
+from q2api.accounts.records import ENV_ACCOUNT_ID, Account, AccountStatus, EnvAccount
 from q2api.accounts.refresh import RefreshEndpoints, refresh_access_token
 from q2api.accounts.store import SqliteAccountStore
 from q2api.accounts.tokens import TokenManager
@@ -313,3 +313,25 @@ async def test_cancelled_caller_does_not_lose_a_rotated_token(tmp_path: Path, si
     assert sim.refresh_calls == 1
     stored = await store.get(ENV_ACCOUNT_ID)
     assert stored.access_token == token and stored.refresh_token != REFRESH_SECRET
+
+
+def test_a_kiro_api_key_account_sends_no_profile_even_if_its_row_holds_one(tmp_path) -> None:
+    row = Account(
+        id="k",
+        label="ci",
+        auth_method="api_key",
+        refresh_token=None,
+        client_id=None,
+        client_secret=None,
+        profile_arn="arn:aws:codewhisperer:us-east-1:1:profile/X",
+        access_token="ksk_x",
+        expires_at=None,
+        status=AccountStatus.ACTIVE,
+        status_detail=None,
+        token_generation=0,
+        created_at=0.0,
+        updated_at=0.0,
+        refreshed_at=None,
+    )
+    manager = TokenManager(row, SqliteAccountStore(tmp_path), refresh_access_token)  # type: ignore[arg-type]
+    assert manager.profile_arn is None and manager.auth_kind == "api_key"

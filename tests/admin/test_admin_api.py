@@ -33,6 +33,8 @@ ACCOUNT_FIELDS = {
     "health_until",
     "status_detail",
     "region",
+    "profile_arn",
+    "proxy",
     "token_expires_at",
     "stats",
     "usage",

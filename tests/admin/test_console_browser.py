@@ -32,6 +32,7 @@ from tests.support.gateway_harness import (
 )
 
 PASTED_REFRESH_TOKEN = "sim-refresh-4242"  # a shape find_secrets knows: it must not reach the log
+PASTED_API_KEY = "ksk_console-4242"  # a Kiro API key (find_secrets knows the shape too)
 REPLY = "The whole chain works, piece by piece, as it streams."
 PANELS = ("Accounts", "Models", "Try it", "Activity")
 
@@ -61,6 +62,23 @@ async def sign_in(page: Page, gateway: Gateway) -> None:
     await expect(account_row(page, "environment")).to_be_visible()
     await page.reload()  # the key is kept for the tab's life: no second sign-in
     await expect(account_row(page, "environment")).to_be_visible()
+
+
+async def add_by_api_key(page: Page, gateway: Gateway) -> None:
+    """A Kiro API key added in the form serves as its own account; it is shown as one, then removed."""
+    gateway.sim.add_api_key(PASTED_API_KEY)
+    form = page.locator("#add-form")
+    await form.get_by_label("Label").fill("ci-key")
+    await form.get_by_label("or Kiro API key").fill(PASTED_API_KEY)
+    await form.get_by_role("button", name="Add account").click()
+    row = account_row(page, "ci-key")
+    await expect(row.locator(".badge")).to_have_text("Ready")
+    await expect(row).to_contain_text("Kiro API key")
+    await expect(form.get_by_label("or Kiro API key")).to_have_value("")  # not left on the page
+    assert (await admin_accounts(gateway))["ci-key"]["auth_method"] == "api_key"
+    await row.get_by_role("button", name="Remove ci-key").click()
+    await page.locator("#confirm-dialog").get_by_role("button", name="Remove", exact=True).click()
+    await expect(account_row(page, "ci-key")).to_have_count(0)
 
 
 async def add_by_refresh_token(page: Page) -> None:
@@ -228,6 +246,7 @@ async def test_the_console_runs_the_gateway_from_a_browser(tmp_path: Path) -> No
 
             await sign_in(page, gateway)
             await add_by_refresh_token(page)
+            await add_by_api_key(page, gateway)
             await device_login(page, gateway)
             await switch_off_with_the_keyboard(page, gateway)
             await rename(page)
@@ -255,4 +274,4 @@ async def test_the_console_runs_the_gateway_from_a_browser(tmp_path: Path) -> No
     assert seen.problems == [], seen.problems  # no script error, no CSP violation
     assert ADMIN_KEY not in logs.text
     assert find_secrets(logs.text) == []
-    assert PASTED_REFRESH_TOKEN not in logs.text
+    assert PASTED_REFRESH_TOKEN not in logs.text and PASTED_API_KEY not in logs.text

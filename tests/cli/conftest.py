@@ -24,7 +24,7 @@ def token_service() -> Iterator[SimulatedUpstream]:
 @pytest.fixture
 def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_service: SimulatedUpstream) -> Path:
     """An isolated store for in-process `main([...])` calls: no inherited setting, no `.env`, no terminal,
-    and the token services on loopback."""
+    and the token services and Amazon Q on loopback."""
     for variable in READ_VARIABLES:  # the settings, deprecated ones and the commands' inputs
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)  # a `.env` is read from the working directory; there is none here
@@ -33,4 +33,6 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_service: Sim
     monkeypatch.setenv("Q2API_DATA_DIR", str(data))
     monkeypatch.setenv("AMAZONQ_OIDC_ENDPOINT", token_service.oidc_url)
     monkeypatch.setenv("AMAZONQ_KIRO_REFRESH_ENDPOINT", token_service.kiro_refresh_url)
+    # Amazon Q itself too: an IdC login's profile is looked up there, an API key is checked there.
+    monkeypatch.setenv("AMAZONQ_ENDPOINT", token_service.url)
     return data

@@ -119,3 +119,72 @@ def test_served_workers_name_their_store_and_follow_a_disabled_account(tmp_path:
         # Hot reload: an account switched off in the store leaves both workers within seconds.
         sqlite_store(tmp_path / "data").update("env", enabled=False)
         server.wait_until(lambda: all(status_of(server, "/readyz") == 503 for _ in range(8)))
+
+
+API_KEY_SECRET = "ksk_cli-NEVER-PRINT-9b8a7c6d"
+
+
+def test_accounts_add_takes_a_kiro_api_key_checked_by_one_call(data_dir, capsys, monkeypatch, token_service):
+    token_service.check_tokens = True  # the key is taken only with its tokentype
+    token_service.add_api_key(API_KEY_SECRET)
+    monkeypatch.setenv("Q2API_NEW_API_KEY", API_KEY_SECRET)
+    code, out, err = run(capsys, "accounts", "add", "--label", "ci", "--region", "eu-central-1")
+    assert code == 0, err
+    assert "Added account" in out and "api_key" in out
+    [stored] = sqlite_store(data_dir).accounts()
+    assert (stored.auth_method, stored.access_token, stored.refresh_token) == ("api_key", API_KEY_SECRET, None)
+    assert stored.region == "eu-central-1"
+    assert token_service.refresh_calls == 0
+    assert [op for _, op, _ in token_service.services.requests] == ["getUsageLimits"]
+    assert API_KEY_SECRET not in out + err
+    code, out, _ = run(capsys, "accounts", "list")  # its credits, read with the key
+    assert code == 0 and "12.5/50" in out
+
+
+def test_accounts_list_shows_a_key_account_its_region_and_its_proxy_masked(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("Q2API_NEW_API_KEY", API_KEY_SECRET)
+    proxy = "socks5://u:pw-NEVER@127.0.0.1:9"  # nothing listens there: the listing's credit read just fails
+    code, _, err = run(
+        capsys, "accounts", "add", "--label", "ci", "--region", "eu-central-1", "--proxy", proxy, "--no-verify"
+    )
+    assert code == 0, err
+    [stored] = sqlite_store(data_dir).accounts()
+    assert stored.proxy_url == proxy
+    code, out, err = run(capsys, "accounts", "list")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.startswith(stored.id)]
+    assert "api_key" in row and "never (API key)" in row and "eu-central-1" in row
+    assert "socks5://u:…@127.0.0.1:9" in row
+    assert API_KEY_SECRET not in out + err and "NEVER" not in out + err
+
+
+def test_accounts_add_refuses_a_key_amazon_q_refuses(data_dir, capsys, monkeypatch, token_service):
+    token_service.check_tokens = True
+    monkeypatch.setenv("Q2API_NEW_API_KEY", API_KEY_SECRET)  # never added to the simulator
+    code, out, err = run(capsys, "accounts", "add", "--label", "ci")
+    assert code == 1
+    assert "Amazon Q refused this API key" in err and "nothing was stored" in err
+    assert sqlite_store(data_dir).accounts() == []
+    assert API_KEY_SECRET not in out + err
+
+
+def test_accounts_add_refuses_a_key_beside_login_options_and_a_bad_proxy_or_region(data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("Q2API_NEW_API_KEY", API_KEY_SECRET)
+    code, _, err = run(capsys, "accounts", "add", "--label", "ci", "--client-id", "cid")
+    assert code == 2 and "Q2API_NEW_API_KEY" in err
+    code, _, err = run(capsys, "accounts", "add", "--label", "ci", "--proxy", "ftp://u:pw-NEVER@h:21")
+    assert code == 2 and "proxy" in err and "NEVER" not in err
+    code, _, err = run(capsys, "accounts", "add", "--label", "ci", "--region", "moon-1")
+    assert code == 2 and "--region" in err
+    assert sqlite_store(data_dir).accounts() == []
+
+
+def test_an_idc_login_added_by_the_cli_gets_its_profile(data_dir, capsys, monkeypatch, token_service):
+    token_service.services.profiles = [{"arn": "arn:aws:codewhisperer:us-east-1:1:profile/CLI", "profileName": "p"}]
+    monkeypatch.setenv("Q2API_NEW_REFRESH_TOKEN", REFRESH_SECRET)
+    monkeypatch.setenv("Q2API_NEW_CLIENT_SECRET", "client-secret-NEVER")
+    code, out, err = run(capsys, "accounts", "add", "--label", "corp", "--client-id", "cid")
+    assert code == 0, err
+    assert "Amazon Q profile: arn:aws:codewhisperer:us-east-1:1:profile/CLI" in out
+    [stored] = sqlite_store(data_dir).accounts()
+    assert stored.profile_arn == "arn:aws:codewhisperer:us-east-1:1:profile/CLI"

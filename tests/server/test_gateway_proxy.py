@@ -69,9 +69,10 @@ async def test_upstream_and_refresh_calls_go_through_http_proxy(tmp_path, monkey
         sim.enqueue(scripts.text_reply("through the proxy", chunks=3))
         message = await _ask_through_gateway(sim, tmp_path / "proxied")
         assert message.content[0].text == "through the proxy"
-        # The OIDC refresh, the start-up catalogue and credit reads, then GenerateAssistantResponse.
+        # The OIDC refresh, the IdC login's profile lookup (awsJson `POST /`), the start-up catalogue and
+        # credit reads, then GenerateAssistantResponse.
         assert proxy.forwarded[0] == "POST /token" and proxy.forwarded[-1] == "POST /"
-        assert {"GET /ListAvailableModels", "GET /getUsageLimits"} == set(proxy.forwarded[1:-1])
+        assert {"POST /", "GET /ListAvailableModels", "GET /getUsageLimits"} == set(proxy.forwarded[1:-1])
         forwarded_first = len(proxy.forwarded)
 
         # NO_PROXY exempts the upstream's host.

@@ -39,7 +39,7 @@ JSON_BODY = {"content-type": "application/json"}
 JSON_CLIENT_HEADERS = {"x-api-key": CLIENT_KEY, **JSON_BODY}
 
 # Secrets that must never reach a log line or an error message: the client and admin
-# keys, OIDC client secrets and device codes, and any refresh or access token the simulator issues.
+# keys, OIDC client secrets and device codes, any refresh or access token the simulator issues, Kiro API keys.
 _SECRET_PATTERNS = (
     re.compile(re.escape(CLIENT_KEY)),
     re.compile(re.escape(SIM_CLIENT_SECRET)),
@@ -49,6 +49,7 @@ _SECRET_PATTERNS = (
     re.compile(r"sim-access-\d+"),
     re.compile(r"sim-registered-secret-\d+"),
     re.compile(r"sim-device-\d+"),
+    re.compile(r"ksk_[A-Za-z0-9_-]+"),  # Kiro API keys
 )
 
 

@@ -7,7 +7,7 @@ import {
   $, el, setText, setAttr, show, toast, formatNumber, formatRelative, formatDate, formatTime,
 } from "./dom.js";
 
-const METHODS = { idc: "AWS Builder ID / IdC", social: "Kiro social login" };
+const METHODS = { idc: "AWS Builder ID / IdC", social: "Kiro social login", api_key: "Kiro API key" };
 const HEALTH_TEXT = {
   ready: "Ready",
   throttled: "Throttled",
@@ -125,7 +125,11 @@ function updateRow(entry, account) {
   const c = entry.cells;
   entry.account = account;
   setText(c.label, account.label);
-  setText(c.method, [METHODS[account.auth_method] ?? account.auth_method, account.region].filter(Boolean).join(" · "));
+  const method = [METHODS[account.auth_method] ?? account.auth_method, account.region];
+  if (account.proxy) method.push(`via ${account.proxy}`);
+  setText(c.method, method.filter(Boolean).join(" · "));
+  // The profile ARN is not a secret (it names the profile, it opens nothing): shown on hover.
+  setAttr(c.method, "title", account.profile_arn ? `profile ${account.profile_arn}` : "no Amazon Q profile");
 
   setText(c.badge, HEALTH_TEXT[account.health] ?? account.health);
   setAttr(c.badge, "data-health", account.health);
@@ -239,14 +243,14 @@ async function removeAccount(entry) {
   }
 }
 
-/** The "Add by refresh token" form. */
+/** The "Add by refresh token or API key" form. */
 export function wireAddForm() {
   const form = $("add-form");
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = Object.fromEntries(new FormData(form));
-    const body = { label: data.label.trim(), refresh_token: data.refresh_token.trim() };
-    for (const name of ["client_id", "client_secret", "region"]) {
+    const body = { label: data.label.trim() };
+    for (const name of ["refresh_token", "api_key", "client_id", "client_secret", "region", "proxy"]) {
       if (data[name]?.trim()) body[name] = data[name].trim();
     }
     const submit = form.querySelector("button[type=submit]");
