@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def no_checkpoints() -> None:
-    """Every request converted from scratch (and so its output validated from scratch too)."""
+    """Every request converted from scratch, its history included."""
     from q2api.conversion.checkpoints import CheckpointStore
 
     CheckpointStore.find = lambda self, conversation_id, messages: None  # type: ignore[method-assign]
