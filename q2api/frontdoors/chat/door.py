@@ -17,13 +17,13 @@ import msgspec
 from loguru import logger
 
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
-from q2api.anthropic.errors import AnthropicError, InvalidRequest
+from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.types import MessagesRequest
-from q2api.frontdoors.chat.errors import ChatError, openai_error
+from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
 from q2api.frontdoors.door import ErrorReply, EventEncoder
-from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.errors import OpenAIError
 from q2api.openai.types import parse_chat_request
 
 CHAT_ROUTE = "/v1/chat/completions"
@@ -61,13 +61,7 @@ class ChatCall:
         return self.translated.options.check is not None
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
-        """The error in OpenAI terms; a later stage's 400 names a field of the Claude form, so the
-        client is told its own field instead."""
-        if isinstance(error, InvalidRequest):
-            param = self.translated.param_for(error.path)
-            if param is not None:
-                return ChatError(InvalidChatRequest(param, error.problem), error_type=error.error_type)
-        return ChatError.of(error)
+        return client_error_of(error, self.translated.param_for)
 
 
 class ChatDoor:

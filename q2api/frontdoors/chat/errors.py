@@ -12,10 +12,11 @@ becomes 503), `retry-after` / `x-should-retry` kept, and the codes OpenAI client
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-from q2api.anthropic.errors import AnthropicError
-from q2api.openai.errors import OpenAIError
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
 
 # The Anthropic API's context-overflow message (translation.error_mapping.prompt_too_long writes it), with
 # the gateway's own reason in parentheses when it refused a request over the upstream's size limit.
@@ -60,6 +61,16 @@ def openai_error(error: AnthropicError) -> OpenAIError:
     elif status >= 500:
         code = error.error_type  # api_error, overloaded_error, timeout_error: what went wrong behind the gateway
     return OpenAIError(status, error.message, error_type=error_type, param=param, code=code, headers=error.headers)
+
+
+def client_error_of(error: AnthropicError, param_for: Callable[[str], str | None]) -> AnthropicError:
+    """The error in OpenAI terms. A later stage's 400 names a field of the Claude form: the client is
+    told its own field instead (`param_for` maps a Claude path to the OpenAI parameter it came from)."""
+    if isinstance(error, InvalidRequest):
+        param = param_for(error.path)
+        if param is not None:
+            return ChatError(InvalidChatRequest(param, error.problem), error_type=error.error_type)
+    return ChatError.of(error)
 
 
 def stream_error_body(claude_error: dict[str, Any]) -> dict[str, Any]:
