@@ -320,27 +320,5 @@ class KeyStore:
         return dataclasses.replace(record, revoked_at=now, updated_at=now)
 
 
-def limits_from_options(
-    *,
-    models: str | None = None,
-    expires: str | None = None,
-    rpm: int | None = None,
-    tpm: int | None = None,
-    max_concurrent: int | None = None,
-    credits_per_day: float | None = None,
-    credits_per_month: float | None = None,
-) -> KeyLimits:
-    """The limits the command line and the admin API name in words (`--models a,b --expires 30d`)."""
-    return KeyLimits(
-        models=parse_models(models) if models is not None else None,
-        expires_at=parse_expiry(expires) if expires is not None else None,
-        rpm=rpm,
-        tpm=tpm,
-        max_concurrent=max_concurrent,
-        credits_per_day=credits_per_day,
-        credits_per_month=credits_per_month,
-    )
-
-
 def models_text(models: Sequence[str] | None) -> str:
     return ", ".join(models) if models else "every model"
