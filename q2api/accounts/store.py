@@ -61,8 +61,8 @@ T = TypeVar("T")
 DB_FILENAME = "q2api.sqlite3"
 INIT_LOCK_FILENAME = "store-init.lock"
 _BUSY_TIMEOUT = 10.0  # seconds a SQLite call waits for another worker's write
-# The schema chains a store is migrated with: the account store's own, then those of the modules
-# that keep tables beside it (docs/architecture.md, "The store").
+# The schema chains a store is migrated with unless told otherwise: the account store's own (a module
+# keeping tables beside it runs its chain on its own connection: docs/architecture.md, "The store").
 DEFAULT_CHAINS: tuple[MigrationChain, ...] = (tables.STORE_MIGRATIONS,)
 
 
