@@ -189,6 +189,15 @@ def _limit_values(limits: KeyLimits) -> dict[str, Any]:
     return values
 
 
+def _find(db: sa.Connection, id_or_label: str) -> KeyRecord:
+    """The key with this id or label (raises KeyProblem marked `missing`)."""
+    by_id_or_label = sa.or_(client_keys.c.id == id_or_label, client_keys.c.label == id_or_label)
+    row = db.execute(sa.select(client_keys).where(by_id_or_label)).first()
+    if row is None:
+        raise KeyProblem("key", f"no key has the id or label {id_or_label!r}", missing=True)
+    return _record(row)
+
+
 class KeyStore:
     """The keys in the store (SQLite or the shared database)."""
 
@@ -240,19 +249,7 @@ class KeyStore:
 
     async def find(self, id_or_label: str) -> KeyRecord:
         """The key with this id or label (raises KeyProblem marked `missing`)."""
-
-        def select(db: sa.Connection) -> KeyRecord | None:
-            row = db.execute(
-                sa.select(client_keys).where(
-                    sa.or_(client_keys.c.id == id_or_label, client_keys.c.label == id_or_label)
-                )
-            ).first()
-            return _record(row) if row is not None else None
-
-        record = await self.database.read(select)
-        if record is None:
-            raise KeyProblem("key", f"no key has the id or label {id_or_label!r}", missing=True)
-        return record
+        return await self.database.read(lambda db: _find(db, id_or_label))
 
     async def by_digest(self, digest: str) -> KeyRecord | None:
         def select(db: sa.Connection) -> KeyRecord | None:
@@ -279,17 +276,25 @@ class KeyStore:
         return await self.database.read(count)
 
     async def update(self, id_or_label: str, changes: dict[str, Any]) -> KeyRecord:
-        """Change a key's label or limits (`changes`: field → new value, None to lift a limit)."""
-        record = await self.find(id_or_label)
+        """Change a key's label or limits (`changes`: field → new value, None to lift a limit).
+
+        The key is read inside the writing transaction, after its row is locked: two changes made at
+        once (two operators, two replicas) both take effect, neither undoes the other's.
+        """
         unknown = set(changes) - {*LIMIT_FIELDS, "label"}
         if unknown:
             raise KeyProblem(sorted(unknown)[0], "is not a field of a key")
-        label = check_label(changes["label"]) if "label" in changes else record.label
-        merged = dataclasses.replace(record.limits, **{k: v for k, v in changes.items() if k != "label"})
-        limits = checked_limits(merged)
+        new_label = check_label(changes["label"]) if "label" in changes else None
         now = time.time()
 
-        def change(db: sa.Connection) -> None:
+        def change(db: sa.Connection) -> KeyRecord:
+            record = _find(db, id_or_label)
+            # Its row lock first (PostgreSQL and MySQL read committed rows without one), then read it again.
+            db.execute(sa.update(client_keys).where(client_keys.c.id == record.id).values(updated_at=now))
+            record = _find(db, record.id)
+            label = record.label if new_label is None else new_label
+            merged = dataclasses.replace(record.limits, **{k: v for k, v in changes.items() if k != "label"})
+            limits = checked_limits(merged)
             if label != record.label:
                 taken = db.execute(sa.select(client_keys.c.id).where(client_keys.c.label == label)).first()
                 if taken is not None:
@@ -299,9 +304,9 @@ class KeyStore:
                 .where(client_keys.c.id == record.id)
                 .values(label=label, updated_at=now, **_limit_values(limits))
             )
+            return dataclasses.replace(record, label=label, limits=limits, updated_at=now)
 
-        await self.database.write(change)
-        return dataclasses.replace(record, label=label, limits=limits, updated_at=now)
+        return await self.database.write(change)
 
     async def revoke(self, id_or_label: str) -> KeyRecord:
         record = await self.find(id_or_label)

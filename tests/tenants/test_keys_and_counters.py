@@ -175,3 +175,24 @@ async def test_model_and_standing_checks(tmp_path):
             await gate.admit(revoked, "claude-haiku-4-5", 1)
     finally:
         await database.close()
+
+
+async def test_two_updates_of_one_key_at_once_both_take_effect(database_url, tmp_path, monkeypatch):
+    """Two operators change different limits of one key at the same moment: neither change is lost."""
+    database = await open_tenant_database(database_url, tmp_path)
+    try:
+        keys = KeyStore(database)
+        await keys.create("ci-bot", KeyLimits())
+        answer_now = database.read
+
+        async def answer_late(work):  # every read answers late: both updates read before either writes
+            answer = await answer_now(work)
+            await asyncio.sleep(0.2)
+            return answer
+
+        monkeypatch.setattr(database, "read", answer_late)
+        await asyncio.gather(keys.update("ci-bot", {"rpm": 10}), keys.update("ci-bot", {"tpm": 5000}))
+        limits = (await keys.find("ci-bot")).limits
+        assert limits.rpm == 10 and limits.tpm == 5000
+    finally:
+        await database.close()
