@@ -27,7 +27,8 @@ async def open_account_store(
     """`database_url` empty: the SQLite store in `data_dir`; else the shared store it names.
 
     `chains`: the schema migrations to bring up to date, the store's own first (a module that keeps
-    tables beside the accounts adds its chain: docs/architecture.md, "The store").
+    tables beside the accounts may add its chain here, or migrate it on its own connection as the
+    tenants do: docs/architecture.md, "The store").
 
     Raises ValueError for a malformed URL or a shared store without a secret key,
     StoreUnavailable when the database cannot be reached or migrated. The caller
