@@ -391,10 +391,7 @@ class UpstreamClient:
                 )
                 continue
             if response.status not in FAILOVER_STATUSES and not _may_be_profile_refusal(response):
-                if response.status == 200:
-                    attempt.served_by = host.name
-                    self.hosts.served(manager, host)
-                return response, None
+                return self._answered(attempt, manager, host, response), None
             error = await _read_error(response)
             attempt.trace.classify_last(error.kind.value)
             if response.status == 400 and not is_profile_refusal(error):
@@ -406,16 +403,22 @@ class UpstreamClient:
                 refreshed = True
                 response = await self._post(attempt, manager, host, token)
                 if response.status not in FAILOVER_STATUSES:
-                    if response.status == 200:
-                        attempt.served_by = host.name
-                        self.hosts.served(manager, host)
-                    return response, None
+                    return self._answered(attempt, manager, host, response), None
                 error = await _read_error(response)
                 attempt.trace.classify_last(error.kind.value)
             if following is None or error.suspended:
                 return None, error  # a suspension is the account's, not the host's
             self.hosts.failed(manager, host, following, str(error.status))
         raise AssertionError("unreachable: the last host's answer is returned")  # pragma: no cover
+
+    def _answered(
+        self, attempt: _Attempt, manager: Credential, host: Host, response: aiohttp.ClientResponse
+    ) -> aiohttp.ClientResponse:
+        """`host` answered with something else than "not here": a 200 records it as the one that served."""
+        if response.status == 200:
+            attempt.served_by = host.name
+            self.hosts.served(manager, host)
+        return response
 
     async def _post(self, attempt: _Attempt, manager: Credential, host: Host, token: str) -> aiohttp.ClientResponse:
         """One call, recorded in the request's trace with its host, its account and how it ended."""
