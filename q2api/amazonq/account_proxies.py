@@ -89,6 +89,7 @@ class AccountProxies:
         self.direct = direct
         self._keepalive = {} if keepalive_seconds is None else {"keepalive_timeout": keepalive_seconds}
         self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._env_routes: dict[str, dict[str, Any]] = {}  # per URL, resolved once (the URLs called are few)
 
     def session_for(self, proxy_url: str | None) -> aiohttp.ClientSession:
         """The session an account with `proxy_url` (None: no proxy of its own) calls through."""
@@ -113,7 +114,10 @@ class AccountProxies:
         """
         if proxy_url:
             return self.session_for(proxy_url), {}
-        return self.direct, proxy_route(url)._asdict()
+        route = self._env_routes.get(url)
+        if route is None:
+            route = self._env_routes[url] = proxy_route(url)._asdict()
+        return self.direct, route
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}

@@ -3,8 +3,8 @@
 The upstream client appends one :class:`UpstreamAttempt` per HTTP call it makes for a request —
 retries, account switches and the repeat after a token refresh included — to the request's
 :class:`UpstreamTrace`, so the request's log line can say how many calls a failure took and where
-they went. Today every call goes to the one configured endpoint; with several hosts per account
-(a fallback list) each attempt names its own.
+they went. Each attempt names its own host: an account's calls move down its list of hosts
+(q2api.amazonq.host_choice) when one fails it.
 
 The trace can also keep the exact body of the last call (`keep_body`), which a capture of a failed
 request needs; the caller lets go of it as soon as it knows no capture will be written. Nothing

@@ -75,10 +75,6 @@ class HostRests:
         """`host` served `account_id`: whatever it failed before is forgotten."""
         self._rests.pop((account_id, host.url), None)
 
-    def forget_account(self, account_id: str) -> None:
-        for key in [key for key in self._rests if key[0] == account_id]:
-            del self._rests[key]
-
     def _forget_expired(self) -> None:
         now = self._clock()
         for key in [key for key, rest in self._rests.items() if rest.until <= now]:

@@ -2,8 +2,9 @@
 
 aiohttp's `trust_env=True` does the same lookup, but on every request, and it
 also searches `~/.netrc` for credentials in a thread pool each time: a thread
-hop before every upstream call. The gateway only ever calls three URLs, so it
-resolves each one's proxy once and passes it explicitly.
+hop before every upstream call. The gateway calls a few fixed URLs (its hosts,
+the token services), so q2api.amazonq.account_proxies resolves each one's proxy
+once and the callers pass it explicitly.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from q2api.amazonq.errors import (
     parse_error_reply,
 )
 from q2api.amazonq.host_choice import HostChoice
-from q2api.amazonq.proxy import proxy_route
 
 ORIGIN = "AI_EDITOR"
 REQUEST_ID_HEADER = "x-amzn-requestid"
@@ -64,13 +63,12 @@ class ServiceApi:
         timeout: float = 15.0,
         proxies: AccountProxies | None = None,
     ) -> None:
-        """`proxies`: the sessions of accounts with a proxy of their own (the caller closes them)."""
-        self._session = session
+        """`proxies`: `session` with its HTTP(S)_PROXY routes, and the sessions of accounts with a proxy of
+        their own (the caller closes them)."""
         self._proxies = proxies or AccountProxies(session)
         self._endpoint = endpoint.rstrip("/")
         self._timeout_seconds = timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._proxy = proxy_route(endpoint)._asdict()
         self.flavour = Flavour.REST  # until the host shows it speaks only awsJson
 
     async def call(
@@ -112,9 +110,7 @@ class ServiceApi:
             **authorization_headers(caller.token, caller.token_type),
             "Accept": "application/json",
         }
-        session, route = (
-            (self._proxies.session_for(caller.proxy_url), {}) if caller.proxy_url else (self._session, self._proxy)
-        )
+        session, route = self._proxies.route(caller.proxy_url, url)  # its own proxy, else HTTP(S)_PROXY
         try:
             async with session.request(
                 method, url, headers=all_headers, timeout=self._timeout, **route, **options

@@ -51,7 +51,6 @@ from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.hosts import Host, sends_profile, shape_document
 from q2api.amazonq.inflight import InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
-from q2api.amazonq.proxy import ProxyRoute, proxy_route
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 
 TARGET = "AmazonCodeWhispererStreamingService.GenerateAssistantResponse"
@@ -224,15 +223,14 @@ class UpstreamClient:
         hosts: HostChoice | None = None,
         proxies: AccountProxies | None = None,
     ) -> None:
-        """`proxies`: the sessions of the accounts that have a proxy of their own (whoever made it closes it)."""
-        self._session = session
+        """`proxies`: `session` with its HTTP(S)_PROXY routes, and the sessions of the accounts that have a
+        proxy of their own (whoever made it closes it)."""
         self._account_proxies = proxies or AccountProxies(session)
         self._pool = pool
         self._config = config
         self._observer = observer
         self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
         self.inflight = InflightSlots(config.account_max_inflight)
-        self._proxies: dict[str, ProxyRoute] = {}  # per host URL, resolved once (hosts are few)
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=config.connect_timeout,
@@ -391,10 +389,7 @@ class UpstreamClient:
                 )
                 continue
             if response.status not in FAILOVER_STATUSES and not _may_be_profile_refusal(response):
-                if response.status == 200:
-                    attempt.served_by = host.name
-                    self.hosts.served(manager, host)
-                return response, None
+                return self._answered(attempt, manager, host, response), None
             error = await _read_error(response)
             attempt.trace.classify_last(error.kind.value)
             if response.status == 400 and not is_profile_refusal(error):
@@ -406,16 +401,22 @@ class UpstreamClient:
                 refreshed = True
                 response = await self._post(attempt, manager, host, token)
                 if response.status not in FAILOVER_STATUSES:
-                    if response.status == 200:
-                        attempt.served_by = host.name
-                        self.hosts.served(manager, host)
-                    return response, None
+                    return self._answered(attempt, manager, host, response), None
                 error = await _read_error(response)
                 attempt.trace.classify_last(error.kind.value)
             if following is None or error.suspended:
                 return None, error  # a suspension is the account's, not the host's
             self.hosts.failed(manager, host, following, str(error.status))
         raise AssertionError("unreachable: the last host's answer is returned")  # pragma: no cover
+
+    def _answered(
+        self, attempt: _Attempt, manager: Credential, host: Host, response: aiohttp.ClientResponse
+    ) -> aiohttp.ClientResponse:
+        """`host` answered with something else than "not here": a 200 records it as the one that served."""
+        if response.status == 200:
+            attempt.served_by = host.name
+            self.hosts.served(manager, host)
+        return response
 
     async def _post(self, attempt: _Attempt, manager: Credential, host: Host, token: str) -> aiohttp.ClientResponse:
         """One call, recorded in the request's trace with its host, its account and how it ended."""
@@ -440,21 +441,11 @@ class UpstreamClient:
             attempt.trace.record(UpstreamAttempt(host.name, manager.label, outcome, status, seconds))
             self._observer.host_attempt(host.name, outcome)
 
-    def _proxy_for(self, endpoint: str) -> ProxyRoute:
-        proxy = self._proxies.get(endpoint)
-        if proxy is None:
-            proxy = self._proxies[endpoint] = proxy_route(endpoint)
-        return proxy
-
     async def _send(self, endpoint: str, body: bytes, token: str, manager: Credential) -> aiohttp.ClientResponse:
         headers = dict(FIXED_HEADERS)
         headers.update(authorization_headers(token, token_type_of(manager.auth_kind)))
         # An account's own proxy, else the session (and HTTP(S)_PROXY route) every account shares.
-        if manager.proxy_url:
-            session, route = self._account_proxies.session_for(manager.proxy_url), {}
-        else:
-            proxy = self._proxy_for(endpoint)
-            session, route = self._session, proxy._asdict()
+        session, route = self._account_proxies.route(manager.proxy_url, endpoint)
         try:
             async with asyncio.timeout(self._config.first_byte_timeout):
                 return await session.post(endpoint, data=body, headers=headers, timeout=self._timeout, **route)

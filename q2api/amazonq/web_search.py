@@ -21,8 +21,8 @@ Wire facts (all peer reports, docs/protocol.md#web-search):
   sample of "no results" was captured: an empty `results` list is taken as an empty search (KRS,
   JW), a non-empty inner `error` string as a failure (a TS gateway).
 
-The host comes from `host_of(credential)`: today the gateway's one endpoint; per-account hosts
-(issue 20) plug in there. A failure is an outcome, never an exception: the reply goes on with a
+The host comes from `host_of(credential)`: the host the account's chat goes to
+(q2api.server.wiring.web_searcher, HostChoice.preferred). A failure is an outcome, never an exception: the reply goes on with a
 `web_search_tool_result_error` block.
 """
 

@@ -22,7 +22,6 @@ from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
 from q2api.log_text import one_line
 from q2api.server import metrics
-from q2api.server.cross_site import NO_RETRY
 from q2api.server.transport import BODY_TIMED_OUT
 
 REQUEST_ID_HEADER = "request-id"
@@ -175,22 +174,6 @@ class ClientKeys:
     def required(self) -> bool:
         return bool(self._keys)
 
-    def check(self, request: Request) -> str | None:
-        """Raise a 401 unless the request carries a configured key; the key it carried (None: the gateway is open).
-
-        Accepts `x-api-key` (SDK 0.x/1.x) and `Authorization: Bearer` (SDK 2.x,
-        Claude Code with ANTHROPIC_AUTH_TOKEN). Every key is compared in
-        constant time so timing reveals nothing about a near miss.
-        """
-        if not self._keys:
-            return None
-        presented = presented_key(request)
-        if not presented:
-            raise AnthropicError(401, KEY_REQUIRED, headers=NO_RETRY)
-        if not self.matches(presented):
-            raise AnthropicError(401, KEY_INVALID, headers=NO_RETRY)
-        return presented
-
     def matches(self, presented: str) -> bool:
         """Whether `presented` is one of the configured keys (compared with each, in constant time)."""
         candidate = presented.encode()
@@ -205,7 +188,8 @@ KEY_INVALID = "invalid x-api-key"
 
 
 def presented_key(request: Request) -> str | None:
-    """The client key a request carries: `x-api-key`, else `Authorization: Bearer` (None: neither)."""
+    """The client key a request carries: `x-api-key` (SDK 0.x/1.x), else `Authorization: Bearer` (SDK 2.x,
+    Claude Code with ANTHROPIC_AUTH_TOKEN); None: neither. q2api.server.tenancy judges it."""
     # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
     presented = request.headers.get("x-api-key") or None
     if presented is None:
