@@ -153,14 +153,14 @@ async def _command(settings: Settings, database: TenantDatabase, args: argparse.
             print("q2api keys update: nothing to change (give --label or a limit)", file=sys.stderr)
             return EXIT_USAGE
         record = await store.update(args.key, changes)
-        _print_key(record, await _spent(settings, database, record), as_json=False)
+        _print_key(record, (await _spent(settings, database, [record]))[record.id], as_json=False)
         return EXIT_OK
     if command == "show":
         record = await store.find(args.key)
-        _print_key(record, await _spent(settings, database, record), as_json=args.json)
+        _print_key(record, (await _spent(settings, database, [record]))[record.id], as_json=args.json)
         return EXIT_OK
     records = await store.list()
-    spent = {record.id: await _spent(settings, database, record) for record in records}
+    spent = await _spent(settings, database, records)
     if args.json:
         print(orjson.dumps([{**record.as_dict(), **spent[record.id]} for record in records]).decode())
         return EXIT_OK
@@ -185,7 +185,8 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
-async def _spent(settings: Settings, database: TenantDatabase, record: KeyRecord) -> dict[str, float]:
+async def _spent(settings: Settings, database: TenantDatabase, records: list[KeyRecord]) -> dict[str, dict[str, float]]:
+    """Each key's spend by its id, read through one connection to the counters for them all."""
     counters: Counters
     if settings.redis_url:
         from q2api.tenants.redis_counters import RedisCounters
@@ -194,7 +195,8 @@ async def _spent(settings: Settings, database: TenantDatabase, record: KeyRecord
     else:
         counters = StoreCounters(database)
     try:
-        return await _quietly(LimitGate(counters).spent(record), {})
+        gate = LimitGate(counters)
+        return {record.id: await _quietly(gate.spent(record), {}) for record in records}
     finally:
         await counters.close()
 
