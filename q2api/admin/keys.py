@@ -62,8 +62,6 @@ def _models(models: list[str]) -> tuple[str, ...]:
 
 
 async def key_answer(gateway: Gateway, record: KeyRecord) -> dict[str, Any]:
-    now = time.time()
-    status = "revoked" if record.revoked_at is not None else "expired" if record.expired(now) else "active"
     answer = record.as_dict()
     for name in ("expires_at", "created_at", "updated_at", "revoked_at"):
         answer[name] = iso_time(answer[name])
@@ -72,7 +70,7 @@ async def key_answer(gateway: Gateway, record: KeyRecord) -> dict[str, Any]:
         spent = dict(await gateway.tenancy.gate.spent(record))
     except Exception:  # spend is shown when the counters answer; a key is listed either way
         spent = {"credits_today": None, "credits_this_month": None}
-    return {**answer, "status": status, **spent}
+    return {**answer, "status": record.status(time.time()), **spent}
 
 
 async def list_keys(request: Request, gateway: Gateway) -> Response:

@@ -208,12 +208,6 @@ async def _quietly(work: Awaitable[T], fallback: T) -> T:
         return fallback
 
 
-def _status(record: KeyRecord) -> str:
-    if record.revoked_at is not None:
-        return "revoked"
-    return "expired" if record.expired(time.time()) else "active"
-
-
 def _limits_text(record: KeyRecord) -> str:
     limits = record.limits
     parts = []
@@ -236,7 +230,7 @@ def _print_table(records: list[KeyRecord], spent: dict[str, dict[str, float]]) -
             (
                 record.id,
                 record.label,
-                _status(record),
+                record.status(time.time()),
                 record.key_prefix + "…",
                 ",".join(record.limits.models) if record.limits.models else "all",
                 _limits_text(record),
@@ -250,7 +244,7 @@ def _print_table(records: list[KeyRecord], spent: dict[str, dict[str, float]]) -
 
 
 def _print_key(record: KeyRecord, spent: dict[str, float], *, as_json: bool) -> None:
-    document = {**record.as_dict(), "status": _status(record), **spent}
+    document = {**record.as_dict(), "status": record.status(time.time()), **spent}
     if as_json:
         print(orjson.dumps(document).decode())
         return
