@@ -235,12 +235,16 @@ def _print_table(records: list[KeyRecord], spent: dict[str, dict[str, float]]) -
                 ",".join(record.limits.models) if record.limits.models else "all",
                 _limits_text(record),
                 iso_time(record.limits.expires_at) or "-",
-                f"{spent[record.id].get('credits_today', 0.0):.2f}",
+                _credits(spent[record.id].get("credits_today")),
             )
         )
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _credits(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"  # "-": the counters did not answer, not "nothing spent"
 
 
 def _print_key(record: KeyRecord, spent: dict[str, float], *, as_json: bool) -> None:
