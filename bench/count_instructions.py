@@ -1,6 +1,6 @@
 """The gateway's CPU per request or per reply as instructions counted by callgrind: a figure a shared machine does not move.
 
-    .venv/bin/python bench/count_instructions.py agent [--size-kb 1024] [--requests 5] [--without NAME]
+    .venv/bin/python bench/count_instructions.py agent [--size-kb 1024] [--requests 4] [--without NAME]
     .venv/bin/python bench/count_instructions.py paced [--chunks 200] [--requests 4] [--without NAME]
 
 Runs the gateway exactly as `bench_gateway.py` does (`q2api serve`, one worker, on the simulated

@@ -3,7 +3,9 @@ only), show, change, revoke — each with what it spent today and this month aga
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -53,8 +55,15 @@ def _problem(problem: KeyProblem) -> AdminError:
     return AdminError(400, "invalid_request", str(problem))
 
 
-def _store_failed(exc: Exception) -> AdminError:
-    return AdminError(503, "store_unavailable", f"the key store is unavailable: {type(exc).__name__}")
+@contextlib.contextmanager
+def _as_admin_errors() -> Iterator[None]:
+    """A refused key (404, 409 or 400) or a store that does not answer (503) as the admin API's error."""
+    try:
+        yield
+    except KeyProblem as problem:
+        raise _problem(problem) from None
+    except STORE_ERRORS as exc:
+        raise AdminError(503, "store_unavailable", f"the key store is unavailable: {type(exc).__name__}") from None
 
 
 def _models(models: list[str]) -> tuple[str, ...]:
@@ -62,8 +71,6 @@ def _models(models: list[str]) -> tuple[str, ...]:
 
 
 async def key_answer(gateway: Gateway, record: KeyRecord) -> dict[str, Any]:
-    now = time.time()
-    status = "revoked" if record.revoked_at is not None else "expired" if record.expired(now) else "active"
     answer = record.as_dict()
     for name in ("expires_at", "created_at", "updated_at", "revoked_at"):
         answer[name] = iso_time(answer[name])
@@ -72,21 +79,19 @@ async def key_answer(gateway: Gateway, record: KeyRecord) -> dict[str, Any]:
         spent = dict(await gateway.tenancy.gate.spent(record))
     except Exception:  # spend is shown when the counters answer; a key is listed either way
         spent = {"credits_today": None, "credits_this_month": None}
-    return {**answer, "status": status, **spent}
+    return {**answer, "status": record.status(time.time()), **spent}
 
 
 async def list_keys(request: Request, gateway: Gateway) -> Response:
-    try:
+    with _as_admin_errors():
         records = await gateway.tenancy.directory.store.list()
-    except STORE_ERRORS as exc:
-        raise _store_failed(exc) from None
     audit("list keys")
     return json_answer({"keys": [await key_answer(gateway, record) for record in records]})
 
 
 async def create_key(request: Request, gateway: Gateway) -> Response:
     body = await decode_body(request, CreateKeyBody)
-    try:
+    with _as_admin_errors():
         limits = KeyLimits(
             models=_models(body.models) if body.models is not None else None,
             expires_at=parse_expiry(body.expires) if body.expires is not None else None,
@@ -97,10 +102,6 @@ async def create_key(request: Request, gateway: Gateway) -> Response:
             credits_per_month=body.credits_per_month,
         )
         key, record = await gateway.tenancy.directory.store.create(body.label, limits)
-    except KeyProblem as problem:
-        raise _problem(problem) from None
-    except STORE_ERRORS as exc:
-        raise _store_failed(exc) from None
     audit("create key", label=record.label)
     return json_answer({"key": key, **(await key_answer(gateway, record))}, 201)
 
@@ -112,7 +113,7 @@ async def show_key(request: Request, gateway: Gateway) -> Response:
 async def patch_key(request: Request, gateway: Gateway) -> Response:
     body = await decode_body(request, PatchKeyBody)
     changes: dict[str, Any] = {}
-    try:
+    with _as_admin_errors():
         for name in ("label", "rpm", "tpm", "max_concurrent", "credits_per_day", "credits_per_month"):
             value = getattr(body, name)
             if value is not UNSET:
@@ -122,29 +123,17 @@ async def patch_key(request: Request, gateway: Gateway) -> Response:
         if body.expires is not UNSET:
             changes["expires_at"] = parse_expiry(body.expires) if body.expires is not None else None
         record = await gateway.tenancy.directory.store.update(request.path_params["key"], changes)
-    except KeyProblem as problem:
-        raise _problem(problem) from None
-    except STORE_ERRORS as exc:
-        raise _store_failed(exc) from None
     audit("update key", label=record.label)
     return json_answer(await key_answer(gateway, record))
 
 
 async def revoke_key(request: Request, gateway: Gateway) -> Response:
-    try:
+    with _as_admin_errors():
         record = await gateway.tenancy.directory.store.revoke(request.path_params["key"])
-    except KeyProblem as problem:
-        raise _problem(problem) from None
-    except STORE_ERRORS as exc:
-        raise _store_failed(exc) from None
     audit("revoke key", label=record.label)
     return json_answer(await key_answer(gateway, record))
 
 
 async def _find(request: Request, gateway: Gateway) -> KeyRecord:
-    try:
+    with _as_admin_errors():
         return await gateway.tenancy.directory.store.find(request.path_params["key"])
-    except KeyProblem as problem:
-        raise _problem(problem) from None
-    except STORE_ERRORS as exc:
-        raise _store_failed(exc) from None

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import datetime
 import getpass
-import math
 import os
 import sys
 import time
@@ -192,12 +191,13 @@ def _expiry(view: AccountView, now: float) -> str:
         return "never (API key)"
     if view.expires_at is None:
         return "unknown"
-    if not math.isfinite(view.expires_at) or _timestamp(view.expires_at) == _NOT_A_TIME:
+    shown = _timestamp(view.expires_at)  # NaN and infinities are out of range too
+    if shown == _NOT_A_TIME:
         return _NOT_A_TIME  # one bad row (an imported file's) must not break the list of every account
     remaining = view.expires_at - now
     if remaining <= 0:
-        return f"{_timestamp(view.expires_at)} (expired)"
-    return f"{_timestamp(view.expires_at)} (in {_duration(remaining)})"
+        return f"{shown} (expired)"
+    return f"{shown} (in {_duration(remaining)})"
 
 
 def _timestamp(epoch: float | None) -> str:

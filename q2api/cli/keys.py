@@ -153,14 +153,14 @@ async def _command(settings: Settings, database: TenantDatabase, args: argparse.
             print("q2api keys update: nothing to change (give --label or a limit)", file=sys.stderr)
             return EXIT_USAGE
         record = await store.update(args.key, changes)
-        _print_key(record, await _spent(settings, database, record), as_json=False)
+        _print_key(record, (await _spent(settings, database, [record]))[record.id], as_json=False)
         return EXIT_OK
     if command == "show":
         record = await store.find(args.key)
-        _print_key(record, await _spent(settings, database, record), as_json=args.json)
+        _print_key(record, (await _spent(settings, database, [record]))[record.id], as_json=args.json)
         return EXIT_OK
     records = await store.list()
-    spent = {record.id: await _spent(settings, database, record) for record in records}
+    spent = await _spent(settings, database, records)
     if args.json:
         print(orjson.dumps([{**record.as_dict(), **spent[record.id]} for record in records]).decode())
         return EXIT_OK
@@ -185,7 +185,8 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
-async def _spent(settings: Settings, database: TenantDatabase, record: KeyRecord) -> dict[str, float]:
+async def _spent(settings: Settings, database: TenantDatabase, records: list[KeyRecord]) -> dict[str, dict[str, float]]:
+    """Each key's spend by its id, read through one connection to the counters for them all."""
     counters: Counters
     if settings.redis_url:
         from q2api.tenants.redis_counters import RedisCounters
@@ -194,7 +195,8 @@ async def _spent(settings: Settings, database: TenantDatabase, record: KeyRecord
     else:
         counters = StoreCounters(database)
     try:
-        return await _quietly(LimitGate(counters).spent(record), {})
+        gate = LimitGate(counters)
+        return {record.id: await _quietly(gate.spent(record), {}) for record in records}
     finally:
         await counters.close()
 
@@ -204,12 +206,6 @@ async def _quietly(work: Awaitable[T], fallback: T) -> T:
         return await work
     except Exception:  # spend is a courtesy of the listing: a counter store that is down leaves it out
         return fallback
-
-
-def _status(record: KeyRecord) -> str:
-    if record.revoked_at is not None:
-        return "revoked"
-    return "expired" if record.expired(time.time()) else "active"
 
 
 def _limits_text(record: KeyRecord) -> str:
@@ -234,12 +230,12 @@ def _print_table(records: list[KeyRecord], spent: dict[str, dict[str, float]]) -
             (
                 record.id,
                 record.label,
-                _status(record),
+                record.status(time.time()),
                 record.key_prefix + "…",
                 ",".join(record.limits.models) if record.limits.models else "all",
                 _limits_text(record),
                 iso_time(record.limits.expires_at) or "-",
-                f"{spent[record.id].get('credits_today', 0.0):.2f}",
+                _credits(spent[record.id].get("credits_today")),
             )
         )
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
@@ -247,8 +243,12 @@ def _print_table(records: list[KeyRecord], spent: dict[str, dict[str, float]]) -
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
+def _credits(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"  # "-": the counters did not answer, not "nothing spent"
+
+
 def _print_key(record: KeyRecord, spent: dict[str, float], *, as_json: bool) -> None:
-    document = {**record.as_dict(), "status": _status(record), **spent}
+    document = {**record.as_dict(), "status": record.status(time.time()), **spent}
     if as_json:
         print(orjson.dumps(document).decode())
         return

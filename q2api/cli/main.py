@@ -1,7 +1,7 @@
-"""`q2api serve | demo | login | accounts … | replay | captures …` — the command line.
+"""`q2api serve | demo | login | accounts … | keys … | usage | replay | captures …` — the command line.
 
-`q2api` alone (or `q2api accounts`, `q2api captures` alone) prints the help and exits 0 (asking
-what there is to do is not an error); a misspelt or missing command argument exits 2, as argparse does.
+`q2api` alone (or `q2api accounts`, `q2api keys`, `q2api captures` alone) prints the help and exits 0
+(asking what there is to do is not an error); a misspelt or missing command argument exits 2, as argparse does.
 """
 
 from __future__ import annotations

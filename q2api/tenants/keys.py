@@ -70,8 +70,14 @@ class KeyRecord:
     def expired(self, now: float) -> bool:
         return self.limits.expires_at is not None and now >= self.limits.expires_at
 
+    def status(self, now: float) -> str:
+        """`revoked`, `expired` or `active`, as the admin API and `q2api keys` show it (revoked wins)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expired(now) else "active"
+
     def as_dict(self) -> dict[str, Any]:
-        """The key as the admin API and `q2api keys show --format json` give it (never the key itself)."""
+        """The key as the admin API and `q2api keys show --json` give it (never the key itself)."""
         return {
             "id": self.id,
             "label": self.label,

@@ -41,3 +41,14 @@ def test_create_prints_the_key_once_and_stores_only_its_hash(tmp_path: Path) -> 
     assert q2api(tmp_path, "keys", "revoke", "ci-bot").returncode == 0
     assert "revoked" in q2api(tmp_path, "keys", "list").stdout
     assert q2api(tmp_path, "keys", "show", "nobody").returncode == 1
+
+
+def test_list_shows_no_spend_rather_than_zero_when_the_counters_do_not_answer(tmp_path: Path) -> None:
+    assert q2api(tmp_path, "keys", "create", "--label", "ci-bot", "--credits-per-day", "5").returncode == 0
+    env = {**clean_environment(), "Q2API_DATA_DIR": str(tmp_path), "Q2API_REDIS_URL": "redis://127.0.0.1:1/0"}
+    listed = subprocess.run(
+        [sys.executable, "-m", "q2api", "keys", "list"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if "ci-bot" in line)
+    assert row.split()[-1] == "-" and "0.00" not in row  # unknown, not "nothing spent"
