@@ -6,24 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from q2api.translation.thinking_split import SegmentKind, ThinkingTagSplitter
-
-TEXT, THINKING, END = SegmentKind.TEXT, SegmentKind.THINKING, SegmentKind.THINKING_END
-
-
-def split(chunks: list[str]) -> list[tuple[SegmentKind, str]]:
-    splitter = ThinkingTagSplitter()
-    segments = []
-    for chunk in chunks:
-        segments += splitter.feed(chunk)
-    segments += splitter.flush()
-    joined: list[tuple[SegmentKind, str]] = []
-    for kind, text in segments:
-        if joined and joined[-1][0] is kind and kind is not END:
-            joined[-1] = (kind, joined[-1][1] + text)
-        else:
-            joined.append((kind, text))
-    return joined
+from q2api.translation.thinking_split import ThinkingTagSplitter
+from tests.support.thinking_segments import END, TEXT, THINKING, split
 
 
 @pytest.mark.parametrize(

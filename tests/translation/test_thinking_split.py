@@ -5,25 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from q2api.translation.thinking_split import SegmentKind, ThinkingTagSplitter
-
-TEXT, THINKING, END = SegmentKind.TEXT, SegmentKind.THINKING, SegmentKind.THINKING_END
-
-
-def split(chunks: list[str], enabled: bool = True) -> list[tuple[SegmentKind, str]]:
-    """Segments with same-kind neighbours joined (chunking-independent form)."""
-    splitter = ThinkingTagSplitter(enabled=enabled)
-    segments = []
-    for chunk in chunks:
-        segments += splitter.feed(chunk)
-    segments += splitter.flush()
-    joined: list[tuple[SegmentKind, str]] = []
-    for kind, text in segments:
-        if joined and joined[-1][0] is kind and kind is not END:
-            joined[-1] = (kind, joined[-1][1] + text)
-        else:
-            joined.append((kind, text))
-    return joined
+from q2api.translation.thinking_split import ThinkingTagSplitter
+from tests.support.thinking_segments import END, TEXT, THINKING, split
 
 
 def test_leading_thinking_then_answer():
