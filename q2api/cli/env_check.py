@@ -84,16 +84,35 @@ def _closest_setting(name: str, names: Iterable[str]) -> list[str]:
     """The known name closest to `name`, compared without the prefixes settings share: with them,
     `Q2API_FROBNICATE` would look like `Q2API_CAPTURE` for their common `Q2API_` alone.
 
-    A name whose stem is exactly a known one's has only its prefix wrong (`Q2API_REFRESH_TOKEN`).
-    Otherwise names of the same family are looked at first, since the prefix is the part least likely
-    misspelt: `Q2API_API_KESY` means `Q2API_API_KEYS`, though its stem is nearer `AMAZONQ_API_KEY`'s.
+    A single slip of the keyboard inside the family comes first: `Q2API_API_KEY` means `Q2API_API_KEYS`,
+    though its stem is exactly `AMAZONQ_API_KEY`'s. Then a name whose stem is exactly a known one's has
+    only its prefix wrong (`Q2API_REFRESH_TOKEN`). Otherwise names of the same family are looked at
+    first, since the prefix is the part least likely misspelt: `Q2API_API_KESY` means `Q2API_API_KEYS`,
+    though its stem is nearer `AMAZONQ_API_KEY`'s.
     """
     known_names = sorted(names)
+    family = [known for known in known_names if known.startswith(name[: name.index("_") + 1])]
+    one_slip = [known for known in family if _one_edit_apart(name, known)]
+    if one_slip:
+        return one_slip[:1]
     same_stem = [known for known in known_names if _stem(known) == _stem(name)]
     if same_stem:
         return same_stem[:1]
-    family = [known for known in known_names if known.startswith(name[: name.index("_") + 1])]
     return _closest_by_stem(name, family) or _closest_by_stem(name, known_names)
+
+
+def _one_edit_apart(typed: str, known: str) -> bool:
+    """Whether one letter left out, added, changed, or two neighbours swapped turns `known` into `typed`."""
+    if abs(len(typed) - len(known)) > 1 or typed == known:
+        return False
+    start = 0
+    while start < min(len(typed), len(known)) and typed[start] == known[start]:
+        start += 1
+    if len(typed) == len(known):
+        swapped = typed[start : start + 2][::-1] == known[start : start + 2]
+        return typed[start + 1 :] == known[start + 1 :] or (swapped and typed[start + 2 :] == known[start + 2 :])
+    shorter, longer = sorted((typed, known), key=len)
+    return shorter[start:] == longer[start + 1 :]
 
 
 def _closest_by_stem(name: str, names: Iterable[str]) -> list[str]:
