@@ -11,6 +11,7 @@ describes it; the gateway's behaviour is the same, only its cost changes.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +46,53 @@ def no_off_loop() -> None:
     relay.OFF_LOOP_BODY_BYTES = 1 << 62
 
 
+class _TimerPerWait:
+    """WaitDeadline's interface, with a loop timer armed before every wait and cancelled after it
+    (what `asyncio.timeout()` does, without its context-manager frames)."""
+
+    __slots__ = ("_fired", "_handle", "_task")
+
+    def __init__(self) -> None:
+        self._handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._fired = False
+
+    def begin(self, deadline: float) -> None:
+        self._task = asyncio.current_task()
+        self._fired = False
+        self._handle = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+
+    def end(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def expired(self) -> bool:
+        fired, self._fired = self._fired, False
+        if fired:
+            assert self._task is not None
+            self._task.uncancel()
+        return fired
+
+    def close(self) -> None:
+        self.end()
+
+    def _on_timer(self) -> None:
+        self._handle = None
+        self._fired = True
+        assert self._task is not None
+        self._task.cancel()
+
+
+def no_wait_deadline() -> None:
+    """A loop timer per timed wait (two per relayed chunk: the ping wait and the upstream silence)."""
+    from q2api.amazonq import upstream
+    from q2api.translation import pump
+
+    pump.WaitDeadline = _TimerPerWait  # type: ignore[assignment,misc]
+    upstream.WaitDeadline = _TimerPerWait  # type: ignore[assignment,misc]
+
+
 def nothing() -> None:
     """The gateway as it is, started the same way (the baseline of a comparison)."""
 
@@ -54,6 +102,7 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "checkpoints": no_checkpoints,
     "json-levels": no_json_levels,
     "off-loop": no_off_loop,
+    "wait-deadline": no_wait_deadline,
 }
 
 

@@ -159,6 +159,8 @@ class Reply:
             # connection) is free for this one, so a turn never holds two slots of one account at once.
             self._opened.close()
             self._opened = None
+        if self._pump is not None:
+            self._pump.close()  # and its read timer with it
         started = time.monotonic()
         try:
             opened, stream = await self._open_stream(payload)
@@ -338,6 +340,8 @@ class Reply:
             self._tools_work.cancel()
         if self._opened is not None:
             self._opened.close()
+        if self._pump is not None:
+            self._pump.close()
         translator = self._translator
         for finding in translator.findings:
             logger.warning(f"reply finding: {finding}")

@@ -18,6 +18,7 @@ from loguru import logger
 
 from q2api.amazonq.errors import UpstreamError
 from q2api.amazonq.eventstream import EventStreamDecoder, EventStreamError
+from q2api.amazonq.wait_deadline import WaitDeadline
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import StreamEvent, error_event
 from q2api.translation.error_mapping import (
@@ -49,6 +50,7 @@ class ReplyPump:
         self._buffered = buffered
         self._translator = translator
         self._decoder = EventStreamDecoder()
+        self._deadline = WaitDeadline()  # one lazy timer for every timed read (wait_deadline.py)
         self._internal_failure: AnthropicError | None = None
 
     @property
@@ -81,11 +83,20 @@ class ReplyPump:
             return self._guarded(self._translate, chunk)
         if timeout is None:
             return await self._next_batch()
+        deadline = self._deadline
+        deadline.begin(asyncio.get_running_loop().time() + timeout)
         try:
-            async with asyncio.timeout(timeout):
-                return await self._next_batch()
-        except TimeoutError:
-            return None
+            return await self._next_batch()
+        except asyncio.CancelledError:
+            if deadline.expired():
+                return None
+            raise
+        finally:
+            deadline.end()
+
+    def close(self) -> None:
+        """Let go of the read timer now rather than when it next fires (a later timed read arms another)."""
+        self._deadline.close()
 
     async def _next_batch(self) -> Events:
         try:
