@@ -204,6 +204,27 @@ def _find(db: sa.Connection, id_or_label: str) -> KeyRecord:
     return _record(row)
 
 
+def _check_label_free(db: sa.Connection, label: str) -> None:
+    if db.execute(sa.select(client_keys.c.id).where(client_keys.c.label == label)).first() is not None:
+        raise KeyProblem("label", f"a key labelled {label!r} exists already", conflict=True)
+
+
+def _write_label(db: sa.Connection, label: str, statement: sa.Executable) -> None:
+    """Run `statement`, which gives a key `label`, checked free in this transaction just before.
+
+    On PostgreSQL and MySQL another transaction (a second operator, another replica) may take the
+    label in between: the unique index then refuses this statement, and that is the same conflict as
+    the check's (a 409), not a fault of the store (a 503). The savepoint keeps the transaction usable
+    to look again, so that any other refusal stays what it is.
+    """
+    try:
+        with db.begin_nested():
+            db.execute(statement)
+    except sa.exc.IntegrityError:
+        _check_label_free(db, label)
+        raise
+
+
 class KeyStore:
     """The keys in the store (SQLite or the shared database)."""
 
@@ -226,20 +247,17 @@ class KeyStore:
         )
 
         def insert(db: sa.Connection) -> None:
-            taken = db.execute(sa.select(client_keys.c.id).where(client_keys.c.label == label)).first()
-            if taken is not None:
-                raise KeyProblem("label", f"a key labelled {label!r} exists already", conflict=True)
-            db.execute(
-                sa.insert(client_keys).values(
-                    id=record.id,
-                    label=label,
-                    key_hash=key_digest(key),
-                    key_prefix=record.key_prefix,
-                    created_at=now,
-                    updated_at=now,
-                    **_limit_values(limits),
-                )
+            _check_label_free(db, label)
+            statement = sa.insert(client_keys).values(
+                id=record.id,
+                label=label,
+                key_hash=key_digest(key),
+                key_prefix=record.key_prefix,
+                created_at=now,
+                updated_at=now,
+                **_limit_values(limits),
             )
+            _write_label(db, label, statement)
 
         await self.database.write(insert)
         return key, record
@@ -301,15 +319,16 @@ class KeyStore:
             label = record.label if new_label is None else new_label
             merged = dataclasses.replace(record.limits, **{k: v for k, v in changes.items() if k != "label"})
             limits = checked_limits(merged)
-            if label != record.label:
-                taken = db.execute(sa.select(client_keys.c.id).where(client_keys.c.label == label)).first()
-                if taken is not None:
-                    raise KeyProblem("label", f"a key labelled {label!r} exists already", conflict=True)
-            db.execute(
+            statement = (
                 sa.update(client_keys)
                 .where(client_keys.c.id == record.id)
                 .values(label=label, updated_at=now, **_limit_values(limits))
             )
+            if label == record.label:
+                db.execute(statement)
+            else:
+                _check_label_free(db, label)
+                _write_label(db, label, statement)
             return dataclasses.replace(record, label=label, limits=limits, updated_at=now)
 
         return await self.database.write(change)

@@ -196,3 +196,38 @@ async def test_two_updates_of_one_key_at_once_both_take_effect(database_url, tmp
         assert limits.rpm == 10 and limits.tpm == 5000
     finally:
         await database.close()
+
+
+async def test_a_label_taken_between_the_check_and_the_write_is_a_conflict_not_a_store_fault(
+    database_url, tmp_path, monkeypatch
+):
+    """Two operators (or replicas) create or rename keys to one label at once: both checks find it free,
+    and the unique index refuses the later write. That is the same 409 as a label found taken."""
+    from q2api.tenants import keys as key_module
+
+    database = await open_tenant_database(database_url, tmp_path)
+    try:
+        keys = KeyStore(database)
+        await keys.create("taken", KeyLimits())
+        await keys.create("other", KeyLimits())
+        real_check = key_module._check_label_free
+        checks: list[str] = []
+
+        def check_before_the_other_commits(db, label):  # the first check of each write sees the label free
+            checks.append(label)
+            if len(checks) % 2 == 0:
+                real_check(db, label)
+
+        monkeypatch.setattr(key_module, "_check_label_free", check_before_the_other_commits)
+        with pytest.raises(KeyProblem, match="exists already") as created:
+            await keys.create("taken", KeyLimits())
+        with pytest.raises(KeyProblem, match="exists already") as renamed:
+            await keys.update("other", {"label": "taken", "rpm": 5})
+        assert created.value.conflict and renamed.value.conflict and checks == ["taken"] * 4
+        monkeypatch.undo()
+        assert [record.label for record in await keys.list()] == ["taken", "other"]
+        assert (await keys.find("other")).limits.rpm is None  # the refused rename changed nothing
+        await keys.update("other", {"label": "free", "rpm": 5})  # and the transaction machinery is sound
+        assert (await keys.find("free")).limits.rpm == 5
+    finally:
+        await database.close()
