@@ -188,8 +188,8 @@ def accepts_account(host: Host, auth_kind: str, has_profile: bool) -> bool:
     return not (host.kind is HostKind.CODEWHISPERER and auth_kind == AuthKind.API_KEY)
 
 
-def sends_profile(host: Host, auth_kind: str) -> bool:
-    """Whether the body for `host` carries the account's `profileArn` (when it has one).
+def sends_profile(auth_kind: str) -> bool:
+    """Whether a request body carries the account's `profileArn` (when it has one), on every host alike.
 
     API-key requests never carry one (A9: "not sent by peers"); every other request carries the
     account's own ARN when it has one (the runtime host requires it; on q it attributes usage, JW PR

@@ -407,26 +407,34 @@ class UpstreamClient:
                     manager, host, following, "unreachable" if isinstance(exc, HostUnreachable) else "connect_timeout"
                 )
                 continue
-            if response.status not in FAILOVER_STATUSES and not _may_be_profile_refusal(response):
-                return self._answered(attempt, manager, host, response), None
-            error = await _read_error(response)
-            attempt.trace.classify_last(error.kind.value)
-            if response.status == 400 and not is_profile_refusal(error):
-                return None, error  # a 400 about the body: terminal, whichever host answered it
-            if error.kind is FailureKind.BEARER_INVALID and not refreshed:
+            answer, error = await self._judged(attempt, manager, host, response)
+            if error is not None and error.kind is FailureKind.BEARER_INVALID and not refreshed:
                 # Expired or revoked early: refresh once (unless another request already did) and
-                # repeat the call once on this host, outside the retry budget.
+                # repeat the call once on this host, outside the retry budget; its answer is judged
+                # like the first (a "profileArn is required" still moves on to the next host).
                 token = await manager.refresh_after_rejection(token)
                 refreshed = True
                 response = await self._post(attempt, manager, host, token)
-                if response.status not in FAILOVER_STATUSES:
-                    return self._answered(attempt, manager, host, response), None
-                error = await _read_error(response)
-                attempt.trace.classify_last(error.kind.value)
+                answer, error = await self._judged(attempt, manager, host, response)
+            if error is None:
+                return answer, None
+            if error.status == 400 and not is_profile_refusal(error):
+                return None, error  # a 400 about the body: terminal, whichever host answered it
             if following is None or error.suspended:
                 return None, error  # a suspension is the account's, not the host's
             self.hosts.failed(manager, host, following, str(error.status))
         raise AssertionError("unreachable: the last host's answer is returned")  # pragma: no cover
+
+    async def _judged(
+        self, attempt: _Attempt, manager: Credential, host: Host, response: aiohttp.ClientResponse
+    ) -> tuple[aiohttp.ClientResponse | None, UpstreamHTTPError | None]:
+        """`host`'s answer as the response to relay (a 200, or a refusal no other host would change),
+        else as the error read from it, which the caller weighs: refresh, move on, or give up."""
+        if response.status not in FAILOVER_STATUSES and not _may_be_profile_refusal(response):
+            return self._answered(attempt, manager, host, response), None
+        error = await _read_error(response)
+        attempt.trace.classify_last(error.kind.value)
+        return None, error
 
     def _answered(
         self, attempt: _Attempt, manager: Credential, host: Host, response: aiohttp.ClientResponse
@@ -440,7 +448,7 @@ class UpstreamClient:
     async def _post(self, attempt: _Attempt, manager: Credential, host: Host, token: str) -> aiohttp.ClientResponse:
         """One call, recorded in the request's trace with its host, its account and how it ended."""
         endpoint = host.url
-        body = attempt.body_for(manager.profile_arn if sends_profile(host, manager.auth_kind) else None, host)
+        body = attempt.body_for(manager.profile_arn if sends_profile(manager.auth_kind) else None, host)
         if len(body) > self._config.max_request_bytes:
             raise RequestTooLarge(len(body), self._config.max_request_bytes)
         began = attempt.trace.sending(endpoint, body)

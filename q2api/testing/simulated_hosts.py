@@ -56,17 +56,21 @@ class HostRules:
         """This host as an AMAZONQ_ENDPOINT entry."""
         return f"{self.kind}={self.url}" if self.kind != "other" else self.url
 
-    def refusal(self, body: Any, token_kind: str | None) -> ErrorReply | None:
-        """The host's answer to a request that breaks its rules; None when it may be served."""
-        reply = self._check(body if isinstance(body, dict) else {}, token_kind)
+    def refusal(self, body: Any, token_kind: str | None, *, token_accepted: bool = True) -> ErrorReply | None:
+        """The host's answer to a request that breaks its rules; None when it may be served.
+
+        The token comes first, as on any AWS front end: one the host refuses by kind (A8.3), or one
+        expired or unknown, is the 403 "bearer token invalid" before the body is looked at.
+        """
+        reply = self._check(body if isinstance(body, dict) else {}, token_kind, token_accepted)
         if reply is None:
             self.served += 1
         else:
             self.refused += 1
         return reply
 
-    def _check(self, body: dict[str, Any], token_kind: str | None) -> ErrorReply | None:
-        if token_kind in self.refuses_token_kinds:
+    def _check(self, body: dict[str, Any], token_kind: str | None, token_accepted: bool) -> ErrorReply | None:
+        if token_kind in self.refuses_token_kinds or not token_accepted:
             return scripts.bearer_invalid()
         if self.requires_profile and not body.get("profileArn"):
             return _refusal(400, {"message": "profileArn is required for this request.", "reason": None})

@@ -307,7 +307,9 @@ class SimulatedUpstream:
         self.requests.append(record)
         account = self.token_accounts.get(token or "", "sim")
         rules = self.host_rules.get(record.port)
-        refusal = rules.refusal(record.body, self._token_kind(record)) if rules is not None else None
+        refusal = None
+        if rules is not None:
+            refusal = rules.refusal(record.body, self._token_kind(record), token_accepted=self._token_accepted(token))
         if refusal is not None:
             reply: Reply = refusal
         elif not self._token_accepted(token):

@@ -4,6 +4,7 @@ which answers move a request to the account's next host, which never do, rests, 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -71,8 +72,11 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
     await client.close()
 
 
-async def pool_of(tmp_path: Path, sim: SimulatedUpstream, session, *accounts: tuple[str, str | None]) -> AccountPool:
-    """A pool of accounts given as (kind, profile ARN): "social" (Kiro refresh), "idc" (OIDC)."""
+async def pool_of(
+    tmp_path: Path, sim: SimulatedUpstream, session, *accounts: tuple[str, str | None], access_token: str | None = None
+) -> AccountPool:
+    """A pool of accounts given as (kind, profile ARN): "social" (Kiro refresh), "idc" (OIDC); each starts
+    with `access_token` (its expiry an hour away) when given, else with none (its first use refreshes)."""
     store = SqliteAccountStore(tmp_path)
     for index, (kind, arn) in enumerate(accounts):
         client = (SIM_CLIENT_ID, SIM_CLIENT_SECRET) if kind == "idc" else (None, None)
@@ -83,6 +87,8 @@ async def pool_of(tmp_path: Path, sim: SimulatedUpstream, session, *accounts: tu
             client_id=client[0],
             client_secret=client[1],
             profile_arn=arn,
+            access_token=access_token,
+            expires_at=time.time() + 3600 if access_token else None,
         )
     endpoints = RefreshEndpoints(oidc=sim.oidc_url, kiro=sim.kiro_refresh_url)
     return await build_account_pool(store, session, endpoints=endpoints)
@@ -329,3 +335,18 @@ async def test_web_search_goes_to_the_host_the_accounts_chat_moved_to(tmp_path, 
     await searcher.search("second", account_id=manager.account_id)
     hosts_searched = [headers["Host"] for headers, _ in sim.mcp.requests]
     assert hosts_searched == [f"127.0.0.1:{refusing.port}", f"127.0.0.1:{legacy.port}"]
+
+
+async def test_a_profile_refusal_after_the_refresh_and_repeat_still_moves_the_account_on(tmp_path, sim, session):
+    # The token had expired: the host refuses it (403), the gateway refreshes and repeats the call there,
+    # and only then does the host say what it thinks of the body: "profileArn is required". That answer
+    # is judged like a first one, so the next host is tried, not the 400 relayed as the request's fault.
+    strict = await sim.add_host(HostRules(kind="q", requires_profile=True))
+    legacy = await sim.add_host(HostRules.legacy_q())
+    pool = await pool_of(tmp_path, sim, session, ("idc", None), access_token="expired-access-SECRET")
+    client = client_for(pool, session, f"{strict.override_entry},{legacy.override_entry}")
+    with capture_logs() as logs:
+        assert await ask(client) == f"127.0.0.1:{legacy.port}"
+    assert [request.access_token for request in sim.requests][:1] == ["expired-access-SECRET"]
+    assert sim.refresh_calls == 1 and strict.refused == 2 and legacy.served == 1
+    assert [line.rsplit("status=", 1)[1] for line in failovers(logs)] == ["400"]

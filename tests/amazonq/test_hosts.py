@@ -53,7 +53,7 @@ def test_api_keys_never_go_to_codewhisperer() -> None:
     hosts = inference_hosts("api_key", "us-east-1")
     assert urls(hosts) == [Q_US, RUNTIME_US]
     assert not accepts_account(Host(CW, HostKind.CODEWHISPERER), "api_key", has_profile=False)
-    assert not sends_profile(hosts[0], "api_key")
+    assert not sends_profile("api_key") and sends_profile("idc") and sends_profile("social")
 
 
 def test_sso_regions_map_to_the_two_api_regions() -> None:
