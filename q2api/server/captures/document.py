@@ -33,7 +33,6 @@ from typing import Any
 import orjson
 
 from q2api import __version__
-from q2api.accounts.database_url import mask_database_url
 from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.errors import UpstreamHTTPError
 from q2api.amazonq.upstream import FIXED_HEADERS
@@ -204,8 +203,6 @@ def settings_view(settings: Settings) -> dict[str, Any]:
             view[field.name] = f"{len(value)} key(s)"
         elif field.name in SECRET_FIELDS:
             view[field.name] = "set" if value else "unset"
-        elif field.name == "database_url":
-            view[field.name] = mask_database_url(value) if value else None
         elif field.name == "profile_arn":
             view[field.name] = mask_profile_arn(value) if value else None
         elif isinstance(value, Path):
