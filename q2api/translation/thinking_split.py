@@ -142,7 +142,7 @@ class ThinkingTagSplitter:
             return []
         if self.mode is SplitterMode.THINKING:
             out: list[Segment] = []
-            self._scan_thinking(held, out, final=True)  # a held end tag before a block boundary is real
+            self._scan_lines(held, out, final=True)  # a held end tag before a block boundary is real
             return out
         return [(_TEXT, held)]
 
@@ -156,10 +156,8 @@ class ThinkingTagSplitter:
     def _scan(self, text: str, out: list[Segment], final: bool) -> None:
         while text:
             mode = self.mode
-            if mode is SplitterMode.TEXT:
-                text = self._scan_text(text, out, final)
-            elif mode is SplitterMode.THINKING:
-                text = self._scan_thinking(text, out, final)
+            if mode is SplitterMode.TEXT or mode is SplitterMode.THINKING:
+                text = self._scan_lines(text, out, final)
             else:
                 stripped = text.lstrip()
                 if not stripped:
@@ -167,8 +165,11 @@ class ThinkingTagSplitter:
                 self._enter_text()
                 text = stripped
 
-    def _scan_text(self, text: str, out: list[Segment], final: bool) -> str:
-        """Scan TEXT mode; return the unscanned rest after a mode change, else ""."""
+    def _scan_lines(self, text: str, out: list[Segment], final: bool) -> str:
+        """Scan TEXT or THINKING mode: follow the lines and the markdown code, and hand each `<` to the
+        mode's tag rule. Returns the unscanned rest after a mode change, else "" (given out or held)."""
+        thinking = self.mode is SplitterMode.THINKING
+        give = self._think if thinking else _give_text
         position = 0
         end = len(text)
         search = _TEXT_SPECIAL.search
@@ -177,9 +178,9 @@ class ThinkingTagSplitter:
             if match is None:
                 tail = text[position:]
                 self._note_plain(tail)
-                if tail and not final and self._line_start and self._code is CodeSpan.NONE:
+                if not thinking and tail and not final and self._line_start and self._code is CodeSpan.NONE:
                     text = self._hold_trailing_blanks(text)
-                _append(out, _TEXT, text)
+                give(out, text)
                 return ""
             index = match.start()
             if self._line_start and text[position:index].strip(_BLANKS):
@@ -196,79 +197,59 @@ class ThinkingTagSplitter:
                     run_end += 1
                 if run_end == end and not final:
                     # The run may continue in the next chunk; its length decides fences.
-                    _append(out, _TEXT, text[:index])
+                    give(out, text[:index])
                     self._held = text[index:]
                     return ""
                 self._on_backtick_run(run_end - index)
                 position = run_end
             else:  # "<"
-                if self._line_start and self._code is CodeSpan.NONE:
-                    if text.startswith(OPEN_TAG, index):
-                        _append(out, _TEXT, text[:index].rstrip(_BLANKS))
-                        self.mode = SplitterMode.THINKING
-                        self._line_start = True  # the thinking starts a line of its own (a fence may open it)
-                        self._last_thought = ""
-                        return text[index + len(OPEN_TAG) :]
-                    if not final and OPEN_TAG.startswith(text[index:]):
-                        # Hold the partial tag with the blanks before it (its indent).
-                        kept = text[:index].rstrip(_BLANKS)
-                        _append(out, _TEXT, kept)
-                        self._held = text[len(kept) :]
-                        return ""
+                rule = self._at_close_tag if thinking else self._at_open_tag
+                rest_or_position = rule(text, index, out, final)
+                if isinstance(rest_or_position, str):
+                    return rest_or_position
                 self._line_start = False
-                position = index + 1
+                position = rest_or_position
 
-    def _scan_thinking(self, text: str, out: list[Segment], final: bool) -> str:
-        """Scan THINKING mode; return the unscanned rest after the real end tag, else ""."""
-        position = 0
-        end = len(text)
-        search = _TEXT_SPECIAL.search
-        while True:
-            match = search(text, position)
-            if match is None:
-                self._note_plain(text[position:])
-                self._think(out, text)
+    def _at_open_tag(self, text: str, index: int, out: list[Segment], final: bool) -> str | int:
+        """TEXT mode's rule for the `<` at `index`: the rest to return (a tag opened thinking, or a partial
+        one is held), or the position to scan on from."""
+        if self._line_start and self._code is CodeSpan.NONE:
+            if text.startswith(OPEN_TAG, index):
+                _append(out, _TEXT, text[:index].rstrip(_BLANKS))
+                self.mode = SplitterMode.THINKING
+                self._line_start = True  # the thinking starts a line of its own (a fence may open it)
+                self._last_thought = ""
+                return text[index + len(OPEN_TAG) :]
+            if not final and OPEN_TAG.startswith(text[index:]):
+                # Hold the partial tag with the blanks before it (its indent).
+                kept = text[:index].rstrip(_BLANKS)
+                _append(out, _TEXT, kept)
+                self._held = text[len(kept) :]
                 return ""
-            index = match.start()
-            if self._line_start and text[position:index].strip(_BLANKS):
-                self._line_start = False
-            char = text[index]
-            if char == "\n":
-                self._line_start = True
-                if self._code is CodeSpan.INLINE:
-                    self._code = CodeSpan.NONE
-                position = index + 1
-            elif char == "`":
-                run_end = index + 1
-                while run_end < end and text[run_end] == "`":
-                    run_end += 1
-                if run_end == end and not final:
-                    self._think(out, text[:index])
-                    self._held = text[index:]
-                    return ""
-                self._on_backtick_run(run_end - index)
-                position = run_end
-            else:  # "<"
-                if self._code is CodeSpan.NONE and text.startswith(CLOSE_TAG, index):
-                    real = self._real_end_tag(text, index, final)
-                    if real is None:  # the characters that decide have not arrived yet
-                        self._think(out, text[:index])
-                        self._held = text[index:]
-                        return ""
-                    if real:
-                        self._think(out, text[:index])
-                        out.append(_END)
-                        self.mode = SplitterMode.AFTER_THINKING
-                        return text[index + len(CLOSE_TAG) :]
-                    position = index + len(CLOSE_TAG)
-                    self._line_start = False
-                    continue
-                if self._code is CodeSpan.NONE and not final and CLOSE_TAG.startswith(text[index:]):
-                    self._think(out, text[:index])
-                    self._held = text[index:]
-                    return ""
-                self._line_start = False
-                position = index + 1
+        return index + 1
+
+    def _at_close_tag(self, text: str, index: int, out: list[Segment], final: bool) -> str | int:
+        """THINKING mode's rule for the `<` at `index`: the rest to return (the real end tag closed
+        thinking, or what decides is still to come and is held), or the position to scan on from."""
+        if self._code is not CodeSpan.NONE:
+            return index + 1
+        if text.startswith(CLOSE_TAG, index):
+            real = self._real_end_tag(text, index, final)
+            if real is None:  # the characters that decide have not arrived yet
+                self._think(out, text[:index])
+                self._held = text[index:]
+                return ""
+            if real:
+                self._think(out, text[:index])
+                out.append(_END)
+                self.mode = SplitterMode.AFTER_THINKING
+                return text[index + len(CLOSE_TAG) :]
+            return index + len(CLOSE_TAG)  # a mention of the tag: thinking goes on
+        if not final and CLOSE_TAG.startswith(text[index:]):
+            self._think(out, text[:index])
+            self._held = text[index:]
+            return ""
+        return index + 1
 
     def _real_end_tag(self, text: str, index: int, final: bool) -> bool | None:
         """Whether the `</thinking>` at `index` ends thinking (see the module docstring); None: undecided yet."""
@@ -331,6 +312,10 @@ class ThinkingTagSplitter:
 def _append(out: list[Segment], kind: SegmentKind, text: str) -> None:
     if text:
         out.append((kind, text))
+
+
+def _give_text(out: list[Segment], text: str) -> None:
+    _append(out, _TEXT, text)
 
 
 def _partial_suffix_length(text: str, tag: str) -> int:
