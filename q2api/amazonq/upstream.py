@@ -152,8 +152,8 @@ class UpstreamStream:
         self._at_eof = False
         # The silence between two reads of the body is timed here, with one lazy timer per stream
         # (wait_deadline.py). aiohttp's sock_read, which times the wait for the headers, is switched
-        # off for the body: it re-arms a loop timer on every read, which cost a paced reply 15 % more
-        # CPU (BENCHMARKS.md, the table of optimisations).
+        # off for the body: it re-arms a loop timer on every read (with the pump's per-wait timer, that
+        # cost a paced reply ~15 % more CPU: BENCHMARKS.md, the table of optimisations).
         self._silence = WaitDeadline()
         self._last_bytes_at = asyncio.get_running_loop().time()
         connection = response.connection

@@ -2,9 +2,10 @@
 
 A streamed reply waits for upstream bytes once per chunk, and each wait has a
 limit (a ping is due; Amazon Q has been silent too long). `asyncio.timeout()`
-arms a loop timer before every wait and cancels it after — 4.4 µs per wait on
-uvloop, and aiohttp's own `sock_read` limit re-arms one per read for another
-2.5 µs; this costs 0.5 µs (bench/bench_wait_timers.py). Waits that end long before
+arms a loop timer before every wait and cancels it after, and aiohttp's own
+`sock_read` limit re-arms one per read: 7.0 and 3.1 µs per wait on uvloop
+against this one's 1.0 µs (bench/bench_wait_timers.py, 2026-11-28), and ~15 %
+of a paced reply's CPU in the running gateway (BENCHMARKS.md). Waits that end long before
 their limit do not need a timer of their own: here a wait only notes its
 deadline, and the single armed timer, when it fires, either ends the wait that
 has run out or re-arms itself for the deadline of the wait in progress.
