@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from q2api.accounts import store_schema as tables
-from q2api.accounts.database import StoreDatabase, first_row
+from q2api.accounts.database import StoreDatabase, affected_rows, first_row
 from q2api.accounts.records import LOGIN_RECORD_LIFETIME, LoginRecord, LoginStatus, login_record
 
 
@@ -37,6 +37,15 @@ class SqlLogins:
         statement = sa.update(tables.logins).where(tables.logins.c.id == login_id)
         changes = {"status": status.value, "account_id": account_id, "detail": detail}
         await self._db.write(lambda db: db.execute(statement.values(**changes)))
+
+    async def cancel_login(self, login_id: str, detail: str) -> bool:
+        logins = tables.logins
+        statement = (
+            sa.update(logins)
+            .where(logins.c.id == login_id, logins.c.status == LoginStatus.PENDING.value)
+            .values(status=LoginStatus.CANCELLED.value, detail=detail)
+        )
+        return await self._db.write(lambda db: affected_rows(db, statement) > 0)
 
     async def read_login(self, login_id: str) -> LoginRecord | None:
         query = sa.select(tables.logins).where(tables.logins.c.id == login_id)

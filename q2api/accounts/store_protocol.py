@@ -155,6 +155,11 @@ class LoginStore(Protocol):
         self, login_id: str, status: LoginStatus, account_id: str | None = None, detail: str | None = None
     ) -> None: ...
 
+    async def cancel_login(self, login_id: str, detail: str) -> bool:
+        """Mark the login cancelled if it is still pending, in one statement; False: it had ended
+        (or never was), and its record is left as it is."""
+        ...
+
     async def read_login(self, login_id: str) -> LoginRecord | None: ...
 
 

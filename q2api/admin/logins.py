@@ -168,9 +168,13 @@ async def cancel_login(request: Request, gateway: Gateway, runner: LoginRunner) 
     record = await gateway.store.read_login(login_id)
     if record is None:
         raise AdminError(404, "not_found", f"no login with id {login_id!r}")
-    if record.status is not LoginStatus.PENDING:
-        raise AdminError(409, "login_not_pending", f"login {login_id!r} is {record.status.value}, not pending")
-    await gateway.store.finish_login(login_id, LoginStatus.CANCELLED, detail="cancelled by the operator")
+    # Only a login still pending is cancelled, in the same statement that checks it: one that ended
+    # meanwhile (its account stored) keeps its `done`.
+    if record.status is not LoginStatus.PENDING or not await gateway.store.cancel_login(
+        login_id, detail="cancelled by the operator"
+    ):
+        ended = await gateway.store.read_login(login_id) or record
+        raise AdminError(409, "login_not_pending", f"login {login_id!r} is {ended.status.value}, not pending")
     runner.cancel(login_id)
     audit(f"cancel login {login_id}", label=record.label)
     return Response(status_code=204)

@@ -225,6 +225,20 @@ async def test_login_records_are_visible_to_every_handle(open_store: OpenStore) 
     assert await store.read_login("login_missing") is None
 
 
+async def test_only_a_pending_login_is_cancelled(open_store: OpenStore) -> None:
+    store, other = await open_store(), await open_store()
+    await store.record_login("waiting", "work", "builder-id", expires_in=600)
+    await store.record_login("approved", "home", "builder-id", expires_in=600)
+    await other.finish_login("approved", LoginStatus.DONE, account_id="acc1")  # it ended before the cancel
+    assert await other.cancel_login("waiting", "by the operator") is True
+    assert await other.cancel_login("approved", "by the operator") is False
+    assert await other.cancel_login("waiting", "twice") is False
+    assert await other.cancel_login("login_missing", "never was") is False
+    waiting, approved = await store.read_login("waiting"), await store.read_login("approved")
+    assert waiting is not None and (waiting.status, waiting.detail) == (LoginStatus.CANCELLED, "by the operator")
+    assert approved is not None and (approved.status, approved.account_id) == (LoginStatus.DONE, "acc1")
+
+
 async def test_an_imported_account_is_an_exact_copy(open_store: OpenStore, tmp_path) -> None:
     source = await open_account_store(None, tmp_path / "source", None)
     original = await add_idc(source, region="us-west-2", access_token="acc", expires_at=1e9)

@@ -14,6 +14,7 @@ import httpx2
 import pytest
 
 from q2api.accounts.records import LoginStatus
+from q2api.accounts.sql_logins import SqlLogins
 from q2api.accounts.store import SqliteAccountStore
 from q2api.admin import logins
 from q2api.testing.simulated_upstream import SimulatedUpstream
@@ -81,3 +82,27 @@ async def test_a_login_cancelled_through_the_store_stops_on_the_worker_that_runs
     after = polls(gateway.sim)
     await asyncio.sleep(0.3)
     assert polls(gateway.sim) == after
+
+
+async def test_a_login_that_ends_while_it_is_being_cancelled_keeps_its_done(admin, monkeypatch) -> None:
+    """The cancel read the login pending, then the user approved it and its account was stored: the
+    cancel must not overwrite that `done` with `cancelled` (it answers 409, naming what the login is)."""
+    _gateway, http = admin
+    login_id = (await start(http, "racing")).json()["login_id"]
+    monkeypatch.setattr(logins, "CANCEL_CHECK_INTERVAL", 60.0)  # the worker's own checks stay out of the way
+    await asyncio.sleep(0.2)
+    real_read = SqlLogins.read_login
+    approved: list[str] = []
+
+    async def read_then_approved(self, wanted):
+        record = await real_read(self, wanted)
+        if wanted == login_id and not approved:  # approved right after the cancel's read
+            await self.finish_login(wanted, LoginStatus.DONE, account_id="acc-approved")
+            approved.append(wanted)
+        return record
+
+    monkeypatch.setattr(SqlLogins, "read_login", read_then_approved)
+    reply = await http.delete(f"/admin/api/logins/{login_id}")
+    assert approved == [login_id]
+    assert reply.status_code == 409 and reply.json()["error"]["message"].endswith("is done, not pending")
+    assert (await http.get(f"/admin/api/logins/{login_id}")).json()["status"] == "done"
