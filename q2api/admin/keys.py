@@ -17,7 +17,7 @@ from q2api.admin.accounts import decode_body
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.server.gateway import Gateway
-from q2api.tenants.keys import KeyLimits, KeyProblem, KeyRecord, parse_expiry, parse_models
+from q2api.tenants.keys import KeyProblem, KeyRecord, limits_as_given, parse_expiry, parse_models
 
 Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
@@ -92,9 +92,9 @@ async def list_keys(request: Request, gateway: Gateway) -> Response:
 async def create_key(request: Request, gateway: Gateway) -> Response:
     body = await decode_body(request, CreateKeyBody)
     with _as_admin_errors():
-        limits = KeyLimits(
-            models=_models(body.models) if body.models is not None else None,
-            expires_at=parse_expiry(body.expires) if body.expires is not None else None,
+        limits = limits_as_given(
+            models=",".join(body.models) if body.models is not None else None,
+            expires=body.expires,
             rpm=body.rpm,
             tpm=body.tpm,
             max_concurrent=body.max_concurrent,

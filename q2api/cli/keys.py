@@ -22,7 +22,15 @@ from q2api.settings import Settings, SettingsError, load_settings
 from q2api.tenants.counters import Counters, StoreCounters
 from q2api.tenants.database import TenantDatabase, open_tenant_database
 from q2api.tenants.gate import LimitGate
-from q2api.tenants.keys import LIMIT_FIELDS, KeyLimits, KeyProblem, KeyRecord, KeyStore, parse_expiry, parse_models
+from q2api.tenants.keys import (
+    LIMIT_FIELDS,
+    KeyProblem,
+    KeyRecord,
+    KeyStore,
+    limits_as_given,
+    parse_expiry,
+    parse_models,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -130,9 +138,9 @@ async def _command(settings: Settings, database: TenantDatabase, args: argparse.
     store = KeyStore(database)
     command = args.keys_command
     if command == "create":
-        limits = KeyLimits(
-            models=parse_models(args.models) if args.models is not None else None,
-            expires_at=parse_expiry(args.expires) if args.expires is not None else None,
+        limits = limits_as_given(
+            models=args.models,
+            expires=args.expires,
             rpm=args.rpm,
             tpm=args.tpm,
             max_concurrent=args.max_concurrent,

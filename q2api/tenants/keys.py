@@ -168,6 +168,29 @@ def checked_limits(limits: KeyLimits) -> KeyLimits:
 # ---------------------------------------------------------------- the store
 
 
+def limits_as_given(
+    *,
+    models: str | None,
+    expires: str | None,
+    rpm: int | None,
+    tpm: int | None,
+    max_concurrent: int | None,
+    credits_per_day: float | None,
+    credits_per_month: float | None,
+) -> KeyLimits:
+    """A new key's limits as an operator gives them (`q2api keys create`, `POST /admin/api/keys`): models
+    comma-separated and an expiry as `parse_expiry` reads it, as text; None is no limit."""
+    return KeyLimits(
+        models=parse_models(models) if models is not None else None,
+        expires_at=parse_expiry(expires) if expires is not None else None,
+        rpm=rpm,
+        tpm=tpm,
+        max_concurrent=max_concurrent,
+        credits_per_day=credits_per_day,
+        credits_per_month=credits_per_month,
+    )
+
+
 def _record(row: sa.Row[Any]) -> KeyRecord:
     models = orjson.loads(row.models) if row.models is not None else None
     return KeyRecord(
