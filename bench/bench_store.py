@@ -66,9 +66,9 @@ def open_aiosqlite_store(data_dir: Path) -> Any:
     import sqlalchemy as sa
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from q2api.accounts import sqlite_database
-    from q2api.accounts.database import StoreDatabase
     from q2api.accounts.store import PlainSecrets, SqlAccountStore, SqliteAccountStore
+    from q2api.store import sqlite_database
+    from q2api.store.database import StoreDatabase
 
     SqliteAccountStore(data_dir)  # creates and migrates the file
 

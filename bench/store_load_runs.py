@@ -39,9 +39,9 @@ import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from q2api.testing import scripts  # noqa: E402
-from q2api.testing.simulated_upstream import SimulatedUpstream  # noqa: E402
-from tests.support.serve_process import clean_environment, serve  # noqa: E402
+from q2api.testing import scripts
+from q2api.testing.simulated_upstream import SimulatedUpstream
+from tests.support.serve_process import clean_environment, serve
 
 MODEL = "claude-sonnet-5-5"
 ENV_KEY = "q2api-bench-env-key-3a9c1e"

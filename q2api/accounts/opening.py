@@ -8,13 +8,13 @@ import functools
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from q2api.accounts.database_url import parse_database_url
-from q2api.accounts.migrations import MigrationChain
-from q2api.accounts.response_store import ResponseStore
-from q2api.accounts.secret_box import SECRET_KEY_VARIABLE, SecretBox
-from q2api.accounts.sql_responses import SqlResponseStore
 from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore, SqliteAccountStore
 from q2api.accounts.store_protocol import AccountStore
+from q2api.store.database_url import parse_database_url
+from q2api.store.migrations import MigrationChain
+from q2api.store.secret_box import SECRET_KEY_VARIABLE, SecretBox
+from q2api.stored_responses.sql_store import SqlResponseStore
+from q2api.stored_responses.store import ResponseStore
 
 
 async def open_account_store(

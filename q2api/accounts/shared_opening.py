@@ -14,16 +14,13 @@ from collections.abc import AsyncIterator, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from q2api.accounts.database_locks import DatabaseLocks, lock_namespace
-from q2api.accounts.database_url import DatabaseUrl
-from q2api.accounts.migrations import MigrationChain, apply_chains
-from q2api.accounts.secret_box import SecretBox
-from q2api.accounts.shared_database import SharedDatabase
 from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.database_locks import DatabaseLocks
+from q2api.store.database_url import DatabaseUrl
+from q2api.store.migrations import MigrationChain
+from q2api.store.secret_box import SecretBox
+from q2api.store.shared_database import SharedDatabase, migrate_shared_database
 
-MIGRATION_LOCK = "migrate"
-MIGRATION_LOCK_TIMEOUT = 120.0  # seconds a replica waits for another one's migration
 _LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another replica holds
 
 
@@ -38,34 +35,6 @@ async def open_shared_store(
         await db.dispose()
         raise
     return SqlAccountStore(db, secrets, _DatabaseRefreshLock(db, locks), url.masked)
-
-
-async def migrate_shared_database(db: SharedDatabase, chains: Sequence[MigrationChain]) -> DatabaseLocks:
-    """Bring `chains` up to date under the database's migration lock; the database's locks, for later use.
-
-    Tables kept beside the accounts (client keys) are migrated through here too, with their own chain.
-    Raises StoreUnavailable, SchemaTooNew.
-    """
-    url = db.url
-    with db.failures():
-        # The first contact is bounded like any unit of work: a server that accepts the connection
-        # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
-        # covers the TCP connect only).
-        async with db.bounded(), db.engine.connect() as connection:
-            locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
-        migration_bound = MIGRATION_LOCK_TIMEOUT + (db.deadline or 0.0)  # it may wait for another replica's
-        try:
-            async with (
-                asyncio.timeout(migration_bound),
-                db.engine.connect() as connection,
-                locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
-            ):
-                await connection.run_sync(apply_chains, chains)
-        except TimeoutError:
-            raise StoreUnavailable(
-                f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
-            ) from None
-    return locks
 
 
 class _DatabaseRefreshLock:

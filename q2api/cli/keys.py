@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import orjson
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.responses import iso_time
 from q2api.settings import Settings, SettingsError, load_settings
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters, StoreCounters
 from q2api.tenants.database import TenantDatabase, open_tenant_database
 from q2api.tenants.gate import LimitGate

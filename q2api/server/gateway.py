@@ -22,7 +22,6 @@ from q2api.accounts.pool import AccountPool, build_account_pool
 from q2api.accounts.records import Account
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.reload import AccountReloader
-from q2api.accounts.response_store import ResponseStore
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.upstream import UpstreamClient
@@ -46,6 +45,7 @@ from q2api.server.wiring import (
     web_searcher,
 )
 from q2api.settings import Settings
+from q2api.stored_responses.store import ResponseStore
 from q2api.tenants.counters import Counters, StoreCounters
 from q2api.tenants.database import open_tenant_database
 from q2api.tenants.gate import LimitGate

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from loguru import logger
 from starlette.requests import Request
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.server import metrics
 from q2api.server.cross_site import NO_RETRY
 from q2api.server.edge import KEY_INVALID, KEY_REQUIRED, ClientKeys, presented_key
 from q2api.server.exchange_log import Exchange
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters
 from q2api.tenants.credit_estimate import CreditEstimate
 from q2api.tenants.gate import Admission, LimitGate, check_model, check_standing

@@ -19,7 +19,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from q2api.accounts.database_url import mask_database_url
 from q2api.conversion.loop_guard import LoopMode
 from q2api.conversion.trimming import TrimMode
 from q2api.settings.declaration import Group, Variable, declared_variables, setting
@@ -42,6 +41,7 @@ from q2api.settings.parsers import (
     Url,
     mask_redis_url,
 )
+from q2api.store.database_url import mask_database_url
 
 AuthMethod = Literal["idc", "social", "api_key"]
 AuthMethodSetting = Literal["auto", "idc", "social"]

@@ -1,6 +1,6 @@
 """Where the tenants' tables live: the SQLite file of the account store, or the shared database.
 
-The same databases as the account store's (q2api.accounts.sqlite_database, shared_database), opened
+The same databases as the account store's (q2api.store.sqlite_database, shared_database), opened
 and migrated the same way, with the tenants' own chain of steps: every query is written once, as a
 plain (synchronous) SQLAlchemy function of a connection, run on a worker thread for the SQLite file,
 through the asyncio engine's `run_sync` on a shared database (bounded in time, faults as
@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from q2api.accounts.database import StoreDatabase, Work
-from q2api.accounts.database_url import parse_database_url
-from q2api.accounts.store import open_sqlite_file
+from q2api.store.database import StoreDatabase, Work
+from q2api.store.database_url import parse_database_url
+from q2api.store.sqlite_database import open_sqlite_file
 from q2api.tenants.tables import TENANT_MIGRATIONS
 
 T = TypeVar("T")
@@ -62,8 +62,7 @@ async def open_tenant_database(database_url: str | None, data_dir: str | Path) -
         sqlite.engine.dispose()  # the connection the migration pooled predates the listener
         return TenantDatabase(sqlite)
     # Imported here, as for the account store: the asyncio extension and the drivers only with a shared database.
-    from q2api.accounts.shared_database import SharedDatabase
-    from q2api.accounts.shared_opening import migrate_shared_database
+    from q2api.store.shared_database import SharedDatabase, migrate_shared_database
 
     shared = SharedDatabase(parse_database_url(database_url))
     try:

@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from q2api.accounts import store_schema
 from q2api.accounts.opening import open_account_store, response_store_for
 from q2api.accounts.records import AccountStatus, LoginStatus
-from q2api.accounts.secret_box import SecretBox
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.accounts.store import SqliteAccountStore
+from q2api.store.errors import StoreUnavailable
+from q2api.store.secret_box import SecretBox
+from q2api.store.sqlite_database import DB_FILENAME
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
 
 # -- the SQLite file of the two-schema releases (their schema.py, verbatim) -----------------------

@@ -22,7 +22,8 @@ import httpx2
 import pytest
 
 from q2api.accounts.records import ENV_ACCOUNT_ID, EnvAccount
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
+from q2api.store.sqlite_database import DB_FILENAME
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.gateway_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk

@@ -8,7 +8,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.errors import StoreUnavailable
 from q2api.tenants.database import open_tenant_database
 from q2api.tenants.ledger import UsageLedger, UsageRow, roll_up
 from q2api.tenants.tables import usage, usage_daily

@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.errors import StoreUnavailable
 
 T = TypeVar("T")
 Work = Callable[[sa.Connection], T]

@@ -12,9 +12,9 @@ import time
 
 import sqlalchemy as sa
 
-from q2api.accounts import store_schema as tables
-from q2api.accounts.database import StoreDatabase, affected_rows, first_row
-from q2api.accounts.response_store import PurgeClock, StoredResponse, stored_response
+from q2api.store.database import StoreDatabase, affected_rows, first_row
+from q2api.stored_responses import table as tables
+from q2api.stored_responses.store import PurgeClock, StoredResponse, stored_response
 
 
 class SqlResponseStore:

@@ -26,11 +26,16 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from q2api.accounts.database import StoreDatabase, Work
-from q2api.accounts.migrations import MigrationChain, apply_chains
+from q2api.store.database import StoreDatabase, Work
+from q2api.store.file_lock import exclusive_lock
+from q2api.store.migrations import MigrationChain, apply_chains
+from q2api.store.private_files import create_private_dir, create_private_file
 
 T = TypeVar("T")
 _WRITE_OPTION = "q2api_write"
+DB_FILENAME = "q2api.sqlite3"
+INIT_LOCK_FILENAME = "store-init.lock"
+BUSY_TIMEOUT = 10.0  # seconds a SQLite call waits for another worker's write
 
 
 class SqliteDatabase(StoreDatabase):
@@ -74,6 +79,31 @@ class SqliteDatabase(StoreDatabase):
 
     async def _close(self) -> None:
         self.engine.dispose()
+
+
+def open_sqlite_file(
+    data_dir: Path, chains: Sequence[MigrationChain], *, busy_timeout: float = BUSY_TIMEOUT
+) -> SqliteDatabase:
+    """The store's SQLite file in `data_dir` (directory 0700, file 0600), in WAL mode, `chains` migrated.
+
+    It may wait for another worker's set-up (a file lock): an event loop calls it in a thread. Tables
+    kept beside the accounts (client keys) are set up through here too, with their own chain.
+    """
+    create_private_dir(data_dir)
+    path = data_dir / DB_FILENAME
+    db = SqliteDatabase(path, busy_timeout=busy_timeout)
+    # `--workers` processes start together, and SQLite answers a second simultaneous switch to
+    # WAL with "database is locked" at once (the busy timeout does not cover it): set the file up
+    # one process at a time.
+    with exclusive_lock(data_dir / INIT_LOCK_FILENAME):
+        try:
+            create_private_file(path)
+            db.set_wal_mode()
+            db.migrate(chains)
+        except BaseException:
+            db.engine.dispose()  # a file that cannot be the store keeps no pooled connection open
+            raise
+    return db
 
 
 def _driver_autocommit(dbapi_connection: Any, _record: object) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from q2api.accounts.opening import response_store_for
-from q2api.accounts.response_store import (
+from q2api.stored_responses.store import (
     ConversationGap,
     ResponseStore,
     StoredResponse,
