@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from q2api.store.database import StoreDatabase
 from q2api.tenants.counters import Counters, StoreCounters
-from q2api.tenants.database import TenantDatabase, open_tenant_database
+from q2api.tenants.database import open_tenant_database
 from q2api.tenants.gate import LimitGate
 from q2api.tenants.keys import KeyLimits, KeyStore
 from q2api.tenants.redis_counters import RedisCounters
@@ -31,7 +32,7 @@ from q2api.tenants.tables import metadata
 LIMITS = KeyLimits(rpm=10**9, tpm=10**9, max_concurrent=10**6, credits_per_day=10**9)
 
 
-async def run(gate: LimitGate, database: TenantDatabase, requests: int, concurrency: int) -> tuple[float, list[float]]:
+async def run(gate: LimitGate, database: StoreDatabase, requests: int, concurrency: int) -> tuple[float, list[float]]:
     _key, record = await KeyStore(database).create(f"bench-{time.monotonic_ns()}", LIMITS)
     latencies: list[float] = []
     queue = iter(range(requests))

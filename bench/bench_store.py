@@ -81,7 +81,7 @@ def open_aiosqlite_store(data_dir: Path) -> Any:
             sa.event.listen(self.engine.sync_engine, "connect", sqlite_database._driver_autocommit)
             sa.event.listen(self.engine.sync_engine, "begin", sqlite_database._begin)
 
-        async def _run(self, work: Any, *, write: bool) -> Any:
+        async def _run(self, work: Any, *, write: bool, durable: bool = True) -> Any:
             with self.failures():
                 async with self.engine.connect() as connection:
                     if write:

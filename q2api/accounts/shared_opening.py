@@ -1,40 +1,32 @@
-"""Opening the store on a shared database (PostgreSQL, MySQL/MariaDB): connect, migrate, lock refreshes there.
+"""The account store on a shared database (PostgreSQL, MySQL/MariaDB): its refresh locks live there.
 
 Every replica migrates at start-up under a database lock, so replicas that
-start together neither race nor apply a step twice. A token refresh holds a
-database lock (database_locks.py) that dies with its connection: a replica
-killed mid-refresh blocks nobody. Secrets are Fernet-encrypted (secret_box.py).
+start together neither race nor apply a step twice (q2api.store.shared_database).
+A token refresh holds a database lock (q2api.store.database_locks) that dies with
+its connection: a replica killed mid-refresh blocks nobody. Secrets are
+Fernet-encrypted (q2api.store.secret_box).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore
+from q2api.accounts.store import RefreshLock
 from q2api.store.database_locks import DatabaseLocks
-from q2api.store.database_url import DatabaseUrl
-from q2api.store.migrations import MigrationChain
-from q2api.store.secret_box import SecretBox
-from q2api.store.shared_database import SharedDatabase, migrate_shared_database
+from q2api.store.shared_database import SharedDatabase
 
 _LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another replica holds
 
 
-async def open_shared_store(
-    url: DatabaseUrl, secrets: SecretBox, chains: Sequence[MigrationChain] = DEFAULT_CHAINS
-) -> SqlAccountStore:
-    """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
-    db = SharedDatabase(url)
-    try:
-        locks = await migrate_shared_database(db, chains)
-    except BaseException:
-        await db.dispose()
-        raise
-    return SqlAccountStore(db, secrets, _DatabaseRefreshLock(db, locks), url.masked)
+def database_refresh_lock(db: SharedDatabase) -> RefreshLock:
+    """The refresh lock of the account store on `db` (migrated: its locks' namespace is known)."""
+    if db.locks is None:
+        raise RuntimeError("the shared database must be migrated (migrate_shared_database) before it is used")
+    return _DatabaseRefreshLock(db, db.locks)
 
 
 class _DatabaseRefreshLock:

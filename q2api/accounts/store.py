@@ -374,11 +374,13 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
 
 
 class SqliteAccountStore(SqlAccountStore):
-    """The store in one SQLite file of `data_dir`, shared by the `--workers` of one machine.
+    """The store in one SQLite file of `data_dir`, shared by the `--workers` of one machine, on a
+    database of its own (tests, and tools that want the accounts alone; a process that keeps other
+    tables there opens the file once and puts the store on it: `account_store_on`, opening.py).
 
     Opening creates the directory (0700) and the file (0600), and migrates the
     file; it may wait for another worker's set-up (a file lock), so an event
-    loop opens it in a thread (`open_account_store` does).
+    loop opens it in a thread.
     """
 
     def __init__(
@@ -391,11 +393,17 @@ class SqliteAccountStore(SqlAccountStore):
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_FILENAME
         db = open_sqlite_file(self.data_dir, chains, busy_timeout=busy_timeout)
-        super().__init__(db, PlainSecrets(), self._file_refresh_lock, str(self.path.resolve()))
+        super().__init__(db, PlainSecrets(), file_refresh_lock(self.data_dir), str(self.path.resolve()))
 
-    def _file_refresh_lock(self, account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
-        # An fcntl lock: released by the kernel when its process dies, however it dies.
-        return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
+
+def file_refresh_lock(data_dir: Path) -> RefreshLock:
+    """The SQLite store's refresh lock: an fcntl lock per account in the data directory, shared by the
+    `--workers` of a machine, and released by the kernel when its process dies, however it dies."""
+
+    def lock(account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return exclusive_lock_async(data_dir / f"refresh-{_safe_name(account_id)}.lock")
+
+    return lock
 
 
 def _safe_name(account_id: str) -> str:

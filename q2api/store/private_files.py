@@ -20,9 +20,20 @@ def create_private_dir(path: Path) -> None:
     os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
 
 
-def create_private_file(path: Path) -> None:
-    # Create the file ourselves so it is 0600 from the first byte; SQLite gives
-    # its -wal and -shm files the same permissions as the database file.
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
-    os.chmod(path, 0o600)
+def create_private_file(path: Path) -> bool:
+    """Create `path`, empty and 0600, unless it exists; whether it was created here.
+
+    A file already there is never opened (O_EXCL fails without a descriptor): it may be a live
+    database, and closing any descriptor of it would drop the POSIX locks its connections in this
+    process hold. Created here, it is new, so nothing of this process holds a lock on it yet.
+    SQLite gives a database's -wal and -shm files the database's own permissions.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have taken the owner's bits off the mode asked for
+    finally:
+        os.close(fd)
+    return True

@@ -43,6 +43,7 @@ class SharedDatabase(StoreDatabase):
         self.kind = url.kind
         self.deadline = database.UNIT_DEADLINE if deadline is None else deadline
         self._lock_slots = asyncio.Semaphore(database.LOCK_CONNECTIONS)
+        self.locks: DatabaseLocks | None = None  # its named locks, once `migrate_shared_database` found its namespace
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
         connect_timeout = min(database.CONNECT_TIMEOUT, self.deadline)
@@ -65,7 +66,7 @@ class SharedDatabase(StoreDatabase):
             hide_parameters=True,
         )
 
-    async def _run(self, work: Work[T], *, write: bool) -> T:
+    async def _run(self, work: Work[T], *, write: bool, durable: bool) -> T:
         with self.failures():
             if write:
                 async with self.bounded(), self.engine.begin() as connection:
@@ -104,9 +105,10 @@ class SharedDatabase(StoreDatabase):
 
 
 async def migrate_shared_database(db: SharedDatabase, chains: Sequence[MigrationChain]) -> DatabaseLocks:
-    """Bring `chains` up to date under the database's migration lock; the database's locks, for later use.
+    """Bring `chains` up to date under the database's migration lock; the database's locks, for later use
+    (kept as `db.locks` too).
 
-    Tables kept beside the accounts (client keys) are migrated through here too, with their own chain.
+    A process migrates its database once, with every chain of the tables kept there (q2api.store.opening).
     Raises StoreUnavailable, SchemaTooNew.
     """
     url = db.url
@@ -128,4 +130,5 @@ async def migrate_shared_database(db: SharedDatabase, chains: Sequence[Migration
             raise StoreUnavailable(
                 f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
             ) from None
+    db.locks = locks
     return locks

@@ -6,9 +6,8 @@ expires, and the JSON of its input items and of the `response` object itself. A 
 read by walking `previous_response_id` back to its first response: one row per turn, written
 once, so a long conversation costs each turn only its own items.
 
-`SqlResponseStore` (sql_store.py) implements `ResponseStore` in the account store's own
-database, the SQLite file or a shared one (the `q2api_responses` table, store_schema.py). Open the
-one that goes with an account store with `response_store_for` (opening.py).
+`SqlResponseStore` (sql_store.py) implements `ResponseStore` in the store's database (q2api.store),
+the SQLite file or a shared one, beside the accounts (the `q2api_responses` table, table.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from q2api.tenants.database import TenantDatabase
+from q2api.store.database import StoreDatabase
 from q2api.tenants.tables import client_keys, key_leases, key_windows
 from q2api.tenants.windows import Window
 
@@ -65,7 +65,7 @@ def new_lease() -> str:
 class StoreCounters:
     """The counters in the store's tables (SQLite, PostgreSQL or MySQL)."""
 
-    def __init__(self, database: TenantDatabase) -> None:
+    def __init__(self, database: StoreDatabase) -> None:
         self._database = database
 
     async def admit(
@@ -103,7 +103,7 @@ class StoreCounters:
                 )
             return Admitted(lease, used)
 
-        return await self._database.write(admit)
+        return await self._database.write(admit, durable=False)
 
     async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         counted = [(windows, amount) for windows, amount in additions if amount]
@@ -119,7 +119,7 @@ class StoreCounters:
             if lease is not None:
                 db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
 
-        await self._database.write(settle)
+        await self._database.write(settle, durable=False)
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
         def select(db: sa.Connection) -> dict[str, float]:

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from loguru import logger
 
-from q2api.tenants.database import TenantDatabase
+from q2api.store.database import StoreDatabase
 from q2api.tenants.tables import ROLLUP_TURN, tenant_meta, usage, usage_daily
 
 FLUSH_SECONDS = 1.0
@@ -57,7 +57,7 @@ class UsageRow:
 class UsageLedger:
     def __init__(
         self,
-        database: TenantDatabase,
+        database: StoreDatabase,
         *,
         retention_days: int,
         on_lost: Callable[[int], None] = lambda count: None,
@@ -108,7 +108,7 @@ class UsageLedger:
                 db.execute(sa.insert(usage), [row.values() for row in rows])
 
             try:
-                await self.database.write(insert)
+                await self.database.write(insert, durable=False)
             except Exception as exc:
                 logger.warning(f"{len(batch)} usage row(s) not written yet ({type(exc).__name__}: {exc})")
                 return False
@@ -127,7 +127,7 @@ class UsageLedger:
             self._buffer.clear()
 
 
-async def roll_up(database: TenantDatabase, retention_days: int, now: float | None = None) -> int:
+async def roll_up(database: StoreDatabase, retention_days: int, now: float | None = None) -> int:
     """Fold the rows past their retention into daily sums and delete them; how many rows were folded."""
     cutoff_day = datetime.datetime.fromtimestamp(
         (time.time() if now is None else now) - retention_days * 86400, tz=datetime.UTC

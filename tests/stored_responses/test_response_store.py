@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from q2api.accounts.opening import response_store_for
+from q2api.stored_responses.sql_store import SqlResponseStore
 from q2api.stored_responses.store import (
     ConversationGap,
     ResponseStore,
@@ -32,7 +32,7 @@ async def open_responses(request: pytest.FixtureRequest, tmp_path) -> AsyncItera
     async with store_opener(request.param, tmp_path) as open_store:
 
         async def open_one() -> ResponseStore:
-            return response_store_for(await open_store())
+            return SqlResponseStore((await open_store()).database)
 
         yield open_one
 
