@@ -174,9 +174,8 @@ async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIt
         counters = StoreCounters(database)
     ledger = UsageLedger(database, retention_days=settings.usage_retention_days, on_lost=metrics.count_lost_usage_rows)
     ledger.start()
-    tenancy = Tenancy(
-        ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), LimitGate(counters), ledger
-    )
+    gate = LimitGate(counters, when_down=settings.limits_when_store_down, observer=metrics.KEY_LIMITS_OBSERVER)
+    tenancy = Tenancy(ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), gate, ledger)
     try:
         yield tenancy
     finally:

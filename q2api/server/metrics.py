@@ -206,6 +206,19 @@ KEY_CREDITS = Counter(
     ["key"],
     registry=_REGISTRY,
 )
+KEY_LIMITS_UNCHECKED = Counter(
+    "q2api_key_limits_unchecked",
+    "Requests of a store key whose limits could not be checked (their counters' store or Redis was down), "
+    "by key label and what they got (admitted, refused: Q2API_LIMITS_WHEN_STORE_DOWN).",
+    ["key", "decision"],
+    registry=_REGISTRY,
+)
+KEY_USAGE_UNCOUNTED = Counter(
+    "q2api_key_usage_uncounted",
+    "Finished requests of a store key whose tokens and credits could not be added to its counters.",
+    ["key"],
+    registry=_REGISTRY,
+)
 USAGE_ROWS_LOST = Counter(
     "q2api_usage_rows_lost",
     "Usage ledger rows that could not be written (the store failed for long, or at shutdown).",
@@ -295,6 +308,19 @@ def observe_key_request(key: str, status: int, input_tokens: int, output_tokens:
     KEY_TOKENS.labels(key, "input").inc(max(input_tokens, 0))
     KEY_TOKENS.labels(key, "output").inc(max(output_tokens, 0))
     KEY_CREDITS.labels(key).inc(max(credits, 0.0))
+
+
+class KeyLimitsObserver:
+    """The tenants' gate's observer (q2api.tenants.gate.GateObserver): requests its counters could not hold."""
+
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        KEY_LIMITS_UNCHECKED.labels(key=key_label, decision=decision).inc()
+
+    def usage_uncounted(self, key_label: str) -> None:
+        KEY_USAGE_UNCOUNTED.labels(key=key_label).inc()
+
+
+KEY_LIMITS_OBSERVER = KeyLimitsObserver()
 
 
 def count_lost_usage_rows(count: int) -> None:

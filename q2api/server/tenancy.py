@@ -17,7 +17,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from loguru import logger
 from starlette.requests import Request
 
 from q2api.anthropic.errors import AnthropicError
@@ -31,6 +30,7 @@ from q2api.tenants.credit_estimate import CreditEstimate
 from q2api.tenants.gate import Admission, LimitGate, check_model, check_standing
 from q2api.tenants.keys import KEY_PREFIX, KeyRecord, KeyStore, key_digest
 from q2api.tenants.ledger import UsageLedger, UsageRow
+from q2api.tenants.outage import Outage
 
 KEY_CACHE_SECONDS = 2.0  # how long a looked-up key (or its absence) is trusted: revocation takes this long
 _CACHED_KEYS = 4096  # a flood of made-up keys evicts the oldest answers, it does not grow memory
@@ -78,9 +78,15 @@ class KeyDirectory:
         return usable
 
 
-def _unavailable(exc: Exception) -> AnthropicError:
-    logger.warning(f"the key store failed: {type(exc).__name__}: {exc}")
-    return AnthropicError(503, "the client key store is unavailable; try again shortly", headers={"retry-after": "2"})
+KEY_STORE_RETRY_SECONDS = 2  # the retry-after of a request whose key could not be read
+
+
+def _unavailable() -> AnthropicError:
+    return AnthropicError(
+        503,
+        "the client key store is unavailable; try again shortly",
+        headers={"retry-after": str(KEY_STORE_RETRY_SECONDS)},
+    )
 
 
 class Tenancy:
@@ -97,6 +103,9 @@ class Tenancy:
         self.ledger = ledger
         self._estimate = CreditEstimate()
         self._settling: set[asyncio.Task[None]] = set()
+        self.key_store_outage = Outage(
+            "the client key store", "requests with a store key get 503 (the environment's keys keep working)"
+        )
 
     @property
     def counters(self) -> Counters:
@@ -115,7 +124,10 @@ class Tenancy:
                     return Caller(presented, record)
             open_gateway = not self._env_keys.required and not await self.directory.any_usable()
         except STORE_ERRORS as exc:
-            raise _unavailable(exc) from None
+            # Never served unchecked: what the key may do is in the record that could not be read.
+            self.key_store_outage.failed(exc, "refused")
+            raise _unavailable() from None
+        self.key_store_outage.answered()
         if open_gateway:
             return Caller(None)
         raise AnthropicError(401, KEY_INVALID if presented else KEY_REQUIRED, headers=NO_RETRY)

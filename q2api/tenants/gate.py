@@ -2,6 +2,13 @@
 still valid (else 401), allowed the model (else 403 naming its models), and within its rates,
 concurrency and budgets (else 429 with `retry-after` and Anthropic's rate-limit headers).
 
+What a key may do (its models, expiry, revocation) is part of its record, checked whenever the record
+is read, and never skipped: a request whose record cannot be read is not served at all (the server's
+tenancy answers it 503). Only the counters (rates, tokens, concurrency, budgets) live elsewhere (the
+store's tables or Redis); while they cannot be used, a request is admitted without them or refused
+(503, `retry-after`), as `Q2API_LIMITS_WHEN_STORE_DOWN` says, and the log says so once a minute
+(outage.py), the observer once a request.
+
 What the request really used (its tokens, its credits) is counted once it is over (`settle`), and
 its place in flight given back.
 """
@@ -13,12 +20,12 @@ import datetime
 import math
 import time
 from collections.abc import Callable
-
-from loguru import logger
+from typing import Literal, Protocol
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.tenants.counters import Addition, Admitted, Counters, Refused
 from q2api.tenants.keys import KeyRecord, models_text
+from q2api.tenants.outage import Outage
 from q2api.tenants.windows import (
     CREDITS_DAY,
     CREDITS_MONTH,
@@ -32,6 +39,28 @@ from q2api.tenants.windows import (
 
 # Bad keys are told so without `x-should-retry`-style hints: retrying will not help.
 _NO_RETRY = {"x-should-retry": "false"}
+COUNTERS_DOWN_RETRY_SECONDS = 2  # the retry-after of a request refused while the counters are down
+WhenStoreDown = Literal["admit", "refuse"]
+
+
+class GateObserver(Protocol):
+    """Told of every request the counters could not hold (the server's /metrics)."""
+
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        """A request of `key_label` whose limits could not be checked: `admitted` or `refused`."""
+        ...
+
+    def usage_uncounted(self, key_label: str) -> None:
+        """A finished request of `key_label` whose use could not be counted (nor its place given back)."""
+        ...
+
+
+class _Unobserved:
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        return None
+
+    def usage_uncounted(self, key_label: str) -> None:
+        return None
 
 
 @dataclasses.dataclass(slots=True)
@@ -103,13 +132,31 @@ def _refusal(key: KeyRecord, refused: Refused) -> AnthropicError:
 
 
 class LimitGate:
-    def __init__(self, counters: Counters, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        counters: Counters,
+        clock: Callable[[], float] = time.time,
+        *,
+        when_down: WhenStoreDown = "admit",
+        observer: GateObserver | None = None,
+        outage_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.counters = counters
         self._clock = clock
+        self._when_down = when_down
+        self._observer = observer or _Unobserved()
+        meanwhile = "served without their limits" if when_down == "admit" else "refused (503)"
+        self.outage = Outage(
+            "the client keys' counters",
+            f"requests of store keys are {meanwhile} while it lasts (Q2API_LIMITS_WHEN_STORE_DOWN={when_down}), "
+            "their models, expiry and revocation still checked",
+            clock=outage_clock,
+        )
 
     async def admit(self, key: KeyRecord, model: str, input_tokens: int) -> Admission:
         """Admit one request of `key` (raises the AnthropicError to answer it with)."""
         now = self._clock()
+        # The record's own rules first, whatever becomes of the counters below.
         check_standing(key, now)
         check_model(key, model)
         windows = windows_for(key.limits, now, input_tokens)
@@ -117,11 +164,18 @@ class LimitGate:
             return Admission(key, now, None, 0, {})
         try:
             outcome = await self.counters.admit(key.id, windows, key.limits.max_concurrent, now)
-        except Exception as exc:  # a counter store that is down degrades to no limit, said in the log
-            logger.warning(
-                f"the limits of key {key.label!r} could not be checked ({type(exc).__name__}: {exc}); admitted"
-            )
+        except Exception as exc:  # the counters' store (or Redis) is down: Q2API_LIMITS_WHEN_STORE_DOWN says
+            self.outage.failed(exc, "admitted unchecked" if self._when_down == "admit" else "refused")
+            if self._when_down == "refuse":
+                self._observer.limits_unchecked(key.label, "refused")
+                raise AnthropicError(
+                    503,
+                    f"the limits of the client key {key.label!r} cannot be checked now; try again shortly",
+                    headers={"retry-after": str(COUNTERS_DOWN_RETRY_SECONDS)},
+                ) from None
+            self._observer.limits_unchecked(key.label, "admitted")
             return Admission(key, now, None, 0, {})
+        self.outage.answered()
         if isinstance(outcome, Refused):
             raise _refusal(key, outcome)
         assert isinstance(outcome, Admitted)
@@ -137,10 +191,15 @@ class LimitGate:
         additions: list[Addition] = [(budget_windows(admission.at), credits)]
         if key.limits.tpm is not None:
             additions.append(([(TOKENS, *minute(admission.at))], tokens - admission.tokens_counted))
+        if admission.lease is None and not any(amount for _windows, amount in additions):
+            return  # nothing to give back nor to count
         try:
             await self.counters.settle(key.id, admission.lease, additions)
         except Exception as exc:
-            logger.warning(f"the usage of key {key.label!r} could not be counted ({type(exc).__name__}: {exc})")
+            self.outage.failed(exc, "not counted")
+            self._observer.usage_uncounted(key.label)
+        else:
+            self.outage.answered()
 
     async def spent(self, key: KeyRecord) -> dict[str, float]:
         """Credits the key spent today and this month (UTC), for the keys panel."""
