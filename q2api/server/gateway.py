@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+from loguru import logger
 from starlette.requests import Request
 
 from q2api.accounts.discovery import AccountDiscovery
@@ -56,6 +58,7 @@ from q2api.tenants.counters import Counters, StoreCounters
 from q2api.tenants.gate import LimitGate
 from q2api.tenants.keys import KeyStore
 from q2api.tenants.ledger import UsageLedger
+from q2api.tenants.ledger_journal import LedgerJournal
 from q2api.tenants.tables import TENANT_MIGRATIONS
 
 STATE_KEY = "gateway"  # its name in the lifespan state every request's scope carries
@@ -172,7 +175,13 @@ async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIt
         counters = RedisCounters(settings.redis_url)
     else:
         counters = StoreCounters(database)
-    ledger = UsageLedger(database, retention_days=settings.usage_retention_days, on_lost=metrics.count_lost_usage_rows)
+    ledger = UsageLedger(
+        database,
+        retention_days=settings.usage_retention_days,
+        journal=_ledger_journal(Path(settings.data_dir)),
+        on_lost=metrics.count_lost_usage_rows,
+        on_waiting=metrics.set_waiting_usage_rows,
+    )
     ledger.start()
     gate = LimitGate(counters, when_down=settings.limits_when_store_down, observer=metrics.KEY_LIMITS_OBSERVER)
     tenancy = Tenancy(ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), gate, ledger)
@@ -180,6 +189,18 @@ async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIt
         yield tenancy
     finally:
         await tenancy.close()
+
+
+def _ledger_journal(data_dir: Path) -> LedgerJournal | None:
+    """Where usage rows wait until the database has them, safe from a crash (None: in memory alone)."""
+    try:
+        return LedgerJournal(data_dir)
+    except OSError as exc:
+        logger.warning(
+            f"the usage ledger's journal cannot be kept in {data_dir} ({type(exc).__name__}: {exc}): rows wait "
+            "in memory alone, and a crash loses those not yet written"
+        )
+        return None
 
 
 def _after_each_request(

@@ -221,8 +221,16 @@ KEY_USAGE_UNCOUNTED = Counter(
 )
 USAGE_ROWS_LOST = Counter(
     "q2api_usage_rows_lost",
-    "Usage ledger rows that could not be written (the store failed for long, or at shutdown).",
+    "Usage ledger rows given up: refused by the database on their own, or past what may wait for a store "
+    "that is down (each one also logged).",
     registry=_REGISTRY,
+)
+USAGE_ROWS_WAITING = Gauge(
+    "q2api_usage_rows_waiting",
+    "Usage ledger rows not in the database yet (in memory, or in the journal of the data directory alone), "
+    "summed over the live workers.",
+    registry=_REGISTRY,
+    multiprocess_mode="livesum",
 )
 ACCOUNT_CREDITS_USED = Gauge(
     "q2api_account_credits_used",
@@ -321,6 +329,10 @@ class KeyLimitsObserver:
 
 
 KEY_LIMITS_OBSERVER = KeyLimitsObserver()
+
+
+def set_waiting_usage_rows(count: int) -> None:
+    USAGE_ROWS_WAITING.set(count)
 
 
 def count_lost_usage_rows(count: int) -> None:
