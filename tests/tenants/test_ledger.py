@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from q2api.store.errors import StoreUnavailable
 from q2api.tenants.database import open_tenant_database
-from q2api.tenants.ledger import UsageLedger, UsageRow, roll_up
+from q2api.tenants.ledger import UsageLedger, UsageRow
+from q2api.tenants.rollup import roll_up
 from q2api.tenants.tables import usage, usage_daily
 from q2api.tenants.usage_report import usage_by
 from tests.support.tenant_stores import DATABASE_KINDS, database_url_for
