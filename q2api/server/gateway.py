@@ -184,6 +184,7 @@ async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIt
     )
     ledger.start()
     gate = LimitGate(counters, when_down=settings.limits_when_store_down, observer=metrics.KEY_LIMITS_OBSERVER)
+    gate.start()
     tenancy = Tenancy(ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), gate, ledger)
     try:
         yield tenancy

@@ -189,4 +189,5 @@ class Tenancy:
         if self._settling:
             await asyncio.wait(set(self._settling), timeout=5.0)
         await self.ledger.close()
+        await self.gate.close()
         await self.gate.counters.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -20,10 +21,16 @@ from q2api.store.database import StoreDatabase
 from q2api.tenants.tables import client_keys, key_leases, key_windows
 from q2api.tenants.windows import Window
 
-# A request in flight holds its place this long at most: a worker that dies never releases its
-# leases, and they must not block the key for ever. Longer than any request the gateway lets run.
-LEASE_SECONDS = 30 * 60.0
+# A request in flight holds its place this long after it took it or last renewed it: the gate renews
+# the places of its requests still running every LEASE_RENEW_SECONDS, so a worker that dies (and
+# renews nothing more) blocks the key's places for LEASE_SECONDS at most.
+LEASE_SECONDS = 60.0
+LEASE_RENEW_SECONDS = 20.0
 CONCURRENCY_RETRY_SECONDS = 1.0  # the retry-after of a request refused for the key's concurrency
+
+
+class CountersLate(Exception):
+    """The counters answered too late for the request that asked (they changed nothing for it)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +58,10 @@ class Counters(Protocol):
     async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         """A request is over: give its place in flight back (`lease`), and count what became known
         only then (its real tokens, its credits), `amount` more in each of the windows, in one step."""
+        ...
+
+    async def renew(self, key_id: str, leases: Sequence[str]) -> None:
+        """The places in flight `leases` of `key_id` (those still there) are held LEASE_SECONDS from now."""
         ...
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]: ...
@@ -120,6 +131,13 @@ class StoreCounters:
                 db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
 
         await self._database.write(settle, durable=False)
+
+    async def renew(self, key_id: str, leases: Sequence[str]) -> None:
+        if not leases:
+            return
+        until = time.time() + LEASE_SECONDS
+        statement = sa.update(key_leases).where(key_leases.c.id.in_(list(leases))).values(expires_at=until)
+        await self._database.write(lambda db: db.execute(statement), durable=False)
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
         def select(db: sa.Connection) -> dict[str, float]:

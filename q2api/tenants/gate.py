@@ -10,11 +10,16 @@ store's tables or Redis); while they cannot be used, a request is admitted witho
 (outage.py), the observer once a request.
 
 What the request really used (its tokens, its credits) is counted once it is over (`settle`), and
-its place in flight given back.
+its place in flight given back. A place in flight is held only while its request runs: the gate renews
+the places of its running requests every LEASE_RENEW_SECONDS, and one nobody renews (its worker died)
+expires LEASE_SECONDS after (counters.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -23,7 +28,7 @@ from collections.abc import Callable
 from typing import Literal, Protocol
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.tenants.counters import Addition, Admitted, Counters, Refused
+from q2api.tenants.counters import LEASE_RENEW_SECONDS, Addition, Admitted, Counters, Refused
 from q2api.tenants.keys import KeyRecord, models_text
 from q2api.tenants.outage import Outage
 from q2api.tenants.windows import (
@@ -152,6 +157,35 @@ class LimitGate:
             "their models, expiry and revocation still checked",
             clock=outage_clock,
         )
+        self._held: dict[str, str] = {}  # the places in flight of this process's running requests: lease → key id
+        self._renewing: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Renew the places in flight of the running requests, every LEASE_RENEW_SECONDS, until `close`."""
+        self._renewing = asyncio.get_running_loop().create_task(self._renew_forever(), name="lease renewal")
+
+    async def close(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
+
+    async def renew_leases(self) -> None:
+        """Hold the places of the running requests LEASE_SECONDS more (a failure is left to the next round:
+        a place that expires meanwhile only lets the key one more request in)."""
+        by_key: dict[str, list[str]] = collections.defaultdict(list)
+        for lease, key_id in self._held.items():
+            by_key[key_id].append(lease)
+        for key_id, leases in by_key.items():
+            try:
+                await self.counters.renew(key_id, leases)
+            except Exception as exc:
+                self.outage.failed(exc, "with a place in flight not renewed")
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_RENEW_SECONDS)
+            await self.renew_leases()
 
     async def admit(self, key: KeyRecord, model: str, input_tokens: int) -> Admission:
         """Admit one request of `key` (raises the AnthropicError to answer it with)."""
@@ -180,6 +214,8 @@ class LimitGate:
             raise _refusal(key, outcome)
         assert isinstance(outcome, Admitted)
         counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
+        if outcome.lease is not None:
+            self._held[outcome.lease] = key.id
         return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
 
     async def settle(self, admission: Admission, tokens: int, credits: float) -> None:
@@ -187,6 +223,8 @@ class LimitGate:
         if admission.settled:
             return
         admission.settled = True
+        if admission.lease is not None:
+            self._held.pop(admission.lease, None)
         key = admission.key
         additions: list[Addition] = [(budget_windows(admission.at), credits)]
         if key.limits.tpm is not None:
