@@ -21,10 +21,12 @@ import httpx2
 import pytest
 
 from q2api.accounts.reload import DEFAULT_RELOAD_INTERVAL
-from q2api.store.sqlite_database import DB_FILENAME
+from q2api.store.shared_database import SharedDatabase
+from q2api.store.sqlite_database import DB_FILENAME, SqliteDatabase
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support import credential_files
+from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY
 from tests.support.gateway_harness import CLIENT_KEY, capture_logs, open_gateway
 from tests.support.serve_process import serve
 from tests.support.store_load import (
@@ -36,6 +38,7 @@ from tests.support.store_load import (
     unretrievable,
     usage_by_key,
 )
+from tests.support.tenant_stores import database_url_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -139,3 +142,28 @@ async def test_two_workers_on_one_file_and_the_cli_beside_them_lose_nothing(tmp_
     ledger = await usage_by_key(data_dir)
     assert ledger["loadkey"]["requests"] == REQUESTS + len(outcome.stored)
     assert integrity(data_dir) == "ok"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", *SHARED_KINDS])
+async def test_the_gateway_opens_its_database_once_for_everything_it_keeps_there(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Accounts, stored responses, client keys, counters and the ledger on one engine (one pool)."""
+    opened: list[str] = []
+    for database_class in (SqliteDatabase, SharedDatabase):
+        real_init = database_class.__init__
+
+        def recording_init(self: object, where: object, *args: object, _init=real_init, **kwargs: object) -> None:
+            opened.append(str(where))
+            _init(self, where, *args, **kwargs)
+
+        monkeypatch.setattr(database_class, "__init__", recording_init)
+    with database_url_for(kind, tmp_path) as database_url:
+        extra = {"Q2API_DATABASE_URL": database_url, "Q2API_SECRET_KEY": TEST_SECRET_KEY} if database_url else {}
+        replying = lambda sim: setattr(sim, "responder", quick_reply)  # noqa: E731
+        async with open_gateway(tmp_path / "data", prepare=replying, **extra) as gw:
+            # Both doors, stored responses and the ledger (the environment key: no key to look up).
+            outcome = await door_load(gw.base_url, CLIENT_KEY, requests=10, concurrency=5)
+            assert outcome.statuses == {200: 10}
+            await asyncio.sleep(1.5)  # a round of the ledger's writer
+    assert len(opened) == 1, opened
