@@ -76,8 +76,8 @@ class SqliteDatabase(StoreDatabase):
         ~20x faster (bench/bench_key_admission.py); accounts and tokens keep SQLite's FULL.
         """
         with self.failures(), self.engine.connect() as connection:
-            _synchronous(connection, "FULL" if durable else "NORMAL")
-            if write:
+            if write:  # a read commits nothing: the connection's setting stays as the last write left it
+                _synchronous(connection, "FULL" if durable else "NORMAL")
                 connection.execution_options(**{_WRITE_OPTION: True})
             with connection.begin():
                 return work(connection)
