@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from q2api.store.database import StoreDatabase, affected_rows, all_rows, first_row
+from q2api.store.database import StoreDatabase, affected_rows, first_row
 from q2api.stored_responses import table as tables
 from q2api.stored_responses.store import PurgeClock, StoredResponse, stored_response
 
@@ -60,20 +60,7 @@ class SqlResponseStore:
         return _stored(row) if row is not None else None
 
     async def chain(self, response_id: str, owner: str, limit: int) -> list[StoredResponse]:
-        table = tables.responses
-        live = (table.c.owner == owner, table.c.expires_at > time.time())
-        walk = (
-            sa.select(table.c.id, table.c.previous_response_id, sa.literal(0).label("depth"))
-            .where(table.c.id == response_id, *live)
-            .cte("conversation", recursive=True)
-        )
-        earlier = (
-            sa.select(table.c.id, table.c.previous_response_id, (walk.c.depth + 1).label("depth"))
-            .select_from(table.join(walk, table.c.id == walk.c.previous_response_id))
-            .where(walk.c.depth < limit - 1, *live)
-        )
-        walk = walk.union_all(earlier)
-        query = sa.select(table).select_from(table.join(walk, table.c.id == walk.c.id)).order_by(walk.c.depth)
+        parameters = {"response_id": response_id, "owner": owner, "now": time.time(), "deeper_than": limit - 1}
 
         def read(db: sa.Connection) -> list[sa.Row[Any]]:
             if db.dialect.name == "mysql":
@@ -83,7 +70,7 @@ class SqlResponseStore:
                     else "cte_max_recursion_depth"
                 )
                 db.exec_driver_sql(f"SET SESSION {bound} = {int(limit) + 1}")
-            return all_rows(db, query)
+            return list(db.execute(_CHAIN, parameters).all())
 
         rows = await self._db.read(read)
         return [_stored(row) for row in rows]
@@ -109,3 +96,25 @@ def _stored(row: sa.Row[Any]) -> StoredResponse:
         model=row.model,
         record=row.record,
     )
+
+
+def _chain_query() -> sa.Select[Any]:
+    """A response and the ones it continues, newest first (`depth` 0, 1, …), each still live and the
+    owner's, at most `deeper_than` + 1 of them: one recursive query, built once."""
+    table = tables.responses
+    live = (table.c.owner == sa.bindparam("owner"), table.c.expires_at > sa.bindparam("now"))
+    walk = (
+        sa.select(table.c.id, table.c.previous_response_id, sa.literal(0).label("depth"))
+        .where(table.c.id == sa.bindparam("response_id"), *live)
+        .cte("conversation", recursive=True)
+    )
+    earlier = (
+        sa.select(table.c.id, table.c.previous_response_id, (walk.c.depth + 1).label("depth"))
+        .select_from(table.join(walk, table.c.id == walk.c.previous_response_id))
+        .where(walk.c.depth < sa.bindparam("deeper_than"), *live)
+    )
+    walk = walk.union_all(earlier)
+    return sa.select(table).select_from(table.join(walk, table.c.id == walk.c.id)).order_by(walk.c.depth)
+
+
+_CHAIN = _chain_query()
