@@ -109,21 +109,31 @@ async def resolve_profile(
 
 
 async def list_profiles(
-    proxies: AccountProxies, host: str, token: str, *, proxy_url: str | None = None, timeout: float = 15.0
+    proxies: AccountProxies,
+    host: str,
+    token: str,
+    *,
+    proxy_url: str | None = None,
+    timeout: float = 15.0,
+    token_type: str | None = None,
+    max_pages: int = MAX_PAGES,
 ) -> list[Profile]:
-    """Every page of one host's answer. Raises UpstreamHTTPError for a refusal, aiohttp/TimeoutError
-    for a host out of reach, ValueError for an answer that is not the documented shape."""
+    """Every page of one host's answer (at most `max_pages`). Raises UpstreamHTTPError for a refusal,
+    aiohttp/TimeoutError for a host out of reach, ValueError for an answer that is not the documented shape.
+
+    `token_type`: the account's (q2api.amazonq.bearer) — the gateway never lists a Kiro API key's profiles
+    (it has none), `q2api probe` asks to see how the service refuses it."""
     url = host if host.endswith("/") else host + "/"
     session, route = proxies.route(proxy_url, url)
     headers = {
         "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": TARGET,
         "Accept": "application/json",
-        **authorization_headers(token),
+        **authorization_headers(token, token_type),
     }
     profiles: list[Profile] = []
     next_token: str | None = None
-    for _ in range(MAX_PAGES):
+    for _ in range(max_pages):
         body: dict[str, object] = {"maxResults": PAGE_SIZE}
         if next_token:
             body["nextToken"] = next_token

@@ -1,0 +1,135 @@
+"""The account as the probe shows it to the production upstream client (q2api.amazonq.upstream).
+
+The probe sends its requests through the gateway's own `UpstreamClient` — body shaping per host,
+`profileArn`, the token type header, the refresh of a rejected token, the account's proxy, the
+in-flight slots — but decides itself where each one goes and what it changes:
+
+* `PinnedHosts`: every call goes to the one host the step is probing, even one the gateway would
+  skip for this account (a host that needs a profile the account has none of): that is the question;
+* `ProbeCredential`: the account's token manager (its refreshes are real and saved, as the gateway's
+  are), except that a request may be sent without the profile, a rejected token is refreshed at most
+  once per run (a second host refusing a fresh token refuses its kind: no point in another), a Kiro
+  API key is never "refreshed" (the gateway would mark it dead), and "needs a new login" is noted,
+  not stored — a probe observes, it does not change an account's state;
+* `ProbePool`: that one account, and what the client reported about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from q2api.accounts.tokens import TokenManager
+from q2api.amazonq.account_access import Credential
+from q2api.amazonq.bearer import API_KEY_AUTH
+from q2api.amazonq.errors import FailureKind
+from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.hosts import Host
+from q2api.probe.redaction import Redactor
+
+
+class PinnedHosts(HostChoice):
+    """A host choice of exactly one host, whatever the account: the one `pin` named last."""
+
+    def __init__(self, host: Host) -> None:
+        super().__init__((host,))
+        self.host = host
+
+    def pin(self, host: Host) -> None:
+        self.host = host
+
+    def all_hosts(self, credential: Credential) -> tuple[Host, ...]:
+        return (self.host,)
+
+    def hosts(self, credential: Credential) -> list[Host]:
+        return [self.host]
+
+    def preferred(self, credential: Credential) -> Host:
+        return self.host
+
+
+class ProbeCredential:
+    """One account's access, seen through the probe (implements q2api.amazonq.account_access.Credential)."""
+
+    def __init__(self, manager: TokenManager, redactor: Redactor) -> None:
+        self._manager = manager
+        self._redactor = redactor
+        self.send_profile = True  # False: the next requests go without the account's profileArn
+        self.refreshes = 0  # refreshes asked for after a rejection (at most one per run)
+        self.needs_login_detail: str | None = None  # what the gateway would have marked the account with
+
+    @property
+    def account_id(self) -> str:
+        return self._manager.account_id
+
+    @property
+    def label(self) -> str:
+        return self._manager.label
+
+    @property
+    def auth_kind(self) -> str:
+        return self._manager.auth_kind
+
+    @property
+    def region(self) -> str | None:
+        return self._manager.region
+
+    @property
+    def proxy_url(self) -> str | None:
+        return self._manager.proxy_url
+
+    @property
+    def profile_arn(self) -> str | None:
+        return self._manager.profile_arn if self.send_profile else None
+
+    @property
+    def own_profile_arn(self) -> str | None:
+        """The account's profile, whether or not the next requests carry it."""
+        return self._manager.profile_arn
+
+    async def access_token(self) -> str:
+        token = await self._manager.access_token()
+        self._learn(token)
+        return token
+
+    async def refresh_after_rejection(self, rejected_token: str) -> str:
+        if self.auth_kind == API_KEY_AUTH or self.refreshes:
+            return rejected_token  # the client repeats the call once with it: the same answer, as a key's would be
+        self.refreshes += 1
+        token = await self._manager.refresh_after_rejection(rejected_token)
+        self._learn(token)
+        return token
+
+    async def mark_needs_login(self, detail: str) -> None:
+        self.needs_login_detail = detail
+
+    def _learn(self, token: str) -> None:
+        self._redactor.add_secret(token)
+        self._redactor.add_secret(self._manager.profile_arn)
+
+
+class ProbePool:
+    """The one account a probe run uses (implements q2api.amazonq.account_access.CredentialPool)."""
+
+    def __init__(self, credential: ProbeCredential) -> None:
+        self.credential = credential
+        self.failures: list[FailureKind | None] = []
+
+    def __len__(self) -> int:
+        return 1
+
+    def pick(self, exclude: Collection[str] = (), model: str | None = None) -> ProbeCredential | None:
+        return None if self.credential.account_id in exclude else self.credential
+
+    def manager(self, account_id: str) -> ProbeCredential | None:
+        return self.credential if account_id == self.credential.account_id else None
+
+    def has_alternative(self, exclude: Collection[str], model: str | None = None) -> bool:
+        return False
+
+    def report_success(self, account_id: str) -> None:
+        return None
+
+    def report_failure(
+        self, account_id: str, kind: FailureKind | None, retry_after: float | None = None, detail: str | None = None
+    ) -> None:
+        self.failures.append(kind)
