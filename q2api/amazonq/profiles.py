@@ -101,11 +101,14 @@ async def resolve_profile(
         reached = True
         notes.append(f"{name}: {len(profiles)} profile(s)")
         found.extend(profile for profile in profiles if profile not in found)
+    return ProfileLookup(choose_profile(found, region), "; ".join(notes), reached)
+
+
+def choose_profile(found: Sequence[Profile], region: str | None) -> Profile | None:
+    """The profile of the account's API region if one is listed there, else the first listed (None: none)."""
     wanted = api_region(region) if region else None
     chosen = next((profile for profile in found if wanted and profile.region == wanted), None)
-    if chosen is None and found:
-        chosen = found[0]
-    return ProfileLookup(chosen, "; ".join(notes), reached)
+    return chosen or (found[0] if found else None)
 
 
 async def list_profiles(

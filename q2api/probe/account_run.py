@@ -37,7 +37,6 @@ class AccountRun:
     upstream: ProbeUpstream
     report: AccountReport
     hosts: tuple[Host, ...]  # the account's hosts, in the gateway's order for its login kind and region
-    service_host: Host  # where one-off calls go (q2api.amazonq.hosts.first_host)
     model: str  # the model of the generations (the cheapest the catalogue lists, else the configured default)
     answered_host: Host | None = None  # where the catalogue answered (credits are asked there too)
     serving_host: Host | None = None  # the first host that served the hosts step

@@ -50,12 +50,18 @@ class PinnedHosts(HostChoice):
 class ProbeCredential:
     """One account's access, seen through the probe (implements q2api.amazonq.account_access.Credential)."""
 
-    def __init__(self, manager: TokenManager, redactor: Redactor) -> None:
+    def __init__(self, manager: TokenManager, redactor: Redactor, stored_token: str | None) -> None:
         self._manager = manager
         self._redactor = redactor
+        self._stored_token = stored_token  # the access token the store held when the run began
         self.send_profile = True  # False: the next requests go without the account's profileArn
+        # The profile the probe's own listing found for an IdC login that has none stored (the gateway's
+        # refresh would have looked it up; the probe's profiles step does, and counts the calls).
+        self.found_profile_arn: str | None = None
+        self.proven = False  # the current token was accepted by some call of this run
         self.refreshes = 0  # refreshes asked for after a rejection (at most one per run)
         self.needs_login_detail: str | None = None  # what the gateway would have marked the account with
+        self._token: str | None = None  # the last token handed out
 
     @property
     def account_id(self) -> str:
@@ -79,12 +85,14 @@ class ProbeCredential:
 
     @property
     def profile_arn(self) -> str | None:
-        return self._manager.profile_arn if self.send_profile else None
+        return self.own_profile_arn if self.send_profile else None
 
     @property
     def own_profile_arn(self) -> str | None:
-        """The account's profile, whether or not the next requests carry it."""
-        return self._manager.profile_arn
+        """The account's profile (stored, or found by the profiles step), whether or not the next requests carry it."""
+        if self.auth_kind == API_KEY_AUTH:
+            return None
+        return self._manager.profile_arn or self.found_profile_arn
 
     async def access_token(self) -> str:
         token = await self._manager.access_token()
@@ -92,8 +100,12 @@ class ProbeCredential:
         return token
 
     async def refresh_after_rejection(self, rejected_token: str) -> str:
-        if self.auth_kind == API_KEY_AUTH or self.refreshes:
-            return rejected_token  # the client repeats the call once with it: the same answer, as a key's would be
+        """A refreshed token, unless refreshing cannot help: a key (never refreshed), a token refreshed in this
+        run or accepted by another call of it (it has not expired: the host refuses its kind), or a second
+        rejection. The client then repeats the call once with the same token, and gets the same answer."""
+        fresh = rejected_token != self._stored_token or self.proven
+        if self.auth_kind == API_KEY_AUTH or fresh or self.refreshes:
+            return rejected_token
         self.refreshes += 1
         token = await self._manager.refresh_after_rejection(rejected_token)
         self._learn(token)
@@ -103,6 +115,9 @@ class ProbeCredential:
         self.needs_login_detail = detail
 
     def _learn(self, token: str) -> None:
+        if token != self._token:
+            self.proven = False  # a new token has yet to be accepted
+            self._token = token
         self._redactor.add_secret(token)
         self._redactor.add_secret(self._manager.profile_arn)
 

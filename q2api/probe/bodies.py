@@ -162,7 +162,12 @@ def padded(model_id: str | None, target_bytes: int) -> GenerateAssistantResponse
     history: list[ChatMessage] = []
     for index in range(pairs):
         history.extend(_filler_pair("x" * (size + (1 if index < extra else 0))))
-    return _request(_user(PLAIN_PROMPT, model_id), history)
+    request = _request(_user(PLAIN_PROMPT, model_id), history)
+    # The estimate above is within a few hundred bytes; the last filler message takes up the difference.
+    missing = target_bytes - len(orjson.dumps(request))
+    last = history[-2]["userInputMessage"]  # type: ignore[typeddict-item]
+    last["content"] = "x" * max(len(last["content"]) + missing, 0)
+    return request
 
 
 def _filler_pair(text: str) -> list[ChatMessage]:

@@ -128,6 +128,7 @@ class ProbeUpstream:
                     fault = type(exc).__name__
                 reader.finish(fault)
             generation = Generation(SERVED, 0, shape=reader.shape, content=reader.content)
+            self.credential.proven = True
         except UpstreamHTTPError as error:
             generation = Generation(REFUSED, 0, error=error_shape(error, self.redactor))
         except UpstreamError as exc:
@@ -160,6 +161,7 @@ class ProbeUpstream:
                 proxy_url=self.credential.proxy_url,
             )
             answer = ServiceAnswer(SERVED, 0, document=document)
+            self.credential.proven = True
         except UpstreamHTTPError as error:
             answer = ServiceAnswer(REFUSED, 0, error=error_shape(error, self.redactor))
         except UpstreamError as exc:
@@ -198,6 +200,7 @@ class ProbeUpstream:
             return ProfilesAnswer(BROKEN, 1, detail=self.redactor.message(str(exc)))
         for profile in profiles:
             self.redactor.add_secret(profile.arn)
+        self.credential.proven = True
         return ProfilesAnswer(SERVED, 1, profiles=profiles)
 
     async def search(self, host: Host, query: str) -> SearchAnswer:
@@ -212,6 +215,8 @@ class ProbeUpstream:
         self.budget.spend(exchange.calls)
         shape = search_shape(exchange.status, exchange.body, self.redactor)
         outcome = SERVED if exchange.status == 200 else UNREACHABLE if exchange.status == 599 else REFUSED
+        if outcome == SERVED:
+            self.credential.proven = True
         return SearchAnswer(outcome, exchange.calls, shape)
 
     def _detail(self, error: BaseException) -> str:

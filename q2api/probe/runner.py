@@ -139,7 +139,7 @@ class _AccountProbe:
         if "@" in account.label:  # a label may be an e-mail address
             redactor.add_secret(account.label)
         manager = TokenManager(account, self._store, self._counted_refresh())
-        credential = ProbeCredential(manager, redactor)
+        credential = ProbeCredential(manager, redactor, account.access_token)
         report = self._report(account, credential)
         if account.status is AccountStatus.NEEDS_LOGIN:
             return self._not_probed(report, "needs_login", "the account needs a new login")
@@ -162,6 +162,8 @@ class _AccountProbe:
                     self._progress(f"  [{index}/{len(steps)}] {step.value} … (this takes a while)")
                 outcome = await self._step(run, step)
                 report.steps.append(outcome)
+                if step is ProbeStep.PROFILES:  # an IdC login's profile may have been found
+                    self._describe_profile(report, credential)
                 self._progress(
                     f"  [{index}/{len(steps)}] {step.value}: {outcome.outcome} — {outcome.note or ''} ({outcome.calls} calls)"
                 )
@@ -184,7 +186,7 @@ class _AccountProbe:
         override = parse_override(settings.endpoint)
         has_profile = bool(credential.own_profile_arn)
         hosts = inference_hosts(account.auth_method, account.region, override)
-        service_host = first_host(account.auth_method, account.region, has_profile, override)
+        first = first_host(account.auth_method, account.region, has_profile, override)
         config = UpstreamConfig(
             endpoint=settings.endpoint,
             connect_timeout=settings.connect_timeout,
@@ -196,8 +198,8 @@ class _AccountProbe:
             inflight_wait=settings.account_inflight_wait_seconds,
         )
         budget = RequestBudget(self._options.budget)
-        upstream = ProbeUpstream(self._session, self._proxies, credential, config, self._redactor, budget, service_host)
-        return AccountRun(upstream, report, hosts, service_host, settings.default_model or DEFAULT_Q_MODEL)
+        upstream = ProbeUpstream(self._session, self._proxies, credential, config, self._redactor, budget, first)
+        return AccountRun(upstream, report, hosts, settings.default_model or DEFAULT_Q_MODEL)
 
     async def _step(self, run: AccountRun, step: ProbeStep) -> StepReport:
         if step is ProbeStep.PROFILES:
@@ -225,19 +227,27 @@ class _AccountProbe:
         return await history_cap_step(run)
 
     def _report(self, account: Account, credential: ProbeCredential) -> AccountReport:
-        arn = credential.own_profile_arn
         region = account.region if account.region and _REGION.fullmatch(account.region) else None
-        profile_region = Profile(arn, "").region if arn else None
-        return AccountReport(
+        report = AccountReport(
             account=self._redactor.name(account.id),
             login=account.auth_method,
             region=region,
             api_region=api_region(account.region),
-            has_profile=bool(arn),
-            profile_region=profile_region if profile_region and _REGION.fullmatch(profile_region) else None,
+            has_profile=False,
+            profile_region=None,
             proxy=account.proxy_url.split("://", 1)[0].lower() if account.proxy_url else None,
             budget=self._options.budget,
         )
+        self._describe_profile(report, credential)
+        return report
+
+    @staticmethod
+    def _describe_profile(report: AccountReport, credential: ProbeCredential) -> None:
+        """Whether the account has a profile and its region (never the ARN: it holds the AWS account number)."""
+        arn = credential.own_profile_arn
+        region = Profile(arn, "").region if arn else None
+        report.has_profile = bool(arn)
+        report.profile_region = region if region and _REGION.fullmatch(region) else None
 
     def _not_probed(self, report: AccountReport, why: str, note: str) -> AccountReport:
         report.stopped = {"step": "", "why": why}
@@ -245,9 +255,9 @@ class _AccountProbe:
         return report
 
     def _counted_refresh(self) -> Callable[[Account], Awaitable[RefreshedToken]]:
-        refresh = functools.partial(
-            refresh_access_token, self._session, endpoints=refresh_endpoints(self._settings), proxies=self._proxies
-        )
+        # No profile lookup inside the refresh: the probe's profiles step makes it, counted and recorded.
+        endpoints = dataclasses.replace(refresh_endpoints(self._settings), profile_hosts=())
+        refresh = functools.partial(refresh_access_token, self._session, endpoints=endpoints, proxies=self._proxies)
 
         async def counted(account: Account) -> RefreshedToken:
             self.refreshes += 1

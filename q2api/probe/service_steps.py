@@ -8,8 +8,8 @@ from typing import Any
 
 from q2api.amazonq.catalogue import PAGE_SIZE, CatalogueModel, parse_models_page
 from q2api.amazonq.credits import RESOURCE_TYPE, iso_time, parse_usage_limits
-from q2api.amazonq.hosts import Host
-from q2api.amazonq.profiles import Profile
+from q2api.amazonq.hosts import Host, first_host
+from q2api.amazonq.profiles import Profile, choose_profile
 from q2api.amazonq.reasoning_fields import ReasoningFields
 from q2api.amazonq.service_api import GET_USAGE_LIMITS, LIST_AVAILABLE_MODELS, ORIGIN
 from q2api.probe.account_run import AccountRun
@@ -28,6 +28,7 @@ async def profiles_step(run: AccountRun, profile_hosts: tuple[str, ...]) -> Step
     step = ProbeStep.PROFILES
     upstream = run.upstream
     entries: list[dict[str, Any]] = []
+    listings: list[list[Profile]] = []
     calls = 0
     for url in profile_hosts[:MAX_PROFILE_HOSTS]:
         if not upstream.budget.allows(1):
@@ -36,6 +37,7 @@ async def profiles_step(run: AccountRun, profile_hosts: tuple[str, ...]) -> Step
         answer = await upstream.profiles(url)
         calls += answer.calls
         run.check(step, answer.error)
+        listings.append(answer.profiles)
         entries.append(
             {
                 "host": host_name(url),
@@ -46,6 +48,12 @@ async def profiles_step(run: AccountRun, profile_hosts: tuple[str, ...]) -> Step
                 "detail": answer.detail,
             }
         )
+    found = [profile for answer_profiles in listings for profile in answer_profiles]
+    credential = upstream.credential
+    if credential.auth_kind == "idc" and not credential.own_profile_arn:
+        # What the gateway's refresh would have looked up (q2api.accounts.refresh): the run goes on with it.
+        chosen = choose_profile(found, credential.region)
+        credential.found_profile_arn = chosen.arn if chosen else None
     listed = sum(entry["profiles"] or 0 for entry in entries)
     answered = [entry for entry in entries if entry["outcome"] == SERVED]
     note = f"{listed} profile(s) listed by {len(answered)} of {len(entries)} host(s)"
@@ -200,9 +208,12 @@ def _credits_report(run: AccountRun, host: Host, document: dict[str, Any], calls
 
 
 def _service_hosts(run: AccountRun) -> tuple[Host, ...]:
-    """Where one-off calls go first, then the account's other hosts (at most one more)."""
-    others = tuple(host for host in run.hosts if host != run.service_host)
-    return (run.service_host, *others[:1])
+    """Where one-off calls go first (as the gateway's: q2api.amazonq.hosts.first_host), then the account's
+    next host (one more at most)."""
+    credential = run.upstream.credential
+    first = first_host(credential.auth_kind, credential.region, bool(credential.own_profile_arn), run.hosts)
+    others = tuple(host for host in run.hosts if host != first)
+    return (first, *others[:1])
 
 
 def _failed(step: ProbeStep, calls: int, answer: ServiceAnswer | None) -> StepReport:

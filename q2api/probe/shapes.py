@@ -15,7 +15,7 @@ the reply's content, which the probe needs for a second turn and never reports.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -113,7 +113,7 @@ class StreamReader:
         else:
             kind = self._redactor.name(frame.event_type)
         payload = _payload(frame)
-        fields = tuple(sorted({_redact_path(path, self._redactor) for path in key_paths(payload)}))
+        fields = tuple(sorted(key_paths(payload, self._redactor.name)))
         runs = self.shape.events
         if runs and runs[-1].kind == kind:
             runs[-1].count += 1
@@ -190,32 +190,26 @@ class StreamReader:
             self._redactor.add_secret(call.tool_use_id)
 
 
-def key_paths(value: object, prefix: str = "", depth: int = 0) -> set[str]:
-    """`{"a": {"b": 1}, "c": [{"d": 2}]}` → {"a", "a.b", "c", "c[].d"}: names only, to `_MAX_DEPTH` levels."""
+def key_paths(value: object, rename: Callable[[object], str] = str, prefix: str = "", depth: int = 0) -> set[str]:
+    """`{"a": {"b": 1}, "c": [{"d": 2}]}` → {"a", "a.b", "c", "c[].d"}: names only, to `_MAX_DEPTH` levels,
+    each key passed through `rename` (a Redactor's `name`) before it joins a path."""
     paths: set[str] = set()
     if depth >= _MAX_DEPTH:
         return paths
     if isinstance(value, Mapping):
         for key, inner in value.items():
-            path = f"{prefix}{key}"
+            path = f"{prefix}{rename(key)}"
             paths.add(path)
-            paths |= key_paths(inner, path + ".", depth + 1)
+            paths |= key_paths(inner, rename, path + ".", depth + 1)
     elif isinstance(value, list):
         for item in value[:20]:
-            paths |= key_paths(item, prefix.rstrip(".") + "[].", depth)
+            paths |= key_paths(item, rename, prefix.rstrip(".") + "[].", depth)
     return paths
 
 
 def document_fields(document: object, redactor: Redactor) -> tuple[str, ...]:
-    """A JSON answer's key paths, each kept only when it is a plain name (q2api.probe.redaction)."""
-    return tuple(sorted({_redact_path(path, redactor) for path in key_paths(document)}))
-
-
-def _redact_path(path: str, redactor: Redactor) -> str:
-    return ".".join(
-        part if part.endswith("[]") and redactor.name(part[:-2]) == part[:-2] else redactor.name(part)
-        for part in path.split(".")
-    )
+    """A JSON answer's key paths, each key kept only when it is a plain name (q2api.probe.redaction)."""
+    return tuple(sorted(key_paths(document, redactor.name)))
 
 
 def _payload(frame: Frame) -> dict[str, Any]:

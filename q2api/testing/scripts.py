@@ -357,13 +357,14 @@ def service_unavailable() -> ErrorReply:
 _REMINDER = re.compile(r"<(system-reminder|system_message)>.*?</\1>", re.DOTALL)
 
 
-def echo_reply(request_body: object) -> StreamReply:
-    """The default reply: says plainly that it is simulated and quotes the user's message."""
+def echo_reply(request_body: object, *, usage: bool = True) -> StreamReply:
+    """The default reply: says plainly that it is simulated and quotes the user's message; `usage`: with a
+    token usage event of its own (left out where the simulator's closing frames bring one)."""
     said = " ".join(_REMINDER.sub(" ", current_user_text(request_body)).split())
     text = "This reply comes from q2api's simulated Amazon Q upstream (no real model was called)."
     if said:
         text += f" You said: {said[:200]}"
-    return text_reply(text, chunks=max(1, min(8, len(text) // 12)))
+    return text_reply(text, chunks=max(1, min(8, len(text) // 12)), input_tokens=12 if usage else None)
 
 
 def current_user_text(body: object) -> str:

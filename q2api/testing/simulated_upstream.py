@@ -401,7 +401,7 @@ class SimulatedUpstream:
             chosen = self.responder(record)
             if chosen is not None:
                 return chosen
-        echo = scripts.echo_reply(record.body)
+        echo = scripts.echo_reply(record.body, usage=not self.usage_frames)  # one usage event per reply
         if wants_reasoning(record.body):
             said = scripts.current_user_text(record.body)[:120]
             thought = reasoning_frames(

@@ -47,7 +47,8 @@ def model_like_reply(record: RecordedRequest) -> scripts.Reply | None:
     spec = tools[0]
     schema = spec["inputSchema"]["json"]
     arguments = {name: "ok" for name in schema.get("required", ())}
-    return scripts.tool_reply(spec["name"], arguments, tool_use_id="tooluse_probe_1")
+    # No usage event of its own: the simulator's closing frames bring one (`usage_frames`).
+    return scripts.stream(scripts.conversation_event(), scripts.tool_use_events("tooluse_probe_1", spec["name"], arguments))
 
 
 @dataclasses.dataclass
