@@ -66,7 +66,7 @@ LIMIT_HISTORY_MESSAGES = "limits.history_messages"
 class Assumption:
     key: str
     value: FactValue
-    source: str  # docs/protocol.md#section (mark), or "simulator's choice" where no source says
+    source: str  # a section of docs/protocol.md and its mark there, or "simulator's choice" where no source says
     step: ProbeStep | None  # the probe step that observes it
     played_by: str  # the simulator's part that reads it
 
