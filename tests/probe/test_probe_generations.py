@@ -71,7 +71,9 @@ async def test_each_capability_is_reported_as_shapes(tmp_path):
 
     cache = outcome.step("cache")
     assert cache["write_reported"] and cache["read_reported"] and cache["read_on_second_call"]
-    assert cache["second"]["token_usage"]["cacheReadInputTokens"] == cache["first"]["token_usage"]["cacheWriteInputTokens"]
+    assert (
+        cache["second"]["token_usage"]["cacheReadInputTokens"] == cache["first"]["token_usage"]["cacheWriteInputTokens"]
+    )
 
     search = outcome.step("web_search")
     assert search["found"]["answer"] == "results" and search["found"]["results"] == 3
@@ -133,7 +135,11 @@ async def test_the_run_stops_at_the_first_suspension_or_throttling(tmp_path, fai
         calls = world.upstream_calls
         stored = await world.store.accounts()
     account = outcome.account()
-    assert account["stopped"] == {"step": "hosts", "why": why, "detail": "TEMPORARILY_SUSPENDED" if failure == "suspended" else "ThrottlingException"}
+    assert account["stopped"] == {
+        "step": "hosts",
+        "why": why,
+        "detail": "TEMPORARILY_SUSPENDED" if failure == "suspended" else "ThrottlingException",
+    }
     outcomes = {step["step"]: step["outcome"] for step in account["steps"]}
     assert {outcomes[step] for step in ("text", "tool_call", "thinking", "cache", "web_search")} == {"stopped"}
     assert calls == account["calls"] == 1 + 3 + 1 + 1  # profiles (one host), catalogue, credits, the refused call

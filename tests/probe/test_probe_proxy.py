@@ -11,7 +11,10 @@ from tests.support.probe_world import probe_world
 
 @pytest.mark.parametrize(("proxy_class", "scheme"), [(Socks5Proxy, "socks5"), (ConnectProxy, "http")])
 async def test_every_call_goes_through_the_accounts_proxy(tmp_path, proxy_class, scheme):
-    async with proxy_class(username="proxyuser", password="proxy-password-123") as proxy, probe_world(tmp_path, "q") as world:
+    async with (
+        proxy_class(username="proxyuser", password="proxy-password-123") as proxy,
+        probe_world(tmp_path, "q") as world,
+    ):
         await world.add("social", proxy_url=proxy.url)
         outcome = await world.probe()
         calls = world.upstream_calls

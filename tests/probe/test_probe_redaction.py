@@ -9,8 +9,8 @@ import orjson
 from q2api.amazonq.eventstream import encode_event
 from q2api.probe import bodies
 from q2api.testing import scripts
-from q2api.testing.simulated_services import catalogue_entry, profile_entry, usage_document
 from q2api.testing.scripts import ErrorReply, Send
+from q2api.testing.simulated_services import catalogue_entry, profile_entry, usage_document
 from tests.support.probe_world import API_KEY, probe_world
 
 EMAIL = "alice.smith@example.com"
@@ -52,10 +52,16 @@ def leaky_world_setup(world):
         ]
         if "additionalModelRequestFields" in body:
             frames.insert(1, scripts.event("reasoningContentEvent", {"text": REASONING_TEXT}))
-            frames.insert(2, scripts.event("reasoningContentEvent", {"signature": token + "-signature-" + SOCIAL_REFRESH}))
-        if (state.get("currentMessage", {}).get("userInputMessage", {}).get("userInputMessageContext") or {}).get("tools"):
+            frames.insert(
+                2, scripts.event("reasoningContentEvent", {"signature": token + "-signature-" + SOCIAL_REFRESH})
+            )
+        if (state.get("currentMessage", {}).get("userInputMessage", {}).get("userInputMessageContext") or {}).get(
+            "tools"
+        ):
             frames.append(scripts.tool_use_events(token, token, {EMAIL: everywhere()}))
-        frames.append(scripts.event("metadataEvent", {"tokenUsage": {"outputTokens": 3, token: 1, "note": everywhere()}}))
+        frames.append(
+            scripts.event("metadataEvent", {"tokenUsage": {"outputTokens": 3, token: 1, "note": everywhere()}})
+        )
         frames.append(scripts.event("meteringEvent", {"unit": token, "usage": 0.01, "who": EMAIL}))
         return scripts.stream(*frames)
 
@@ -65,7 +71,9 @@ def leaky_world_setup(world):
     leaky["description"] = everywhere()
     leaky[EMAIL] = SOCIAL_REFRESH
     leaky["supportedInputTypes"] = ["TEXT", SOCIAL_REFRESH]
-    leaky_reasoning = catalogue_entry("claude-opus-4.8", reasoning_schema=sim.services.catalogue[3].get("additionalModelRequestFieldsSchema"))
+    leaky_reasoning = catalogue_entry(
+        "claude-opus-4.8", reasoning_schema=sim.services.catalogue[3].get("additionalModelRequestFieldsSchema")
+    )
     sim.services.catalogue = [leaky, leaky_reasoning]
     sim.services.default_model = "claude-sonnet-4.5"
     usage = usage_document(1, 50, subscription=f"KIRO PRO for {EMAIL} {IDC_REFRESH} {PROFILE_ARN}")
@@ -101,7 +109,10 @@ async def test_no_secret_and_no_text_reaches_the_report(tmp_path):
         REPLY_TEXT,
         REASONING_TEXT,
         "Project Nightingale",
-        *(prompt for prompt in (bodies.PLAIN_PROMPT, bodies.TOOL_PROMPT, bodies.THINKING_PROMPT, bodies.THINKING_FOLLOW_UP)),
+        *(
+            prompt
+            for prompt in (bodies.PLAIN_PROMPT, bodies.TOOL_PROMPT, bodies.THINKING_PROMPT, bodies.THINKING_FOLLOW_UP)
+        ),
         bodies.SEARCH_QUERY,
         "You said",
     ]
@@ -112,10 +123,15 @@ async def test_no_secret_and_no_text_reaches_the_report(tmp_path):
     hosts = outcome.hosts()
     assert hosts["other"]["status"] == 403 and hosts["other"]["error"]["code"] == "‹redacted›"
     text_events = outcome.step("text")["events"]
-    assert [event["kind"] for event in text_events][:3] == ["messageMetadataEvent", "assistantResponseEvent", "‹redacted›"]
+    assert [event["kind"] for event in text_events][:3] == [
+        "messageMetadataEvent",
+        "assistantResponseEvent",
+        "‹redacted›",
+    ]
     assert "‹redacted›" in text_events[1]["fields"] and "content" in text_events[1]["fields"]
     assert hosts["other"]["error"]["message"] == "‹withheld: it quoted prompt or reply text›"
     assert outcome.step("credits")["used"] == 1
     progress = "\n".join(outcome.progress)
-    assert [secret for secret in [*tokens, API_KEY, SOCIAL_REFRESH, ACCOUNT_NUMBER, REPLY_TEXT] if secret in progress] == []
-
+    assert [
+        secret for secret in [*tokens, API_KEY, SOCIAL_REFRESH, ACCOUNT_NUMBER, REPLY_TEXT] if secret in progress
+    ] == []

@@ -31,7 +31,16 @@ def test_names_are_kept_only_when_they_are_plain_names():
     redactor = Redactor(secrets=[TOKEN])
     assert redactor.name("cacheReadInputTokens") == "cacheReadInputTokens"
     assert redactor.name("anthropic.claude-sonnet-4-5-20250929-v1:0") == "anthropic.claude-sonnet-4-5-20250929-v1:0"
-    for leaky in (TOKEN, f"x{TOKEN}", "bob@example.org", "123456789012", "a b", "eyJhbGciOiJIUzI1NiIsInR5cCI6Ik", None, 3):
+    for leaky in (
+        TOKEN,
+        f"x{TOKEN}",
+        "bob@example.org",
+        "123456789012",
+        "a b",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6Ik",
+        None,
+        3,
+    ):
         assert redactor.name(leaky) == REDACTED
 
 

@@ -46,9 +46,11 @@ def model_like_reply(record: RecordedRequest) -> scripts.Reply | None:
         return None
     spec = tools[0]
     schema = spec["inputSchema"]["json"]
-    arguments = {name: "ok" for name in schema.get("required", ())}
+    arguments = dict.fromkeys(schema.get("required", ()), "ok")
     # No usage event of its own: the simulator's closing frames bring one (`usage_frames`).
-    return scripts.stream(scripts.conversation_event(), scripts.tool_use_events("tooluse_probe_1", spec["name"], arguments))
+    return scripts.stream(
+        scripts.conversation_event(), scripts.tool_use_events("tooluse_probe_1", spec["name"], arguments)
+    )
 
 
 @dataclasses.dataclass
@@ -84,7 +86,9 @@ class ProbeWorld:
         if login == "api_key":
             key = options.pop("key", API_KEY)
             self.sim.add_api_key(key)
-            return await self.store.add(auth_method="api_key", refresh_token=None, access_token=key, label=label or login, **options)
+            return await self.store.add(
+                auth_method="api_key", refresh_token=None, access_token=key, label=label or login, **options
+            )
         if login in ("idc", "builder_id"):
             refresh_token = options.pop("refresh_token", f"refresh-{login}")
             if login == "builder_id":
@@ -98,7 +102,10 @@ class ProbeWorld:
                 **options,
             )
         return await self.store.add(
-            auth_method="social", refresh_token=options.pop("refresh_token", "refresh-social"), label=label or login, **options
+            auth_method="social",
+            refresh_token=options.pop("refresh_token", "refresh-social"),
+            label=label or login,
+            **options,
         )
 
     def settings(self, **extra: str) -> Settings:
