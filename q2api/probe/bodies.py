@@ -26,6 +26,7 @@ from q2api.amazonq.types import (
     ToolUse,
     UserInputMessage,
 )
+from q2api.conversion.text import EMPTY_ASSISTANT_MESSAGE  # what the gateway sends for an empty reply
 
 PLAIN_PROMPT = "Reply with the single word OK and nothing else."
 TOOL_PROMPT = "Call the tool q2api_probe_tool once, with value set to the word ok. Write nothing else."
@@ -79,7 +80,7 @@ def tool_result(
     use: ToolUse = {"toolUseId": tool_use_id, "name": name, "input": tool_input}
     history: list[ChatMessage] = [
         {"userInputMessage": {"content": TOOL_PROMPT, "origin": ORIGIN_AI_EDITOR}},
-        {"assistantResponseMessage": {"content": "", "toolUses": [use]}},
+        {"assistantResponseMessage": {"content": EMPTY_ASSISTANT_MESSAGE, "toolUses": [use]}},
     ]
     current = _user(TOOL_RESULT_PROMPT, model_id)
     current["userInputMessageContext"] = {
@@ -99,7 +100,7 @@ def thinking_follow_up(
     model_id: str, fields: ReasoningFields, reply_text: str, reasoning: str, signature: str, redacted: str
 ) -> GenerateAssistantResponseRequest:
     """The second turn: the first reply in history with its reasoning sent back (signed, or redacted)."""
-    assistant: dict[str, Any] = {"content": reply_text or "5"}
+    assistant: dict[str, Any] = {"content": reply_text or EMPTY_ASSISTANT_MESSAGE}
     if redacted:
         assistant["reasoningContent"] = {"redactedContent": redacted}
     else:

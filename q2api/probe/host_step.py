@@ -62,11 +62,10 @@ async def hosts_step(run: AccountRun) -> StepReport:
         run.check(step, bare.error)
         finding["without_profile"] = _answer(bare)
         finding["needs_profile"] = _needs_profile(bare)
-    served = [finding for finding in findings if finding["outcome"] == SERVED]
     note = ", ".join(f"{finding['host']}: {_short(finding)}" for finding in findings)
-    outcome = DONE if any(finding["outcome"] not in (SKIPPED,) for finding in findings) else SKIPPED
-    if not served and outcome == DONE and all(finding["outcome"] != REFUSED for finding in findings):
-        outcome = FAILED
+    outcomes = {finding["outcome"] for finding in findings}
+    # Some host answered: that is the finding, whatever it said.
+    outcome = DONE if outcomes & {SERVED, REFUSED} else SKIPPED if outcomes <= {SKIPPED} else FAILED
     return StepReport(step, outcome, calls, note, {"hosts": findings})
 
 

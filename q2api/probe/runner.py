@@ -48,6 +48,10 @@ PROBE_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
+def _calls(count: int) -> str:
+    return f"{count} call" if count == 1 else f"{count} calls"
+
+
 class NoSuchAccount(LookupError):
     pass
 
@@ -165,7 +169,7 @@ class _AccountProbe:
                 if step is ProbeStep.PROFILES:  # an IdC login's profile may have been found
                     self._describe_profile(report, credential)
                 self._progress(
-                    f"  [{index}/{len(steps)}] {step.value}: {outcome.outcome} — {outcome.note or ''} ({outcome.calls} calls)"
+                    f"  [{index}/{len(steps)}] {step.value}: {outcome.outcome} — {outcome.note or ''} ({_calls(outcome.calls)})"
                 )
         except RunStopped as stopped:
             report.stopped = {"step": stopped.step.value, "why": stopped.why}

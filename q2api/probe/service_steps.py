@@ -180,7 +180,8 @@ async def credits_step(run: AccountRun, host: Host | None) -> StepReport:
         params["profileArn"] = upstream.credential.profile_arn
     calls = 0
     answer: ServiceAnswer | None = None
-    for candidate in ([host] if host is not None else []) or list(_service_hosts(run)):
+    candidates = [host] if host is not None else list(_service_hosts(run))
+    for candidate in candidates:
         answer = await upstream.service(candidate, GET_USAGE_LIMITS, params)
         calls += answer.calls
         run.check(step, answer.error)

@@ -34,14 +34,25 @@ def summary_table(report: ProbeReport, labels: Mapping[str, str]) -> str:
 
 
 def comparison_table(rows: Sequence[Comparison]) -> str:
+    """One row per fact; then each fact found different, with both values whole."""
     table: list[tuple[str, ...]] = [("FACT", "VERDICT", "ASSUMED", "OBSERVED")]
     for row in rows:
         observed = "-" if row.verdict == "not_observed" else _value(row.observed)
         table.append((row.key, row.verdict, _cut(_value(row.assumed), 40), _cut(observed, 40)))
-    return _table(table)
+    lines = [_table(table)]
+    for row in rows:
+        if row.verdict == "different":
+            lines.append(f"\n{row.key} (step {row.step}; {row.source}):")
+            lines.append(f"  the simulator assumes: {_value(row.assumed)}")
+            lines.append(f"  this upstream showed:  {_value(row.observed)}")
+    return "\n".join(lines)
 
 
 def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
     if isinstance(value, list):
         return ", ".join(_value(item) for item in value)
     if isinstance(value, dict):

@@ -8,7 +8,7 @@ import pytest
 from q2api.probe.runner import ProbeOptions
 from q2api.probe.steps import DEFAULT_BUDGET
 from q2api.testing.simulated_services import catalogue_entry
-from tests.support.probe_world import probe_world
+from tests.support.probe_world import model_like_reply, probe_world
 
 
 @pytest.mark.parametrize("login", ["social", "idc", "builder_id", "api_key"])
@@ -144,3 +144,36 @@ async def test_the_run_stops_at_the_first_suspension_or_throttling(tmp_path, fai
     assert {outcomes[step] for step in ("text", "tool_call", "thinking", "cache", "web_search")} == {"stopped"}
     assert calls == account["calls"] == 1 + 3 + 1 + 1  # profiles (one host), catalogue, credits, the refused call
     assert stored[0].status.value == "active"  # the probe observes; the gateway decides on its own answers
+
+
+async def test_one_request_at_a_time_whatever_the_in_flight_cap(tmp_path):
+    async with probe_world(tmp_path, "runtime", "q") as world:
+        others_in_flight: list[int] = []
+
+        def watching(record):
+            others_in_flight.append(world.sim.active_streams)
+            return model_like_reply(record)
+
+        world.sim.responder = watching
+        await world.add("social")
+        await world.probe(Q2API_ACCOUNT_MAX_INFLIGHT="1")
+    assert len(others_in_flight) > 5 and set(others_in_flight) == {0}
+
+
+async def test_an_account_that_rests_or_needs_a_login_is_not_probed(tmp_path):
+    import time
+
+    from q2api.accounts.records import AccountRest, AccountStatus
+
+    async with probe_world(tmp_path, "q") as world:
+        resting = await world.add("idc", label="resting", refresh_token="refresh-resting")
+        dead = await world.add("social", label="dead", refresh_token="refresh-dead")
+        await world.store.add_rests({resting.id: AccountRest(time.time() + 600, "throttled")})
+        await world.store.set_status(dead.id, AccountStatus.NEEDS_LOGIN, "refresh token rejected")
+        outcome = await world.probe()
+        calls = world.upstream_calls
+        refreshes = world.sim.refresh_calls
+    assert [account["stopped"]["why"] for account in outcome.document["accounts"]] == ["resting", "needs_login"]
+    assert [account["steps"] for account in outcome.document["accounts"]] == [[], []]
+    assert calls == refreshes == 0
+    assert any("rests (throttled) until" in line for line in outcome.progress)
