@@ -38,7 +38,7 @@ from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.cache_points import with_cache_points
 from q2api.conversion.checkpoints import CheckpointStore
-from q2api.conversion.converter import Conversion, ConversionOptions, session_conversation_id
+from q2api.conversion.claude_converter import Conversion, ConversionOptions, session_conversation_id
 from q2api.conversion.pipeline import convert_guarded
 from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
