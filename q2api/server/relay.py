@@ -1,8 +1,8 @@
 """One request relayed through Amazon Q, streamed or aggregated, whichever front door it came in by.
 
-`POST /v1/messages` (the Claude door) and `POST /v1/chat/completions` (the OpenAI door) share
-everything below: the door only reads the body into a Claude request and renders the reply
-(q2api.frontdoors).
+`POST /v1/messages` (the Claude door), `POST /v1/chat/completions` (OpenAI Chat Completions) and
+`POST /v1/responses` (the OpenAI Responses API) share everything below: the door only reads the
+body into a Claude request and renders the reply (q2api.frontdoors).
 
 The order of work is the order of failure modes:
 
