@@ -361,6 +361,38 @@ def test_the_site_quick_start_is_the_readme_setup_command() -> None:
     assert first_bash_block(DOCS / "index.md") == first_bash_block(ROOT / "README.md")
 
 
+def test_the_site_describes_the_demo_as_the_readme_does() -> None:
+    def demo_paragraph(path: Path) -> str:
+        text = path.read_text(encoding="utf-8")
+        start = text.index("The demo starts the real gateway")
+        return text[start : text.index("\n\n", start)]
+
+    assert demo_paragraph(DOCS / "index.md") == demo_paragraph(ROOT / "README.md")
+    assert "previous_response_id" in demo_paragraph(ROOT / "README.md")  # the demo's Responses step
+
+
+def test_every_development_install_command_installs_the_locked_releases() -> None:
+    # `pip install -e ".[…]"` is the development install: the releases CI tested, as the README's setup.
+    documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
+    unlocked = [
+        f"{document.relative_to(ROOT)}: {command}"
+        for document in documents
+        for command in re.findall(r"pip install [^`\n]*-e [^`\n]*", document.read_text(encoding="utf-8"))
+        if "-c requirements.lock" not in command
+    ]
+    assert unlocked == []
+
+
+def test_the_readme_codex_recipe_is_the_config_the_real_codex_is_tested_with() -> None:
+    import tomllib
+
+    from tests.support.codex_cli import codex_config
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [recipe] = re.findall(r"^```toml\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    assert tomllib.loads(recipe) == tomllib.loads(codex_config("http://127.0.0.1:8000", web_search=True))
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason='the docs extra is not installed (pip install -e ".[docs]")')
     result = subprocess.run(
