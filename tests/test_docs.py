@@ -393,6 +393,31 @@ def test_the_readme_codex_recipe_is_the_config_the_real_codex_is_tested_with() -
     assert tomllib.loads(recipe) == tomllib.loads(codex_config("http://127.0.0.1:8000", web_search=True))
 
 
+def test_the_hosted_tools_the_agents_sdk_section_names_are_treated_as_it_says() -> None:
+    import orjson
+
+    from q2api.frontdoors.chat.errors import ChatError
+    from q2api.frontdoors.responses.door import RESPONSES_DOOR
+
+    page = (DOCS / "clients.md").read_text(encoding="utf-8")
+    section = page[page.index("### OpenAI Agents SDK") :].split("\n### ", 1)[0]
+    assert "`WebSearchTool`: it\nis sent as the `web_search` tool" in section
+    assert "(`FileSearchTool`,\n`CodeInterpreterTool`, …) are refused" in section
+
+    def read(tool: str) -> object:
+        return RESPONSES_DOOR.read(
+            orjson.dumps({"model": "claude-sonnet-5-5", "input": "hi", "tools": [{"type": tool}]})
+        )
+
+    # WebSearchTool is sent as `web_search` (`web_search_preview` by older Agents SDKs): accepted.
+    for accepted in ("web_search", "web_search_preview"):
+        read(accepted)
+    for refused in ("file_search", "code_interpreter"):
+        with pytest.raises(ChatError) as error:
+            read(refused)
+        assert error.value.status == 400 and refused in error.value.message
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason='the docs extra is not installed (pip install -e ".[docs]")')
     result = subprocess.run(
