@@ -53,7 +53,7 @@ async def list_accounts(request: Request, gateway: Gateway) -> Response:
     accounts = await gateway.store.accounts()
     stats = await gateway.store.read_stats()
     answers = [await account_answer(gateway, account, stats.get(account.id)) for account in accounts]
-    audit("list accounts")
+    audit("list accounts", read_only=True)
     return json_answer({"accounts": answers})
 
 
@@ -202,7 +202,7 @@ async def _check_api_key_account(gateway: Gateway, account: Account) -> Response
 async def account_usage(request: Request, gateway: Gateway) -> Response:
     account = await existing_account(request, gateway)
     usage = await gateway.account_usage(account)
-    audit("read usage", account_id=account.id, label=account.label)
+    audit("read usage", account_id=account.id, label=account.label, read_only=True)
     if usage is None:
         raise AdminError(503, "usage_unknown", f"Amazon Q did not report the credits of account {account.id!r}")
     return json_answer(usage)
