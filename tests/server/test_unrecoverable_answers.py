@@ -17,9 +17,10 @@ import httpx2
 import openai
 import pytest
 
+from q2api.tenants.database import open_tenant_database
+from q2api.tenants.keys import KeyLimits, KeyStore
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SimulatedUpstream
-from tests.server.test_key_limits import make_key
 from tests.support.gateway_harness import (
     CLIENT_KEY,
     JSON_BODY,
@@ -35,6 +36,16 @@ pytestmark = pytest.mark.asyncio
 
 CLAUDE_BODY = {"model": MODEL, "max_tokens": 32, "messages": [{"role": "user", "content": "hi"}]}
 NO_ENV_ACCOUNT = {"AMAZONQ_REFRESH_TOKEN": "", "AMAZONQ_CLIENT_ID": "", "AMAZONQ_CLIENT_SECRET": ""}
+
+
+async def make_key(data_dir: Path, label: str) -> str:
+    """A client key kept in the store of `data_dir` (what `q2api keys create` makes)."""
+    database = await open_tenant_database(None, data_dir)
+    try:
+        key, _record = await KeyStore(database).create(label, KeyLimits())
+    finally:
+        await database.close()
+    return key
 
 
 async def post(base_url: str, path: str, body: Any, **headers: str) -> httpx2.Response:
