@@ -264,8 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
         "list",
         help="list accounts (secrets are never printed)",
         description=(
-            "List the accounts in the store: id, label, login method, whether it serves, its state (e.g. "
-            "needs_login, with why) and when its access token expires. Secrets are never printed."
+            "List the accounts in the store, one row each: ID, LABEL, AUTH (the login method), STATUS "
+            "(whether it serves, and its state, e.g. needs_login with why), REQUESTS (the calls every worker "
+            "made with it, and how many failed), CREDITS (used/limit in the current usage period, - when unknown), REGION, "
+            "PROFILE (the profile ARN), PROXY (its own proxy, credentials masked), TOKEN EXPIRES (when its "
+            "access token does) and REFRESHED AT. Secrets are never printed."
         ),
     )
     add = account_commands.add_parser(
