@@ -7,6 +7,7 @@ the gateway's workers share through the store), is not probed: the report says w
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import re
@@ -45,6 +46,7 @@ Progress = Callable[[str], None]
 # The probe never sends a body over this (its payload search stops below it); the gateway's own limit
 # (Q2API_UPSTREAM_MAX_REQUEST_BYTES) is what the search is about, so it does not apply here.
 PROBE_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+UNSAVED_TOKENS_WAIT = 30.0  # seconds
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
@@ -183,7 +185,20 @@ class _AccountProbe:
             self._progress(f"  stopped at {stopped.step.value}: {stopped.why} — nothing more is sent for this account")
         report.calls = run.upstream.budget.used
         report.token_refreshes = self.refreshes
+        await self._tokens_saved(manager)
         return report
+
+    async def _tokens_saved(self, manager: TokenManager) -> None:
+        """Wait (a while) for refreshed tokens the store has not taken yet: a rotated refresh token the process
+        forgets on exit would leave the account unable to refresh (q2api.accounts.token_saver)."""
+        deadline = time.monotonic() + UNSAVED_TOKENS_WAIT
+        while manager.has_unsaved_tokens and time.monotonic() < deadline:  # noqa: ASYNC110 - the saver has no event to wait on
+            await asyncio.sleep(0.5)
+        if manager.has_unsaved_tokens:
+            self._progress(
+                "  WARNING: the store did not take this account's refreshed tokens (see the ERROR lines above);"
+                " if the refresh token was rotated, the account needs a new login"
+            )
 
     def _account_run(self, account: Account, credential: ProbeCredential, report: AccountReport) -> AccountRun:
         settings = self._settings
