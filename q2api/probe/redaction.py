@@ -44,6 +44,7 @@ class Redactor:
         self._secrets: set[str] = set()
         self._quotes: set[tuple[str, ...]] = set()  # runs of _QUOTE_WORDS words of the texts
         self._texts: set[str] = set()
+        self._personal: set[str] = set()  # words that name someone (a label): whole words only
         self.guarded = 0  # known values the last guard still found (a bug if ever > 0)
         for secret in secrets:
             self.add_secret(secret)
@@ -62,6 +63,12 @@ class Redactor:
             for part in userinfo.split(":"):
                 self.add_secret(part)
 
+    def add_personal(self, value: str | None) -> None:
+        """A name such as an account's label: withheld where it stands as a word of its own (a label such
+        as `main` must not take `domain` with it)."""
+        if value and value.strip():
+            self._personal.add(value.strip())
+
     def add_text(self, text: str | None) -> None:
         """A prompt or a reply: never kept, not even quoted in part."""
         if not text or not text.strip():
@@ -75,7 +82,7 @@ class Redactor:
         """An identifier as the report may hold it, else REDACTED."""
         if not isinstance(value, str) or not _NAME.fullmatch(value):
             return REDACTED
-        if self._knows(value) or _ACCOUNT_NUMBER.search(value) or _looks_opaque(value):
+        if self._knows(value) or value in self._personal or _ACCOUNT_NUMBER.search(value) or _looks_opaque(value):
             return REDACTED
         return value
 
@@ -91,6 +98,8 @@ class Redactor:
         text = value
         for secret in sorted(self._secrets, key=len, reverse=True):
             text = text.replace(secret, REDACTED)
+        for name in sorted(self._personal, key=len, reverse=True):
+            text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", REDACTED, text)
         text = _URL_CREDENTIALS.sub(lambda match: match.group(0).split("://", 1)[0] + "://" + REDACTED + "@", text)
         for pattern in (_EMAIL, _ARN, _ACCOUNT_NUMBER):
             text = pattern.sub(REDACTED, text)

@@ -13,6 +13,7 @@ import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -82,6 +83,10 @@ async def run_probe(
         redactor.add_text(prompt)
     redactor.add_text(bodies.THINKING_FOLLOW_UP)
     redactor.add_text(bodies.CACHE_PROMPT_INTRO)
+    for host in parse_override(settings.endpoint):  # a relay's URL may carry credentials
+        parts = urlsplit(host.url)
+        redactor.add_secret(parts.username)
+        redactor.add_secret(parts.password)
     report = ProbeReport(limits=options.limits)
     async with (
         opened_account_store(settings.database_url, settings.data_dir, settings.secret_key) as store,
@@ -144,6 +149,7 @@ class _AccountProbe:
         redactor.add_secret(account.proxy_url)
         if "@" in account.label:  # a label may be an e-mail address
             redactor.add_secret(account.label)
+        redactor.add_personal(account.label)
         manager = TokenManager(account, self._store, self._counted_refresh())
         credential = ProbeCredential(manager, redactor, account.access_token)
         report = self._report(account, credential)
@@ -269,7 +275,7 @@ class _AccountProbe:
         report.profile_region = region if region and _REGION.fullmatch(region) else None
 
     def _not_probed(self, report: AccountReport, why: str, note: str) -> AccountReport:
-        report.stopped = {"step": "", "why": why}
+        report.stopped = {"step": "", "why": why, "detail": self._redactor.message(note) or ""}
         self._progress(f"  not probed: {note}")
         return report
 

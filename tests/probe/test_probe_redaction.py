@@ -135,3 +135,17 @@ async def test_no_secret_and_no_text_reaches_the_report(tmp_path):
     assert [
         secret for secret in [*tokens, API_KEY, SOCIAL_REFRESH, ACCOUNT_NUMBER, REPLY_TEXT] if secret in progress
     ] == []
+
+
+async def test_a_refused_login_is_reported_without_its_label(tmp_path):
+    async with probe_world(tmp_path, "q") as world:
+        world.sim.refresh_failure = "invalid_grant"
+        await world.add("idc", label="Alice Smith")
+        outcome = await world.probe()
+        calls = world.upstream_calls
+    account = outcome.account()
+    assert account["stopped"]["why"] == "no_token" and account["steps"] == []
+    assert "can no longer refresh its access token" in account["stopped"]["detail"]
+    assert calls == 0
+    assert "Alice Smith" not in outcome.text and "Alice" not in outcome.text
+    assert any("not probed: RefreshRejected" in line for line in outcome.progress)

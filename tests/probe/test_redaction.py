@@ -44,6 +44,16 @@ def test_names_are_kept_only_when_they_are_plain_names():
         assert redactor.name(leaky) == REDACTED
 
 
+def test_a_label_is_withheld_as_a_word_not_inside_other_words():
+    redactor = Redactor()
+    redactor.add_personal("main")
+    assert (
+        redactor.message("account 'main' refused; see the domain main")
+        == f"account '{REDACTED}' refused; see the domain {REDACTED}"
+    )
+    assert redactor.name("domain") == "domain" and redactor.name("main") == REDACTED
+
+
 def test_the_guard_replaces_whatever_a_report_still_holds():
     redactor = Redactor(secrets=[TOKEN], texts=["a reply text that must not be kept"])
     guarded = redactor.guard(f'{{"a": "{TOKEN}", "b": "a reply text that must not be kept"}}')
