@@ -110,9 +110,11 @@ class ReplyText:
         if self._stop_matcher is not None:
             text, matched = self._stop_matcher.feed(text)
         if text:
-            end = self._admit_text(text, out)
-            if end is not None:
-                return end
+            admitted = self._counter.admit(text)
+            if admitted:
+                self._blocks.text(admitted, out)
+            if len(admitted) < len(text):
+                return "max_tokens"
         if matched is not None:
             self.stop_sequence = matched
             return "stop_sequence"

@@ -58,8 +58,8 @@ from q2api.anthropic.events import (
 )
 from q2api.translation.anomalies import AnomalyKind, StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
-from q2api.translation.error_mapping import in_stream_failure
-from q2api.translation.reply_events import EVENT_KINDS, ReplyEvent, invalid_state_finding, read_payload
+from q2api.translation.error_mapping import bad_payload, in_stream_failure
+from q2api.translation.reply_events import EVENT_TYPES, invalid_state_finding
 from q2api.translation.reply_text import ReplyText, TextEnd
 from q2api.translation.server_tools import ServerToolCall, ServerToolCalls
 from q2api.translation.stop_conditions import OutputTokenCounter
@@ -99,7 +99,6 @@ class Lifecycle(Enum):
 
 
 _STREAMING = Lifecycle.STREAMING
-_ASSISTANT_RESPONSE = ReplyEvent.ASSISTANT_RESPONSE.value
 _MESSAGE_STOP: MessageStopEvent = {"type": "message_stop"}
 _loads = orjson.loads
 
@@ -257,7 +256,7 @@ class StreamTranslator:
         loads = _loads
         for frame in frames:
             headers = frame.headers
-            if headers.get(":event-type") == _ASSISTANT_RESPONSE and headers.get(":message-type") == "event":
+            if headers.get(":event-type") == "assistantResponseEvent" and headers.get(":message-type") == "event":
                 try:
                     content = loads(frame.payload).get("content")
                 except (orjson.JSONDecodeError, AttributeError):
@@ -354,32 +353,38 @@ class StreamTranslator:
     # ------------------------------------------------------------------ upstream events
 
     def _on_event(self, event_type: object, raw: bytes, out: list[Event]) -> None:
-        kind = EVENT_KINDS.get(event_type)
+        kind = EVENT_TYPES.get(event_type)
         if kind is None:
             self._ignore(str(event_type))
             return
-        payload = read_payload(kind.value, raw)
-        if isinstance(payload, AnthropicError):
-            self._fail_into(out, payload)
+        try:
+            payload = _loads(raw) if raw else {}
+        except orjson.JSONDecodeError as error:
+            self._fail_into(out, bad_payload(kind, f"is not valid JSON ({error})"))
             return
+        if type(payload) is not dict:
+            self._fail_into(out, bad_payload(kind, "is not a JSON object"))
+            return
+        if len(payload) == 1 and type(payload.get(kind)) is dict:
+            payload = payload[kind]  # the `{"<eventName>": {...}}` wrapping some streams use
         match kind:
-            case ReplyEvent.ASSISTANT_RESPONSE:
+            case "assistantResponseEvent":
                 content = payload.get("content")
                 if type(content) is str:
                     self._on_text(content, out)
-            case ReplyEvent.REASONING:
-                self._on_reasoning(payload, out)
-            case ReplyEvent.TOOL_USE:
+            case "toolUseEvent":
                 self._on_tool_use(payload, out)
-            case ReplyEvent.METADATA:
+            case "reasoningContentEvent":
+                self._on_reasoning(payload, out)
+            case "metadataEvent":
                 self._usage.note_metadata(payload)
-            case ReplyEvent.CONTEXT_USAGE:
+            case "contextUsageEvent":
                 self._usage.note_context_usage(payload)
-            case ReplyEvent.METERING:
+            case "meteringEvent":
                 self._usage.note_metering(payload)
-            case ReplyEvent.INVALID_STATE:
+            case "invalidStateEvent":
                 self.findings.append(invalid_state_finding(payload))
-            case ReplyEvent.CITATION:
+            case "citationEvent":
                 self._on_citation(payload, out)
             case unknown:
                 assert_never(unknown)
@@ -392,7 +397,9 @@ class StreamTranslator:
             return
         if self._tools.pending is not None:
             self._judge_tool(out)
-        self._ended_by(self._text.text(content, out), out)
+        end = self._text.text(content, out)
+        if end is not None:
+            self._end(out, end)
 
     def _on_reasoning(self, payload: dict[str, Any], out: list[Event]) -> None:
         if self._tools.pending is not None:
