@@ -22,7 +22,7 @@ from starlette.requests import Request
 from q2api.anthropic.errors import AnthropicError
 from q2api.server import metrics
 from q2api.server.cross_site import NO_RETRY
-from q2api.server.edge import KEY_INVALID, KEY_REQUIRED, ClientKeys, presented_key
+from q2api.server.edge import ClientKeys, key_refusal, presented_key, store_unavailable
 from q2api.server.exchange_log import Exchange
 from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters
@@ -82,10 +82,9 @@ KEY_STORE_RETRY_SECONDS = 2  # the retry-after of a request whose key could not 
 
 
 def _unavailable() -> AnthropicError:
-    return AnthropicError(
-        503,
-        "the client key store is unavailable; try again shortly",
-        headers={"retry-after": str(KEY_STORE_RETRY_SECONDS)},
+    # Logged by the outage's own lines (once a minute while it lasts), not once a request.
+    return store_unavailable(
+        "the client key store is unavailable; try again shortly", retry_after=KEY_STORE_RETRY_SECONDS
     )
 
 
@@ -130,7 +129,7 @@ class Tenancy:
         self.key_store_outage.answered()
         if open_gateway:
             return Caller(None)
-        raise AnthropicError(401, KEY_INVALID if presented else KEY_REQUIRED, headers=NO_RETRY)
+        raise AnthropicError(401, key_refusal(request), headers=NO_RETRY)
 
     @staticmethod
     def check_model(caller: Caller, model: str) -> None:

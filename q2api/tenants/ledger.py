@@ -120,6 +120,7 @@ class UsageLedger:
         self._pending: collections.deque[Segment] = collections.deque()  # sealed, oldest first
         self._waiting = 0  # rows not in the database yet, wherever they wait
         self._wake = asyncio.Event()
+        # One flush at a time: the writer's and an admin page's would write the same segment twice.
         self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._last_rollup = 0.0
@@ -204,7 +205,8 @@ class UsageLedger:
         """Stop the writer and write what is left (shutdown). Rows still waiting stay in the journal for
         the next start; rows in memory alone are lost, and counted."""
         if self._task is not None:
-            self._task.cancel()
+            async with self._flushing:  # never in the middle of a segment: its shielded write would commit,
+                self._task.cancel()  # and the segment, still waiting, be written again below
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.flush()
