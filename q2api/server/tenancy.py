@@ -27,7 +27,14 @@ from q2api.server.exchange_log import Exchange
 from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters
 from q2api.tenants.credit_estimate import CreditEstimate
-from q2api.tenants.gate import Admission, LimitGate, check_model, check_standing
+from q2api.tenants.gate import (
+    COUNTERS_DOWN_RETRY_SECONDS,
+    Admission,
+    LimitGate,
+    LimitsUnchecked,
+    check_model,
+    check_standing,
+)
 from q2api.tenants.keys import KEY_PREFIX, KeyRecord, KeyStore, key_digest
 from q2api.tenants.ledger import UsageLedger, UsageRow
 from q2api.tenants.outage import Outage
@@ -140,7 +147,10 @@ class Tenancy:
         """Hold a store key's request to its limits before any upstream call (raises the error to answer)."""
         if caller.key is None:
             return None
-        return await self.gate.admit(caller.key, model, input_tokens)
+        try:
+            return await self.gate.admit(caller.key, model, input_tokens)
+        except LimitsUnchecked as refused:  # the counters are down, and Q2API_LIMITS_WHEN_STORE_DOWN=refuse
+            raise store_unavailable(str(refused), retry_after=COUNTERS_DOWN_RETRY_SECONDS) from None
 
     def finished(self, exchange: Exchange, admission: Admission | None) -> None:
         """The request is over (its line written): count it against its key, and into the ledger."""

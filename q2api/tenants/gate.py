@@ -48,6 +48,14 @@ COUNTERS_DOWN_RETRY_SECONDS = 2  # the retry-after of a request refused while th
 WhenStoreDown = Literal["admit", "refuse"]
 
 
+class LimitsUnchecked(Exception):
+    """Q2API_LIMITS_WHEN_STORE_DOWN=refuse, and the key's counters cannot be used: its door answers 503
+    with `retry-after` (COUNTERS_DOWN_RETRY_SECONDS), as for a store that cannot be read."""
+
+    def __init__(self, key_label: str) -> None:
+        super().__init__(f"the limits of the client key {key_label!r} cannot be checked now; try again shortly")
+
+
 class GateObserver(Protocol):
     """Told of every request the counters could not hold (the server's /metrics)."""
 
@@ -202,11 +210,7 @@ class LimitGate:
             self.outage.failed(exc, "admitted unchecked" if self._when_down == "admit" else "refused")
             if self._when_down == "refuse":
                 self._observer.limits_unchecked(key.label, "refused")
-                raise AnthropicError(
-                    503,
-                    f"the limits of the client key {key.label!r} cannot be checked now; try again shortly",
-                    headers={"retry-after": str(COUNTERS_DOWN_RETRY_SECONDS)},
-                ) from None
+                raise LimitsUnchecked(key.label) from None
             self._observer.limits_unchecked(key.label, "admitted")
             return Admission(key, now, None, 0, {})
         self.outage.answered()

@@ -69,6 +69,12 @@ def door_error(door: str, response: httpx2.Response) -> str:
     return str(body["error"]["message"])
 
 
+def store_unavailable_kind(door: str, response: httpx2.Response) -> bool:
+    """A store that cannot be read, as each door says it (docs/errors.md)."""
+    error = response.json()["error"]
+    return error["type"] == "overloaded_error" if door == "claude" else error["code"] == "store_unavailable"
+
+
 async def make_key(database_url: str | None, data_dir: Path, label: str, **limits: Any) -> str:
     database = await open_tenant_database(database_url, data_dir)
     try:
@@ -110,6 +116,7 @@ async def test_with_redis_down_a_one_model_key_is_refused_every_other_model_on_e
                         assert own.status_code == 503, own.text
                         assert own.headers["retry-after"] == "2"
                         assert "one-model" in door_error(door, own)
+                        assert store_unavailable_kind(door, own)
             after = await scrape(gw)
             served = len(gw.sim.requests)
     assert served == (9 if when_down == "admit" else 0)  # never another model, whatever the counters
@@ -156,6 +163,7 @@ async def test_with_the_shared_store_down_a_key_is_held_to_its_models_then_refus
                 assert down.status_code == 503, down.text
                 assert down.headers["retry-after"] == "2"
                 assert "key store is unavailable" in door_error(door, down)
+                assert store_unavailable_kind(door, down)
         assert len(gw.sim.requests) == served  # nothing served while the key could not be read
         await proxy.restore()
         for door in DOORS:
