@@ -45,6 +45,9 @@ from q2api.tenants.windows import (
 # Bad keys are told so without `x-should-retry`-style hints: retrying will not help.
 _NO_RETRY = {"x-should-retry": "false"}
 COUNTERS_DOWN_RETRY_SECONDS = 2  # the retry-after of a request refused while the counters are down
+# A place in flight is renewed this long at most, whatever becomes of its request: a request whose end
+# was never settled (a bug) must not hold its key's place for ever.
+LEASE_MAX_SECONDS = 6 * 3600.0
 WhenStoreDown = Literal["admit", "refuse"]
 
 
@@ -152,7 +155,6 @@ class LimitGate:
         *,
         when_down: WhenStoreDown = "admit",
         observer: GateObserver | None = None,
-        outage_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.counters = counters
         self._clock = clock
@@ -163,9 +165,9 @@ class LimitGate:
             "the client keys' counters",
             f"requests of store keys are {meanwhile} while it lasts (Q2API_LIMITS_WHEN_STORE_DOWN={when_down}), "
             "their models, expiry and revocation still checked",
-            clock=outage_clock,
         )
-        self._held: dict[str, str] = {}  # the places in flight of this process's running requests: lease → key id
+        # The places in flight of this process's running requests: lease → (key id, when it was taken).
+        self._held: dict[str, tuple[str, float]] = {}
         self._renewing: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -182,7 +184,11 @@ class LimitGate:
         """Hold the places of the running requests LEASE_SECONDS more (a failure is left to the next round:
         a place that expires meanwhile only lets the key one more request in)."""
         by_key: dict[str, list[str]] = collections.defaultdict(list)
-        for lease, key_id in self._held.items():
+        now = time.monotonic()
+        for lease, (key_id, taken) in list(self._held.items()):
+            if now - taken > LEASE_MAX_SECONDS:  # longer than any request runs: let it expire
+                del self._held[lease]
+                continue
             by_key[key_id].append(lease)
         for key_id, leases in by_key.items():
             try:
@@ -219,7 +225,7 @@ class LimitGate:
         assert isinstance(outcome, Admitted)
         counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
         if outcome.lease is not None:
-            self._held[outcome.lease] = key.id
+            self._held[outcome.lease] = (key.id, time.monotonic())
         return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
 
     async def settle(self, admission: Admission, tokens: int, credits: float) -> None:

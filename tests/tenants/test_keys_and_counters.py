@@ -260,3 +260,23 @@ async def test_a_place_in_flight_is_held_while_renewed_and_expires_when_it_is_no
     finally:
         await counters.close()
         await database.close()
+
+
+async def test_a_place_is_renewed_no_longer_than_any_request_runs(tmp_path, monkeypatch):
+    """A request whose end is never settled (a bug) must not hold its key's place for ever."""
+    from q2api.tenants import counters as counters_module
+    from q2api.tenants import gate as gate_module
+
+    monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(gate_module, "LEASE_MAX_SECONDS", 0.5)
+    database = await open_tenant_database(None, tmp_path)
+    gate = LimitGate(StoreCounters(database))
+    try:
+        _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
+        await gate.admit(one, "m", 1)  # never settled
+        for _ in range(4):  # renewed while younger than LEASE_MAX_SECONDS, then no more
+            await asyncio.sleep(0.5)
+            await gate.renew_leases()
+        await gate.admit(one, "m", 1)  # its place expired a LEASE_SECONDS after its last renewal
+    finally:
+        await database.close()
