@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
@@ -37,6 +37,7 @@ from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, j
 from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
 from q2api.server.readiness import readiness
 from q2api.server.responses_routes import ResponsesRoutes
+from q2api.server.responses_websocket import ResponsesSocket
 from q2api.server.tenancy import Caller, Tenancy
 from q2api.server.transport import transport_limits
 from q2api.settings import Settings
@@ -252,6 +253,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route(CHAT_ROUTE, chat_completions, methods=["POST"]),
             Route(RESPONSES_ROUTE, responses.create, methods=["POST"]),
+            WebSocketRoute(RESPONSES_ROUTE, ResponsesSocket(settings, hosts, responses).serve),
             Route(RESPONSES_ROUTE + "/{response_id}", responses.retrieve, methods=["GET"]),
             Route(RESPONSES_ROUTE + "/{response_id}", responses.delete, methods=["DELETE"]),
             Route(RESPONSES_ROUTE + "/{response_id}/input_items", responses.input_items, methods=["GET"]),
