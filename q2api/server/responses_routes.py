@@ -132,12 +132,13 @@ class ResponsesRoutes:
         key: ConversationKey | None,
         framing: Framing = SSE,
         remembered: Mapping[str, Conversation] | None = None,
+        generate: bool = True,
     ) -> ResponsesDoor:
         """The door for `parsed`, with the conversation its `previous_response_id` continues: one
         the transport `remembered` (the WebSocket's last response, stored or not), else the store's
         (a 404 naming the field when it has none)."""
         if not parsed.previous_response_id:
-            return ResponsesDoor(parsed, framing=framing, conversation_key=key)
+            return ResponsesDoor(parsed, framing=framing, conversation_key=key, generate=generate)
         conversation = (remembered or {}).get(parsed.previous_response_id)
         if conversation is None:
             try:
@@ -149,7 +150,12 @@ class ResponsesRoutes:
             except STORE_ERRORS as exc:
                 raise _store_unavailable(exc) from None
         return ResponsesDoor(
-            parsed, conversation.items, previous_model=conversation.model, framing=framing, conversation_key=key
+            parsed,
+            conversation.items,
+            previous_model=conversation.model,
+            framing=framing,
+            conversation_key=key,
+            generate=generate,
         )
 
     async def keep(self, store: ResponseStore, door: ResponsesDoor, parsed: ResponsesRequest, owner: str) -> None:

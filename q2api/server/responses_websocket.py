@@ -202,7 +202,8 @@ class ResponsesSocket:
     async def _answer(self, connection: _Connection, data: str | bytes) -> bool:
         """Answer one message; False after a gateway bug (the connection's state is then unknown)."""
         request_id = new_request_id()
-        with logger.contextualize(request_id=request_id):
+        # The turn's log lines (its `POST /v1/responses` line too) say it came over the socket.
+        with logger.contextualize(request_id=request_id, transport="websocket"):
             try:
                 await self._turn(connection, data, request_id)
             except Exception as exc:
@@ -246,6 +247,7 @@ class ResponsesSocket:
                 key=conversation_key(connection.websocket.headers, parsed.prompt_cache_key),
                 framing=json_lines({"stream_id": stream_id} if stream_id else None),
                 remembered=connection.last,
+                generate=generate,
             )
             if not generate:
                 await self._warm_up(connection, door, body, parsed, owner, caller)
@@ -287,7 +289,8 @@ class ResponsesSocket:
             "stop_reason": "end_turn",
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
-        await connection.send(call.framing.frame(builder.add_all(claude_events_of(nothing))).rstrip(b"\n"))
+        for line in call.framing.frame(builder.add_all(claude_events_of(nothing))).splitlines():
+            await connection.send(line)
         call.outcome = builder.final
         await self._routes.keep(gateway.responses, door, parsed, owner)
         connection.remember(door)

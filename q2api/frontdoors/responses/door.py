@@ -134,7 +134,8 @@ class ResponsesEncoder:
 class ResponsesDoor:
     """One Responses request: `parsed` (the edge read it to find the conversation) and the stored
     items of the conversation it continues, oldest first; `framing` and `conversation_key` are
-    handed to the call (the transport and the headers are the server's to read)."""
+    handed to the call (the transport and the headers are the server's to read). `generate` False:
+    a turn read to be prepared, not answered (the WebSocket's `generate: false`)."""
 
     route = RESPONSES_ROUTE
 
@@ -147,8 +148,10 @@ class ResponsesDoor:
         response_id: str | None = None,
         framing: Framing = SSE,
         conversation_key: ConversationKey | None = None,
+        generate: bool = True,
     ) -> None:
         self._parsed = parsed
+        self._generate = generate
         self.history = history
         self._previous_model = previous_model
         self._framing = framing
@@ -159,7 +162,9 @@ class ResponsesDoor:
     def read(self, body: bytes) -> ResponsesCall:
         parsed = self._parsed if self._parsed is not None else read_responses_request(body)
         try:
-            translated = claude_request(parsed, self.history, previous_model=self._previous_model)
+            translated = claude_request(
+                parsed, self.history, previous_model=self._previous_model, generate=self._generate
+            )
         except OpenAIError as error:
             raise ChatError(error) from None
         frame = ResponseFrame(self.response_id, translated.request.model, echoed_settings(parsed))

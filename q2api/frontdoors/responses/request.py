@@ -129,9 +129,15 @@ class TranslatedResponses:
 
 
 def claude_request(
-    responses: ResponsesRequest, history: Sequence[dict[str, Any]] = (), *, previous_model: str | None = None
+    responses: ResponsesRequest,
+    history: Sequence[dict[str, Any]] = (),
+    *,
+    previous_model: str | None = None,
+    generate: bool = True,
 ) -> TranslatedResponses:
-    """`history`: the stored items of the conversation `previous_response_id` continues, oldest first."""
+    """`history`: the stored items of the conversation `previous_response_id` continues, oldest first.
+    `generate` False: a turn prepared without a model call (the WebSocket's `generate: false`), which
+    may hold no message yet (Codex prepares its instructions and tools alone)."""
     _refuse_unsupported(responses)
     model = responses.model or previous_model
     if not model:
@@ -144,7 +150,7 @@ def claude_request(
     items = input_items(responses)
     for index, item in enumerate(items):
         builder.add(item, f"input[{index}]")
-    if not builder.messages:
+    if not builder.messages and generate:
         raise InvalidChatRequest("input", "the request holds no user or assistant message")
     tools, tool_names, tool_origins = claude_tools(responses)
     check = _text_check(responses)
