@@ -12,8 +12,10 @@ text the model wrote.
     custom_input({"input": "*** Begin Patch…"})   # the tool_use input of a reply → the item's `input`
 
 While the reply streams, `InputStream` reads the tool call's JSON as it arrives and hands out
-the decoded text of its `input` at once, so the client sees `response.custom_tool_call_input.delta`
-events as the model writes, as OpenAI streams them.
+the decoded text of its `input` at once, as `response.custom_tool_call_input.delta` events (OpenAI's
+stream of a custom call). The relay holds a tool call until its input is whole
+(q2api.translation.tool_input: a call cut off upstream must never look complete), so today the
+JSON arrives in one piece and the text in one delta; the door does not depend on it.
 """
 
 from __future__ import annotations
