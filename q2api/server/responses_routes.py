@@ -43,7 +43,7 @@ from q2api.frontdoors.responses.door import (
     ResponsesDoor,
     read_responses_request,
 )
-from q2api.frontdoors.responses.reply import SSE, Framing
+from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest

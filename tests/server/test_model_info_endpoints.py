@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import anthropic
-import openai
 import pytest
 from anthropic.types import ModelCapabilities
 

@@ -39,7 +39,9 @@ def patch_call(record: RecordedRequest) -> scripts.Reply:
     if results:
         texts = [part.get("text") for result in results for part in result["content"]]
         return scripts.text_reply("Patched." if texts == [RESULT] else f"unexpected: {results}")
-    (spec,) = [tool["toolSpecification"] for tool in context["tools"] if tool["toolSpecification"]["name"] == "apply_patch"]
+    (spec,) = [
+        tool["toolSpecification"] for tool in context["tools"] if tool["toolSpecification"]["name"] == "apply_patch"
+    ]
     assert spec["inputSchema"]["json"]["required"] == ["input"] and "lark grammar" in spec["description"]
     return scripts.tool_reply("apply_patch", {"input": PATCH}, tool_use_id="call_patch", fragments=7)
 
@@ -84,7 +86,13 @@ async def test_a_custom_tool_call_and_its_output_over_the_websocket(gw: Gateway)
     gw.sim.responder = patch_call
     async with openai_client(gw) as client, client.beta.responses.connect() as connection:
         await connection.send(
-            {"type": "response.create", "model": MODEL, "input": "add hello.txt", "tools": [APPLY_PATCH], "store": False}
+            {
+                "type": "response.create",
+                "model": MODEL,
+                "input": "add hello.txt",
+                "tools": [APPLY_PATCH],
+                "store": False,
+            }
         )
         events = [event async for event in _until_done(connection)]
         deltas = [event.delta for event in events if event.type == "response.custom_tool_call_input.delta"]

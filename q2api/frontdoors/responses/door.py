@@ -24,7 +24,8 @@ from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.responses.conversation_key import ConversationKey
-from q2api.frontdoors.responses.reply import SSE, Framing, ResponseBuilder, ResponseFrame, claude_events_of
+from q2api.frontdoors.responses.framing import SSE, Framing
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest, parse_responses_request

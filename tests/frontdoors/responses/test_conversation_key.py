@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from starlette.datastructures import Headers
 
 from q2api.frontdoors.responses.conversation_key import MAX_KEY_CHARS, ConversationKey, conversation_key
 from q2api.frontdoors.responses.door import ResponsesDoor
+from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.responses_types import parse_responses_request
 
 THREAD = "01a24a1f-d9e4-7730-b675-fcf0d4d779ab"  # as Codex 0.171.0 sent it, in all three places
@@ -57,3 +59,9 @@ def test_the_call_carries_the_key_its_door_was_given():
     call = ResponsesDoor(parsed, conversation_key=key).read(body)
     assert call.conversation_key == ConversationKey(THREAD, "prompt_cache_key")
     assert ResponsesDoor(parsed).read(body).conversation_key is None
+
+
+def test_a_prompt_cache_key_that_is_not_a_string_is_refused_by_name():
+    with pytest.raises(InvalidChatRequest) as refused:
+        parse_responses_request(json.dumps({"model": "m", "input": "hi", "prompt_cache_key": {"a": 1}}).encode())
+    assert refused.value.param == "prompt_cache_key"
