@@ -277,3 +277,25 @@ async def test_closing_the_socket_stops_the_upstream_stream(gw: Gateway):
         assert await gw.sim.wait_until(lambda: bool(turn_lines(logs)), timeout=5)
     (line,) = turn_lines(logs)
     assert line.extra["status"] == 499 and "error=client_disconnected" in line.message
+
+
+async def test_a_socket_upgraded_on_a_kept_alive_connection_outlives_the_body_timeout(tmp_path: Path):
+    """The body timer an upgrade request's headers start belongs to HTTP: it must not close the socket."""
+    async with open_gateway(tmp_path, Q2API_BODY_TIMEOUT="0.3") as gw:
+        host, port = gw.base_url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        # One plain request first, so that the upgrade comes on a connection that already served one.
+        writer.write(f"GET /healthz HTTP/1.1\r\nhost: {host}:{port}\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1])
+        await reader.readexactly(length)
+        sock = writer.get_extra_info("socket").dup()
+        writer.transport.pause_reading()
+        gw.sim.enqueue(scripts.text_reply("still open"))
+        async with connect(
+            ws_url(gw), sock=sock, additional_headers={"authorization": f"Bearer {CLIENT_KEY}"}, open_timeout=10
+        ) as socket:
+            await asyncio.sleep(0.8)  # well past the body timeout
+            events = await turn(socket, input="hi")
+        writer.close()
+    assert events[-1]["response"]["status"] == "completed"
