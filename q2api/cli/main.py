@@ -1,4 +1,4 @@
-"""`q2api serve | demo | login | accounts … | keys … | usage | replay | captures …` — the command line.
+"""`q2api serve | demo | login | accounts … | keys … | usage | replay | captures … | probe` — the command line.
 
 `q2api` alone (or `q2api accounts`, `q2api keys`, `q2api captures` alone) prints the help and exits 0
 (asking what there is to do is not an error); a misspelt or missing command argument exits 2, as argparse does.
@@ -415,10 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
     captures.set_defaults(run=_captures, group=captures)
 
     from q2api.cli.keys import add_keys_parser
+    from q2api.cli.probe import add_probe_parser
     from q2api.cli.usage import add_usage_parser
 
     add_keys_parser(commands)
     add_usage_parser(commands)
+    add_probe_parser(commands)
     return parser
 
 
