@@ -127,7 +127,8 @@ class ResponsesSocket:
         try:
             while (message := await self._next(connection)) is not None:
                 if not await self._answer(connection, message):
-                    await websocket.close(1011)
+                    with contextlib.suppress(Exception):  # the client may be gone already
+                        await websocket.close(1011)
                     return
         finally:
             connection.closed.set()
@@ -139,7 +140,8 @@ class ResponsesSocket:
 
     async def _admit(self, websocket: WebSocket) -> _Connection | None:
         """The connection, once its Host and client key are admitted; else the refusal, answered in HTTP."""
-        await websocket.receive()  # `websocket.connect`
+        if (await websocket.receive())["type"] != "websocket.connect":
+            return None  # gone before the handshake was answered
         gateway = gateway_of(websocket)
         request_id = new_request_id()
         caller: Caller | None = None
@@ -331,11 +333,10 @@ def _optional(fields: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
-def _error_event(
-    error: AnthropicError, headers: dict[str, str] | None = None, stream_id: str | None = None
-) -> dict[str, Any]:
+def _error_event(error: AnthropicError) -> dict[str, Any]:
+    """An error the socket itself answers (no turn of the relay's): in OpenAI's WebSocket form."""
     reply = responses_error_reply(error)
-    return _error_message(reply.status, reply.envelope, {**reply.headers, **(headers or {})}, stream_id)
+    return _error_message(reply.status, reply.envelope, dict(reply.headers), None)
 
 
 def _error_message(status: int, envelope: Any, headers: dict[str, str], stream_id: str | None) -> dict[str, Any]:
