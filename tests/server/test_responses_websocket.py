@@ -299,3 +299,22 @@ async def test_a_socket_upgraded_on_a_kept_alive_connection_outlives_the_body_ti
             events = await turn(socket, input="hi")
         writer.close()
     assert events[-1]["response"]["status"] == "completed"
+
+
+async def test_a_client_that_floods_the_socket_is_told_and_nothing_is_lost(gw: Gateway):
+    """A turn runs while 8 messages wait; one more is refused (429) on its own, and every waiting one is answered."""
+    gw.sim.enqueue(scripts.text_reply("first", delay=0.2, chunks=3))
+    for number in range(8):
+        gw.sim.enqueue(scripts.text_reply(f"answer {number}"))
+    async with raw_socket(gw) as socket:
+        await socket.send(json.dumps({"type": "response.create", "model": MODEL, "input": "turn 0"}))
+        events = [json.loads(await asyncio.wait_for(socket.recv(), 10))]
+        assert events[0]["type"] == "response.created"  # the first turn runs: the queue is empty
+        for number in range(1, 10):
+            await socket.send(json.dumps({"type": "response.create", "model": MODEL, "input": f"turn {number}"}))
+        while sum(event["type"] in ("response.completed", "error") for event in events) < 10:
+            events.append(json.loads(await asyncio.wait_for(socket.recv(), 10)))
+    (refused,) = [event for event in events if event["type"] == "error"]
+    assert refused["status"] == 429 and refused["error"]["code"] == "rate_limit_exceeded"
+    assert sum(event["type"] == "response.completed" for event in events) == 9
+    assert len(gw.sim.requests) == 9
