@@ -287,7 +287,9 @@ async def test_a_socket_upgraded_on_a_kept_alive_connection_outlives_the_body_ti
         # One plain request first, so that the upgrade comes on a connection that already served one.
         writer.write(f"GET /healthz HTTP/1.1\r\nhost: {host}:{port}\r\n\r\n".encode())
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1])
+        length = int(
+            next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1]
+        )
         await reader.readexactly(length)
         sock = writer.get_extra_info("socket").dup()
         writer.transport.pause_reading()
