@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from q2api.testing import scripts
-from q2api.testing.simulated_upstream import RecordedRequest
+from q2api.testing.recorded_requests import RecordedRequest
 from tests.support.codex_cli import CodexRun, Provider, run_codex_exec
 from tests.support.gateway_harness import CLIENT_KEY, Gateway, capture_logs, current_user_message, open_gateway
 from tests.support.search_replies import search_call

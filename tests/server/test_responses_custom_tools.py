@@ -17,7 +17,7 @@ import pytest
 from openai.types.responses import ResponseCustomToolCall
 
 from q2api.testing import scripts
-from q2api.testing.simulated_upstream import RecordedRequest
+from q2api.testing.recorded_requests import RecordedRequest
 from tests.support.gateway_harness import MODEL, Gateway, current_user_message
 from tests.support.openai_harness import openai_client
 
