@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 from loguru import logger
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.opening import account_store_on
@@ -221,7 +221,7 @@ def _after_each_request(
     return logged
 
 
-def gateway_of(request: Request) -> Gateway:
+def gateway_of(request: HTTPConnection) -> Gateway:
     """The container of the app serving `request` (the lifespan put it in every request's state)."""
     gateway = getattr(request.state, STATE_KEY, None)
     if not isinstance(gateway, Gateway):  # a route called outside the lifespan: a bug, not a client error
