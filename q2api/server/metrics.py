@@ -206,10 +206,31 @@ KEY_CREDITS = Counter(
     ["key"],
     registry=_REGISTRY,
 )
+KEY_LIMITS_UNCHECKED = Counter(
+    "q2api_key_limits_unchecked",
+    "Requests of a store key whose limits could not be checked (their counters' store or Redis was down), "
+    "by key label and what they got (admitted, refused: Q2API_LIMITS_WHEN_STORE_DOWN).",
+    ["key", "decision"],
+    registry=_REGISTRY,
+)
+KEY_USAGE_UNCOUNTED = Counter(
+    "q2api_key_usage_uncounted",
+    "Finished requests of a store key whose tokens and credits could not be added to its counters.",
+    ["key"],
+    registry=_REGISTRY,
+)
 USAGE_ROWS_LOST = Counter(
     "q2api_usage_rows_lost",
-    "Usage ledger rows that could not be written (the store failed for long, or at shutdown).",
+    "Usage ledger rows given up: refused by the database on their own, or past what may wait for a store "
+    "that is down (each one also logged).",
     registry=_REGISTRY,
+)
+USAGE_ROWS_WAITING = Gauge(
+    "q2api_usage_rows_waiting",
+    "Usage ledger rows not in the database yet (in memory, or in the journal of the data directory alone), "
+    "summed over the live workers.",
+    registry=_REGISTRY,
+    multiprocess_mode="livesum",
 )
 ACCOUNT_CREDITS_USED = Gauge(
     "q2api_account_credits_used",
@@ -295,6 +316,23 @@ def observe_key_request(key: str, status: int, input_tokens: int, output_tokens:
     KEY_TOKENS.labels(key, "input").inc(max(input_tokens, 0))
     KEY_TOKENS.labels(key, "output").inc(max(output_tokens, 0))
     KEY_CREDITS.labels(key).inc(max(credits, 0.0))
+
+
+class KeyLimitsObserver:
+    """The tenants' gate's observer (q2api.tenants.gate.GateObserver): requests its counters could not hold."""
+
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        KEY_LIMITS_UNCHECKED.labels(key=key_label, decision=decision).inc()
+
+    def usage_uncounted(self, key_label: str) -> None:
+        KEY_USAGE_UNCOUNTED.labels(key=key_label).inc()
+
+
+KEY_LIMITS_OBSERVER = KeyLimitsObserver()
+
+
+def set_waiting_usage_rows(count: int) -> None:
+    USAGE_ROWS_WAITING.set(count)
 
 
 def count_lost_usage_rows(count: int) -> None:
