@@ -17,13 +17,11 @@ from typing import Any
 import aiohttp
 import anthropic
 import openai
-import orjson
 
 from bench.soak.deployments import ENV_CLIENT_KEY, Fleet
 from bench.soak.journal import CLIENT_GAVE_UP, ENV_KEY, Journal, StoredResponse
 from bench.soak.upstream import FAULTS, TOOL_NAME, fault_marker, marker
-from bench.soak.workers import serving_process
-from bench.support.http_body import HEAD_END, BodyReader, parse_head
+from bench.soak.workers import KeptConnection, connections_to_every_worker
 
 MODEL = "claude-sonnet-5-5"
 OTHER_MODEL = "claude-haiku-5-5"
@@ -354,60 +352,9 @@ async def restricted_model(traffic: Traffic) -> None:
         turn += 1
 
 
-class KeptConnection:
-    """One HTTP/1.1 connection kept alive to a gateway process, so that every probe reaches the same worker."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.port = int(target.rsplit(":", 1)[1])
-        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        self.client_port = 0
-        self.last_request_id: str | None = None
-
-    async def post(self, path: str, document: dict[str, Any], headers: dict[str, str]) -> int:
-        """The status of one POST (the body read and dropped); the connection is opened again if the server closed it."""
-        if self._stream is None or self._stream[1].is_closing():
-            self._stream = await asyncio.open_connection("127.0.0.1", self.port)
-            self.client_port = self._stream[1].get_extra_info("sockname")[1]
-        reader, writer = self._stream
-        body = orjson.dumps(document)
-        header_lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{header_lines}\r\n".encode()
-            + body
-        )
-        try:
-            reply_head = (await reader.readuntil(HEAD_END))[: -len(HEAD_END)]
-            status, chunked, length = parse_head(reply_head)
-            self.last_request_id = next(
-                (
-                    line.split(b":", 1)[1].strip().decode()
-                    for line in reply_head.split(b"\r\n")
-                    if line.lower().startswith(b"request-id:")
-                ),
-                None,
-            )
-            body_reader = BodyReader(chunked, length)
-            while not body_reader.complete:
-                data = await reader.read(65536)
-                if not data:
-                    raise ConnectionResetError("the gateway closed the connection mid-reply")
-                body_reader.feed(data)
-        except (asyncio.IncompleteReadError, OSError):
-            self.close()
-            raise
-        return status
-
-    def close(self) -> None:
-        if self._stream is not None:
-            self._stream[1].close()
-            self._stream = None
-
-
 async def revocation_probes(traffic: Traffic, interval: float = 0.3) -> None:
     """A key revoked mid-run (by the operator), tried on connections held to every worker of every process."""
-    pins = await _pins_on_every_worker(traffic)
+    pins = await connections_to_every_worker(traffic.fleet, lambda connection: _probe_once(traffic, connection))
     try:
         await asyncio.gather(*(_probe_loop(traffic, pin, interval) for pin in pins))
     finally:
@@ -415,37 +362,15 @@ async def revocation_probes(traffic: Traffic, interval: float = 0.3) -> None:
             pin.close()
 
 
-async def _probe_once(traffic: Traffic, connection: KeptConnection) -> int | None:
-    """One probe on the kept connection; the worker that answered it (found from the kernel's socket table)."""
-    worker: int | None = None
+async def _probe_once(traffic: Traffic, connection: KeptConnection) -> None:
     async with traffic.recorded("revocation-probe", "soak-revoke", "messages", connection.target) as outcome:
         document = {"model": MODEL, "max_tokens": 16, "messages": [user(f"{marker('plain')} probe")]}
         headers = {"x-api-key": traffic.keys["soak-revoke"], "anthropic-version": "2023-06-01"}
-        outcome.status = await asyncio.wait_for(connection.post("/v1/messages", document, headers), TIMEOUT)
-        outcome.request_id = connection.last_request_id
-        pids = traffic.fleet.worker_pids()[connection.target]
-        worker = outcome.worker = await asyncio.to_thread(
-            serving_process, connection.port, connection.client_port, pids
+        outcome.status, _ = await asyncio.wait_for(
+            connection.request("POST", "/v1/messages", document, headers), TIMEOUT
         )
-    return worker
-
-
-async def _pins_on_every_worker(traffic: Traffic, attempts: int = 60) -> list[KeptConnection]:
-    """One kept-alive connection per worker of each process (new connections until each worker has one)."""
-    pins: list[KeptConnection] = []
-    for target, workers in traffic.fleet.worker_pids().items():
-        covered: set[int] = set()
-        for _ in range(attempts):
-            if covered >= set(workers):
-                break
-            connection = KeptConnection(target)
-            worker = await _probe_once(traffic, connection)
-            if worker is not None and worker not in covered:
-                covered.add(worker)
-                pins.append(connection)
-            else:
-                connection.close()
-    return pins
+        outcome.request_id = connection.last_request_id
+        outcome.worker = await connection.worker(traffic.fleet.worker_pids()[connection.target])
 
 
 async def _probe_loop(traffic: Traffic, connection: KeptConnection, interval: float) -> None:

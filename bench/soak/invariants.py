@@ -28,6 +28,7 @@ EXPECTED = {
 ADMISSION_SLACK = 0.5  # seconds between a ledger row's `at` (the request's start) and its admission, at most
 SETTLE_SLACK = 1.0  # seconds between a request's end and its credits counting against its key, at most
 RSS_GROWTH_MB = 25.0  # after the warm-up
+TASKS_GROWTH = 10  # event-loop tasks, after the load drained (background loops come and go)
 OTHER_DESCRIPTORS_GROWTH = 10  # files and sockets other than the pools', after the load drained
 POOLED_DATABASE_CONNECTIONS = 5 + 10 + 4  # SQLAlchemy's pool and overflow, and the refresh-lock connections
 SQLITE_DESCRIPTORS_PER_CONNECTION = 3  # the file, its -wal and its -shm
@@ -246,10 +247,18 @@ def memory_flat(growth: dict[int, tuple[float, float]]) -> Verdict:
 
 
 def nothing_leaked(
-    warm: dict[int, Holdings], drained: dict[int, Holdings], *, sqlite: bool, streams_open: int, upstream_open: int
+    warm: dict[int, Holdings],
+    drained: dict[int, Holdings],
+    *,
+    sqlite: bool,
+    streams_open: int,
+    upstream_open: int,
+    tasks: tuple[int, int],
 ) -> Verdict:
     problems: list[str] = []
-    figures: list[str] = []
+    figures: list[str] = [f"event-loop tasks {tasks[0]} → {tasks[1]}"]
+    if tasks[1] - tasks[0] > TASKS_GROWTH:
+        problems.append(f"{tasks[1] - tasks[0]} more event-loop tasks than after the warm-up ({tasks[0]} → {tasks[1]})")
     database_bound = POOLED_DATABASE_CONNECTIONS * (SQLITE_DESCRIPTORS_PER_CONNECTION if sqlite else 1)
     for pid, end in sorted(drained.items()):
         start = warm.get(pid)
@@ -269,7 +278,7 @@ def nothing_leaked(
     if upstream_open:
         problems.append(f"{upstream_open} upstream streams still open at the simulator")
     return Verdict(
-        "no leaked streams, descriptors or database connections", not problems, "; ".join(problems or figures)
+        "no leaked tasks, streams, descriptors or database connections", not problems, "; ".join(problems or figures)
     )
 
 

@@ -28,6 +28,7 @@ from bench.soak.invariants import Verdict
 from bench.soak.journal import Journal
 from bench.soak.operators import IMPORTED_LABEL, admin_polls, command_line, create_keys, imported_access_token
 from bench.soak.resources import DATABASE_PORTS, Holdings, RssSamples, holdings
+from bench.soak.workers import KeptConnection, connections_to_every_worker
 from q2api.testing.simulated_upstream import SimulationThread
 from tests.support.databases import run_sql
 
@@ -35,6 +36,7 @@ RELOAD_INTERVAL = 2.0  # q2api.accounts.reload.DEFAULT_RELOAD_INTERVAL
 IMPORT_SLACK = 1.0  # seconds past the reload interval for the pool to join the account and a request to pick it
 WARM_UP_SECONDS = 3.0
 DRAIN_SECONDS = 20.0
+TASKS_METRIC = "q2api_event_loop_tasks"
 
 
 @dataclasses.dataclass
@@ -78,6 +80,33 @@ async def _drained(fleet: Fleet, sim: SimulationThread) -> tuple[int, int]:
                 await asyncio.sleep(1.0)  # closed client connections reach the gateway's side
                 return gateway_streams, upstream_streams
             await asyncio.sleep(0.1)
+
+
+async def _event_loop_tasks(fleet: Fleet) -> int:
+    """Tasks on every worker's event loop: each worker counts its own as it answers /metrics, so each is asked."""
+
+    async def scrape(connection: KeptConnection) -> bytes:
+        status, body = await connection.request("GET", "/metrics")
+        if status != 200:
+            raise RuntimeError(f"/metrics answered {status}")
+        return body
+
+    pins = await connections_to_every_worker(fleet, scrape)
+    try:
+        total = 0
+        for target in fleet.targets:
+            last = b""
+            for pin in (pin for pin in pins if pin.target == target):
+                last = await scrape(pin)  # the target's sum, once every worker of it has refreshed its figure
+            total += round(
+                float(
+                    next(line.split()[1] for line in last.decode().splitlines() if line.startswith(TASKS_METRIC + " "))
+                )
+            )
+        return total
+    finally:
+        for pin in pins:
+            pin.close()
 
 
 def _holdings(fleet: Fleet, sim_port: int) -> dict[int, Holdings]:
@@ -185,11 +214,13 @@ async def soak(
             await _traffic(warm_up, WARM_UP_SECONDS, operators=False)
             await _drained(fleet, sim)
             warm = _holdings(fleet, sim.sim.port)
+            warm_tasks = await _event_loop_tasks(fleet)
             warm_until = rss.elapsed()
             traffic = Traffic(fleet, journal, keys, time.monotonic() + seconds, rng, revoking=True)
             await _traffic(traffic, seconds, operators=True)
             streams_open, upstream_open = await _drained(fleet, sim)
             drained = _holdings(fleet, sim.sim.port)
+            drained_tasks = await _event_loop_tasks(fleet)
         retrieved, continued = await _read_back(traffic)
         known = await _known_everywhere(fleet)
         first_use = _first_use(sim, imported_access_token(fleet))
@@ -210,7 +241,12 @@ async def soak(
         invariants.import_picked_up(journal, first_use, known, RELOAD_INTERVAL + IMPORT_SLACK),
         invariants.memory_flat(rss.growth_after(warm_until)),
         invariants.nothing_leaked(
-            warm, drained, sqlite=deployment.engine == "sqlite", streams_open=streams_open, upstream_open=upstream_open
+            warm,
+            drained,
+            sqlite=deployment.engine == "sqlite",
+            streams_open=streams_open,
+            upstream_open=upstream_open,
+            tasks=(warm_tasks, drained_tasks),
         ),
     ]
     return Result(deployment, verdicts, len(journal.answers), time.monotonic() - began)

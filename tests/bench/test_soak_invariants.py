@@ -131,11 +131,20 @@ def test_growing_memory_or_descriptors_and_open_streams_break_their_invariants()
     assert invariants.memory_flat({1: (80.0, 90.0)}).held
     assert not invariants.memory_flat({1: (80.0, 180.0)}).held
     idle = Holdings(80.0, 40, {"database": 6, "redis": 0, "upstream": 4})
-    assert invariants.nothing_leaked({1: idle}, {1: idle}, sqlite=False, streams_open=0, upstream_open=0).held
+    assert invariants.nothing_leaked(
+        {1: idle}, {1: idle}, sqlite=False, streams_open=0, upstream_open=0, tasks=(20, 22)
+    ).held
     leaky = Holdings(80.0, 90, {"database": 6, "redis": 0, "upstream": 4})
-    assert not invariants.nothing_leaked({1: idle}, {1: leaky}, sqlite=False, streams_open=0, upstream_open=0).held
+    assert not invariants.nothing_leaked(
+        {1: idle}, {1: leaky}, sqlite=False, streams_open=0, upstream_open=0, tasks=(20, 22)
+    ).held
     pooled_too_many = Holdings(80.0, 70, {"database": 30, "redis": 0, "upstream": 4})
     assert not invariants.nothing_leaked(
-        {1: idle}, {1: pooled_too_many}, sqlite=False, streams_open=0, upstream_open=0
+        {1: idle}, {1: pooled_too_many}, sqlite=False, streams_open=0, upstream_open=0, tasks=(20, 22)
     ).held
-    assert not invariants.nothing_leaked({1: idle}, {1: idle}, sqlite=False, streams_open=1, upstream_open=0).held
+    assert not invariants.nothing_leaked(
+        {1: idle}, {1: idle}, sqlite=False, streams_open=1, upstream_open=0, tasks=(20, 22)
+    ).held
+    assert not invariants.nothing_leaked(
+        {1: idle}, {1: idle}, sqlite=False, streams_open=0, upstream_open=0, tasks=(20, 90)
+    ).held
