@@ -23,7 +23,9 @@ spellings clients send are unbounded), accounts appear by id and label.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import dataclasses
 import os
 import re
@@ -152,6 +154,13 @@ TOKEN_REFRESHES = Counter(
 ACTIVE_STREAMS = Gauge(
     "q2api_active_streams",
     "Streaming replies in progress, summed over the live workers.",
+    registry=_REGISTRY,
+    multiprocess_mode="livesum",
+)
+EVENT_LOOP_TASKS = Gauge(
+    "q2api_event_loop_tasks",
+    "Tasks alive on the event loop, summed over the live workers, each as of the last /metrics it answered: "
+    "a figure that keeps rising while the load does not is a leak.",
     registry=_REGISTRY,
     multiprocess_mode="livesum",
 )
@@ -401,6 +410,8 @@ class AccountState:
 
 def render(accounts: Sequence[AccountState] = ()) -> bytes:
     """The Prometheus text exposition of every q2api metric, merged across workers."""
+    with contextlib.suppress(RuntimeError):  # rendered outside an event loop: there is no loop to count
+        EVENT_LOOP_TASKS.set(len(asyncio.all_tasks()))
     registry = CollectorRegistry(auto_describe=False)
     directory = os.environ.get(MULTIPROC_DIR_VARIABLE)
     if directory and Path(directory).is_dir():
