@@ -29,7 +29,7 @@ from bench.soak.journal import Journal
 from bench.soak.operators import IMPORTED_LABEL, admin_polls, command_line, create_keys, imported_access_token
 from bench.soak.resources import DATABASE_PORTS, Holdings, RssSamples, holdings
 from bench.soak.workers import KeptConnection, connections_to_every_worker
-from q2api.testing.simulated_upstream import SimulationThread
+from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import run_sql
 
 RELOAD_INTERVAL = 2.0  # q2api.accounts.reload.DEFAULT_RELOAD_INTERVAL

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from q2api.testing import scripts
-from q2api.testing.simulated_upstream import RecordedRequest, SimulatedUpstream, SimulationThread
+from q2api.testing.recorded_requests import RecordedRequest
+from q2api.testing.simulated_upstream import SimulatedUpstream
+from q2api.testing.simulation_thread import SimulationThread
 
 MARKER = "soak:"
 FAULTS = ("throttle", "server-error", "reset", "slow-first-byte", "cut")

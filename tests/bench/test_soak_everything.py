@@ -18,7 +18,7 @@ from bench.soak.deployments import ALL_DEPLOYMENTS, Deployment, DeploymentUnavai
 from bench.soak.invariants import table
 from bench.soak.run import soak
 from bench.soak.upstream import soak_simulator
-from q2api.testing.simulated_upstream import SimulationThread
+from q2api.testing.simulation_thread import SimulationThread
 
 SECONDS = 8.0  # of traffic per deployment: about 20 s each with start, warm-up, checks and stop
 SEED = 30
