@@ -28,6 +28,7 @@ from bench.soak.invariants import Verdict
 from bench.soak.journal import Journal
 from bench.soak.operators import IMPORTED_LABEL, admin_polls, command_line, create_keys, imported_access_token
 from bench.soak.resources import DATABASE_PORTS, Holdings, RssSamples, holdings
+from bench.soak.upstream import marker
 from bench.soak.workers import KeptConnection, connections_to_every_worker
 from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import run_sql
@@ -167,6 +168,17 @@ async def _known_everywhere(fleet: Fleet) -> bool:
     return True
 
 
+def _slow_arrivals(sim: SimulationThread, since: float) -> list[float]:
+    """When the concurrency key's slow requests reached the simulator since `since` (wall-clock seconds)."""
+    offset = time.time() - time.monotonic()
+    wanted = marker("slow").encode()
+    return [
+        record.received_at + offset
+        for record in list(sim.sim.requests)
+        if record.received_at + offset >= since and wanted in record.raw
+    ]
+
+
 def _first_use(sim: SimulationThread, token: str) -> float | None:
     """When the simulator first saw `token` (wall-clock seconds)."""
     offset = time.time() - time.monotonic()
@@ -204,6 +216,7 @@ async def soak(
 ) -> Result:
     rng = random.Random(seed)
     began = time.monotonic()
+    began_at = time.time()
     with running(deployment, sim.env(), scratch) as fleet:
         await fleet.ready()
         keys = await create_keys(fleet)
@@ -236,7 +249,7 @@ async def soak(
         invariants.no_store_failures(journal, log_lines),
         invariants.stored_responses_kept(retrieved, continued, journal),
         invariants.ledger_exact(journal, rows),
-        invariants.limits_held(rows),
+        invariants.limits_held(rows, _slow_arrivals(sim, began_at)),
         invariants.revocation_everywhere(journal, workers),
         invariants.import_picked_up(journal, first_use, known, RELOAD_INTERVAL + IMPORT_SLACK),
         invariants.memory_flat(rss.growth_after(warm_until)),

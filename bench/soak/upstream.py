@@ -20,6 +20,8 @@ from q2api.testing.simulation_thread import SimulationThread
 
 MARKER = "soak:"
 FAULTS = ("throttle", "server-error", "reset", "slow-first-byte", "cut")
+SLOW_CHUNKS, SLOW_PAUSE = 5, 0.25
+SLOW_REPLY_SECONDS = (SLOW_CHUNKS - 1) * SLOW_PAUSE  # a slow reply's stream lasts at least this long
 TOOL_NAME = "read_notes"
 
 
@@ -64,7 +66,7 @@ class SoakResponder:
                 TOOL_NAME, {"topic": "soak"}, tool_use_id=f"tooluse_{self._rng.getrandbits(48):x}"
             )
         if marker("slow") in text:
-            return scripts.text_reply("slowly " * 30, chunks=6, delay=0.08)
+            return scripts.text_reply("slowly " * 30, chunks=SLOW_CHUNKS, delay=SLOW_PAUSE)
         return scripts.text_reply("steady " * 40, chunks=8, delay=0.002)
 
     def _fault(self, kind: str) -> scripts.Reply:
