@@ -227,16 +227,22 @@ def revocation_everywhere(journal: Journal, workers: dict[str, list[int]]) -> Ve
     return Verdict("a revoked key refused within 5 s on every worker", not late and not unproven, detail)
 
 
-def import_picked_up(journal: Journal, first_use: float | None, known_everywhere: bool, interval: float) -> Verdict:
+def import_picked_up(
+    journal: Journal, joins: Sequence[float], processes: int, first_use: float | None, interval: float
+) -> Verdict:
+    """The account the command line imported joins every serving process's pool within the reload interval of
+    the command's end (its commit came before), and serves requests. `joins`: when each process logged it."""
+    name = "an imported account joins every worker within the reload interval, and serves"
     imported_at = next(iter(journal.imported.values()), None)
     if imported_at is None:
-        return Verdict("an imported account serves within the reload interval", False, "the import did not succeed")
-    if first_use is None:
-        return Verdict("an imported account serves within the reload interval", False, "it never served")
-    delay = first_use - imported_at
-    held = delay <= interval and known_everywhere
-    detail = f"first served {delay:.1f} s after the import (interval {interval:g} s); known to every process: {known_everywhere}"
-    return Verdict("an imported account serves within the reload interval", held, detail)
+        return Verdict(name, False, "the import did not succeed")
+    latest = max((join - imported_at for join in joins), default=float("nan"))
+    held = len(joins) >= processes and latest <= interval and first_use is not None
+    detail = (
+        f"{len(joins)}/{processes} processes joined it, the last {latest:.1f} s after the command ended "
+        f"(interval {interval:g} s); {'served' if first_use is not None else 'never served'}"
+    )
+    return Verdict(name, held, detail)
 
 
 def memory_flat(growth: dict[int, tuple[float, float]]) -> Verdict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import random
 import shutil
 import sqlite3
@@ -23,7 +24,7 @@ import sqlalchemy as sa
 
 from bench.soak import invariants
 from bench.soak.clients import CLIENTS, MODEL, TIMEOUT, Traffic
-from bench.soak.deployments import ADMIN_KEY, Deployment, Fleet, running
+from bench.soak.deployments import Deployment, Fleet, running
 from bench.soak.invariants import Verdict
 from bench.soak.journal import Journal
 from bench.soak.operators import IMPORTED_LABEL, admin_polls, command_line, create_keys, imported_access_token
@@ -34,7 +35,7 @@ from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import run_sql
 
 RELOAD_INTERVAL = 2.0  # q2api.accounts.reload.DEFAULT_RELOAD_INTERVAL
-IMPORT_SLACK = 1.0  # seconds past the reload interval for the pool to join the account and a request to pick it
+IMPORT_SLACK = 1.0  # seconds past the reload interval for a busy worker to read the store and log the join
 WARM_UP_SECONDS = 3.0
 DRAIN_SECONDS = 20.0
 TASKS_METRIC = "q2api_event_loop_tasks"
@@ -158,14 +159,14 @@ async def _read_back(traffic: Traffic) -> tuple[dict[str, int], dict[str, int]]:
     return retrieved, continued
 
 
-async def _known_everywhere(fleet: Fleet) -> bool:
-    async with aiohttp.ClientSession(headers={"authorization": f"Bearer {ADMIN_KEY}"}) as session:
-        for target in fleet.targets:
-            async with session.get(target + "/admin/api/accounts") as answer:
-                document = await answer.json()
-                if answer.status != 200 or IMPORTED_LABEL not in {account["label"] for account in document["accounts"]}:
-                    return False
-    return True
+def _joins(fleet: Fleet, label: str) -> list[float]:
+    """When each worker logged that the account `label` joined its pool (wall-clock seconds)."""
+    joined = f"account joined the pool account={label} "
+    return [
+        datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        for line in fleet.log_lines()
+        if joined in line + " "
+    ]
 
 
 def _slow_arrivals(sim: SimulationThread, since: float) -> list[float]:
@@ -235,7 +236,6 @@ async def soak(
             drained = _holdings(fleet, sim.sim.port)
             drained_tasks = await _event_loop_tasks(fleet)
         retrieved, continued = await _read_back(traffic)
-        known = await _known_everywhere(fleet)
         first_use = _first_use(sim, imported_access_token(fleet))
         workers = fleet.worker_pids()
         for gateway in fleet.gateways:
@@ -251,7 +251,9 @@ async def soak(
         invariants.ledger_exact(journal, rows),
         invariants.limits_held(rows, _slow_arrivals(sim, began_at)),
         invariants.revocation_everywhere(journal, workers),
-        invariants.import_picked_up(journal, first_use, known, RELOAD_INTERVAL + IMPORT_SLACK),
+        invariants.import_picked_up(
+            journal, _joins(fleet, IMPORTED_LABEL), len(pids), first_use, RELOAD_INTERVAL + IMPORT_SLACK
+        ),
         invariants.memory_flat(rss.growth_after(warm_until)),
         invariants.nothing_leaked(
             warm,

@@ -146,3 +146,13 @@ def test_growing_memory_or_descriptors_and_open_streams_break_their_invariants()
     assert not invariants.nothing_leaked(
         {1: idle}, {1: idle}, sqlite=False, streams_open=0, upstream_open=0, tasks=(20, 90)
     ).held
+
+
+def test_an_imported_account_must_join_every_worker_in_time_and_serve() -> None:
+    journal = journal_of()
+    journal.imported["soak-imported"] = T0
+    assert invariants.import_picked_up(journal, [T0 - 0.2, T0 + 1.5], 2, T0 + 2, interval=3.0).held
+    assert not invariants.import_picked_up(journal, [T0 + 1.5], 2, T0 + 2, interval=3.0).held  # one worker never
+    assert not invariants.import_picked_up(journal, [T0, T0 + 9], 2, T0 + 2, interval=3.0).held  # one too late
+    assert not invariants.import_picked_up(journal, [T0, T0 + 1], 2, None, interval=3.0).held  # never served
+    assert not invariants.import_picked_up(journal_of(), [T0], 1, T0, interval=3.0).held  # the import failed
