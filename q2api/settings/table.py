@@ -513,12 +513,15 @@ class Settings:
     keep_alive_timeout: int = setting(
         "Q2API_KEEP_ALIVE_TIMEOUT",
         Number(int, 1, unit="seconds"),
-        default=5,
+        default=75,
         group=Group.TRANSPORT,
         flag_metavar=SECONDS,
         description="""
-            Seconds an idle kept-alive connection stays open between two requests. Behind a load
-            balancer, make it longer than the balancer's own idle timeout.""",
+            Seconds an idle kept-alive connection stays open between two requests: longer than the
+            clients' own idle expiry (5 s in httpx, which the Python SDKs use; 4 s in Node's undici),
+            so that the client closes first — a server closing a connection just as the client
+            reuses it fails that request. Behind a load balancer, make it longer than the
+            balancer's own idle timeout.""",
     )
     max_connections: int = setting(
         "Q2API_MAX_CONNECTIONS",
