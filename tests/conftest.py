@@ -4,6 +4,7 @@
 `log_lines`: every loguru line (TRACE and up) with its bound fields, as text.
 Property tests, and tests that start a gateway, a process, a browser or a database connection, are
 marked `slow` (tests/support/tiers.py): `pytest -m "not slow"` is the quick tier.
+A failure is always named, even when its traceback cannot be formatted (tests/support/failure_reports.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,14 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from loguru import logger
 
+from tests.support.failure_reports import (
+    pytest_runtest_makereport,  # noqa: F401 (a hook: found here by name)
+    serialise_ast_parse,
+)
 from tests.support.gateway_harness import Gateway, open_gateway
 from tests.support.tiers import slow_reason
+
+serialise_ast_parse()  # before any test starts a thread
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -199,7 +199,7 @@ async def _spent(settings: Settings, database: TenantDatabase, records: list[Key
     if settings.redis_url:
         from q2api.tenants.redis_counters import RedisCounters
 
-        counters = RedisCounters(settings.redis_url)
+        counters = RedisCounters(settings.redis_url, settings.redis_prefix)
     else:
         counters = StoreCounters(database)
     try:

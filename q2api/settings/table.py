@@ -37,6 +37,7 @@ from q2api.settings.parsers import (
     Number,
     OptionalDirectory,
     ProxyUrl,
+    RedisPrefix,
     RedisUrl,
     Text,
     Url,
@@ -111,6 +112,15 @@ class Settings:
             every worker and replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in
             the store itself (SQLite, or the shared database). See
             [Keys and usage](keys-and-usage.md#limits).""",
+    )
+    redis_prefix: str = setting(
+        "Q2API_REDIS_PREFIX",
+        RedisPrefix(),
+        default="q2api",
+        group=Group.CLIENT_ACCESS,
+        description="""
+            The start of every Redis key q2api writes (`PREFIX:tenants:…`), so that deployments sharing
+            one Redis database keep their counters apart.""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",

@@ -3,7 +3,9 @@ its requests in flight, and one Lua script that checks and counts an admission a
 runs a script whole, with nothing of another client between its commands).
 
 Every Redis key of one client key shares a hash tag (`{key_…}`), so a Redis Cluster keeps them in
-one slot, which a script touching several keys needs.
+one slot, which a script touching several keys needs. Every key starts with the prefix
+(`Q2API_REDIS_PREFIX`, `q2api` by default), so deployments (or test runs) sharing one Redis database
+keep apart, and each can find and delete its own keys.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from q2api.tenants.counters import (
 )
 from q2api.tenants.windows import Window
 
-_PREFIX = "q2api:tenants"
+DEFAULT_PREFIX = "q2api"
 _SOCKET_TIMEOUT = 2.0  # seconds: a Redis that stops answering fails the check, it does not hang it
 _KEEP_AFTER_END = 3600  # seconds a window's counter outlives its window (read late by the keys panel)
 
@@ -74,25 +76,24 @@ def _keep_seconds(end: float, now: float) -> int:
     return max(int(end - now), 0) + _KEEP_AFTER_END
 
 
-def _window_key(key_id: str, name: str, start: float) -> str:
-    return f"{_PREFIX}:{{{key_id}}}:{name}:{int(start)}"
-
-
-def _leases_key(key_id: str) -> str:
-    return f"{_PREFIX}:{{{key_id}}}:leases"
-
-
 class RedisCounters:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
             url, socket_timeout=_SOCKET_TIMEOUT, socket_connect_timeout=_SOCKET_TIMEOUT, decode_responses=True
         )
         self._admit = self._redis.register_script(_ADMIT)
+        self._tenants = f"{prefix}:tenants"
+
+    def _window_key(self, key_id: str, name: str, start: float) -> str:
+        return f"{self._tenants}:{{{key_id}}}:{name}:{int(start)}"
+
+    def _leases_key(self, key_id: str) -> str:
+        return f"{self._tenants}:{{{key_id}}}:leases"
 
     async def admit(
         self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
     ) -> Admitted | Refused:
-        keys = [_window_key(key_id, window.name, window.start) for window in windows] + [_leases_key(key_id)]
+        keys = [self._window_key(key_id, window.name, window.start) for window in windows] + [self._leases_key(key_id)]
         lease = new_lease() if concurrency is not None else ""
         arguments: list[Any] = [now, len(windows), lease, -1 if concurrency is None else concurrency, LEASE_SECONDS]
         for window in windows:
@@ -110,18 +111,18 @@ class RedisCounters:
     async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             if lease is not None:
-                pipe.zrem(_leases_key(key_id), lease)
+                pipe.zrem(self._leases_key(key_id), lease)
             for windows, amount in additions:
                 if not amount:
                     continue
                 for name, start, end in windows:
-                    key = _window_key(key_id, name, start)
+                    key = self._window_key(key_id, name, start)
                     pipe.incrbyfloat(key, amount)
                     pipe.expire(key, _keep_seconds(end, time.time()))
             await pipe.execute()
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
-        values = await self._redis.mget([_window_key(key_id, name, start) for name, start, _end in windows])
+        values = await self._redis.mget([self._window_key(key_id, name, start) for name, start, _end in windows])
         return {name: float(value or 0) for (name, _start, _end), value in zip(windows, values, strict=True)}
 
     async def close(self) -> None:

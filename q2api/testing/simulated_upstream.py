@@ -59,7 +59,7 @@ from aiohttp import web
 from q2api.testing import scripts
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_accounting import SimulatedAccounting
-from q2api.testing.simulated_hosts import HostRules
+from q2api.testing.simulated_hosts import GoneAddresses, HostRules
 from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_oidc import DEVICE_CODE_GRANT, SimulatedDeviceAuthorization
 from q2api.testing.simulated_reasoning import SimulatedReasoning, reasoning_frames, wants_reasoning
@@ -113,6 +113,7 @@ class SimulatedUpstream:
         self.keepalive_timeout = keepalive_timeout  # an idle client connection is closed after this
         # Extra hosts (add_host): local port -> the rules of the host behind it.
         self.host_rules: dict[int, HostRules] = {}
+        self.gone = GoneAddresses(host)  # addresses of hosts taken down, held until `stop()`
         # Client connections seen (their peer addresses): with TLS each one is one handshake.
         self.connections_seen: set[tuple[Any, ...]] = set()
         self.check_tokens = check_tokens
@@ -193,6 +194,7 @@ class SimulatedUpstream:
         return rules
 
     async def stop(self) -> None:
+        self.gone.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

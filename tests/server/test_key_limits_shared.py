@@ -19,7 +19,7 @@ from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import JSON_BODY, MODEL
 from tests.support.serve_process import serve
-from tests.support.tenant_stores import empty_redis
+from tests.support.tenant_stores import scratch_redis
 
 pytestmark = pytest.mark.asyncio
 
@@ -65,7 +65,12 @@ async def make_key(database_url: str | None, data_dir: Path, label: str, **limit
 
 @pytest.mark.parametrize("counted_in", ["redis", "store"])
 async def test_one_model_ten_a_minute_and_a_budget_across_two_workers(tmp_path: Path, counted_in: str) -> None:
-    extra = {"Q2API_REDIS_URL": empty_redis()} if counted_in == "redis" else {}
+    with contextlib.ExitStack() as stack:
+        extra = stack.enter_context(scratch_redis()).env if counted_in == "redis" else {}
+        await _ten_a_minute_and_a_budget_across_two_workers(tmp_path, extra)
+
+
+async def _ten_a_minute_and_a_budget_across_two_workers(tmp_path: Path, extra: dict[str, str]) -> None:
     data_dir = tmp_path / "data"
     limited = await make_key(None, data_dir, "ten-a-minute", models=(MODEL,), rpm=10, credits_per_day=5.0)
     budget = await make_key(None, data_dir, "small-budget", credits_per_day=0.25)
@@ -108,7 +113,7 @@ async def test_budget_overshoot_is_bounded_by_the_requests_in_flight(tmp_path: P
             scripts.metering_event(CREDITS_PER_REPLY),
             delay=0.2,
         )
-        with serve(tmp_path, upstream.env(), workers=2, Q2API_REDIS_URL=empty_redis()) as server:
+        with scratch_redis() as redis_place, serve(tmp_path, upstream.env(), workers=2, **redis_place.env) as server:
             admitted = 0
             budget_refused = False
             async with httpx2.AsyncClient(timeout=30) as http:
