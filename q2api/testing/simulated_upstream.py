@@ -57,7 +57,7 @@ import orjson
 from aiohttp import web
 
 from q2api.testing import scripts
-from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
+from q2api.testing.scripts import Abort, ErrorReply, Hangup, Hold, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_accounting import SimulatedAccounting
 from q2api.testing.simulated_hosts import GoneAddresses, HostRules
 from q2api.testing.simulated_mcp import SimulatedMcp
@@ -394,6 +394,8 @@ class SimulatedUpstream:
                 elif isinstance(step, Pause):
                     due = max(due, loop.time() - step.seconds) + step.seconds
                     await asyncio.sleep(due - loop.time())
+                elif isinstance(step, Hold):
+                    await step.released.wait()
                 elif isinstance(step, Abort):
                     self.aborts += 1
                     if request.transport is not None:

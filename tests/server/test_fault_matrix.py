@@ -291,6 +291,7 @@ DISCONNECT_STAGES: dict[str, tuple[scripts.Reply, bool, bool]] = {
 
 
 @pytest.mark.parametrize("stage", list(DISCONNECT_STAGES))
+@pytest.mark.slow  # each client waits half a second before it leaves
 async def test_client_leaves(tmp_path, stage: str) -> None:
     reply, stream, after_content = DISCONNECT_STAGES[stage]
     async with open_gateway(tmp_path, Q2API_STREAM_HOLD_SECONDS="10", Q2API_FIRST_BYTE_TIMEOUT="30") as gw:

@@ -31,6 +31,7 @@ def host(gw: Gateway) -> str:
 # ------------------------------------------------------------------ every attempt, and its host
 
 
+@pytest.mark.slow  # waits out the retries' back-off
 async def test_a_request_that_failed_after_four_upstream_calls_logs_four_attempts_and_each_host(gw: Gateway):
     gw.sim.enqueue(*[scripts.server_error(500)] * 4)  # the first call and Q2API_MAX_RETRIES=3 retries
     with capture_logs() as logs, pytest.raises(anthropic.InternalServerError):
