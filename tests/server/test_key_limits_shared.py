@@ -18,7 +18,7 @@ from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import JSON_BODY, MODEL
-from tests.support.rate_windows import in_one_minute
+from tests.support.rate_windows import ATTEMPTS, in_one_minute
 from tests.support.serve_process import serve
 from tests.support.tenant_stores import scratch_redis
 
@@ -68,6 +68,8 @@ async def test_one_model_ten_a_minute_and_a_budget_across_two_workers(tmp_path: 
 async def _ten_a_minute_and_a_budget_across_two_workers(tmp_path: Path, extra: dict[str, str]) -> None:
     data_dir = tmp_path / "data"
     limited = await make_key(None, data_dir, "one-model", models=(MODEL,))
+    # One key per try of the rate burst (tests/support/rate_windows.py), made before the gateway starts.
+    ten_a_minute = [await make_key(None, data_dir, f"ten-a-minute-{n}", rpm=10) for n in range(ATTEMPTS)]
     budget = await make_key(None, data_dir, "small-budget", credits_per_day=0.25)
     with SimulatedUpstream.run_in_thread() as upstream:
         upstream.sim.responder = lambda record: scripts.stream(
@@ -84,8 +86,7 @@ async def _ten_a_minute_and_a_budget_across_two_workers(tmp_path: Path, extra: d
             # Ten a minute, whichever worker and door each request reaches.
 
             async def sixteen_at_once(attempt: int) -> list[int]:
-                key = await make_key(None, data_dir, f"ten-a-minute-{attempt}", models=(MODEL,), rpm=10)
-                return await statuses([server.base_url], doors, key, 16)
+                return await statuses([server.base_url], doors, ten_a_minute[attempt], 16)
 
             outcome = await in_one_minute(sixteen_at_once)
             assert sorted(outcome) == [200] * 10 + [429] * 6, outcome
@@ -138,6 +139,7 @@ async def test_budget_overshoot_is_bounded_by_the_requests_in_flight(tmp_path: P
 
 async def test_two_replicas_on_postgresql_share_limits_and_a_revocation(tmp_path: Path) -> None:
     with scratch_database_url("postgresql") as database_url, SimulatedUpstream.run_in_thread() as upstream:
+        six_a_minute = [await make_key(database_url, tmp_path, f"replicated-{n}", rpm=6) for n in range(ATTEMPTS)]
         env = {**upstream.env(), "Q2API_DATABASE_URL": database_url, "Q2API_SECRET_KEY": TEST_SECRET_KEY}
         with contextlib.ExitStack() as stack:
             for n in range(2):
@@ -146,8 +148,7 @@ async def test_two_replicas_on_postgresql_share_limits_and_a_revocation(tmp_path
             targets = [replica.base_url for replica in replicas]
 
             async def ten_at_once(attempt: int) -> list[int]:
-                key = await make_key(database_url, tmp_path, f"replicated-{attempt}", rpm=6)
-                return await statuses(targets, ["claude", "chat"], key, 10)
+                return await statuses(targets, ["claude", "chat"], six_a_minute[attempt], 10)
 
             outcome = await in_one_minute(ten_at_once)
             assert sorted(outcome) == [200] * 6 + [429] * 4, outcome
