@@ -2,8 +2,8 @@
 
 `gw`: a gateway with default settings on a fresh simulator (tests/support/gateway_harness.py).
 `log_lines`: every loguru line (TRACE and up) with its bound fields, as text.
-Property tests, and tests that start a gateway, a process, a browser or a database connection, are
-marked `slow` (tests/support/tiers.py): `pytest -m "not slow"` is the quick tier.
+Property tests, and tests that start a process, a browser or a database connection, are marked `slow`
+(tests/support/tiers.py): `pytest -m "not slow"` is the quick tier, which lists its tests over a second.
 A failure is always named, even when its traceback cannot be formatted (tests/support/failure_reports.py).
 HTTP clients share one default TLS context (tests/support/shared_tls.py).
 """

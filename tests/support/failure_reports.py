@@ -61,7 +61,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def one_line_report(item: pytest.Item, call: pytest.CallInfo[None], problem: Exception) -> pytest.TestReport:
     """The failure as `path:line: Exception: message`, without the traceback that could not be formatted."""
     excinfo = call.excinfo
-    assert excinfo is not None
+    assert excinfo is not None and call.when != "collect"  # a test's phase: collection has reports of its own
     where = item.nodeid
     if excinfo.traceback:
         last = excinfo.traceback[-1]
