@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from q2api.testing import scripts
-from q2api.testing.simulated_upstream import RecordedRequest
+from q2api.testing.recorded_requests import RecordedRequest
 from tests.support.codex_cli import run_codex_exec
 from tests.support.gateway_harness import CLIENT_KEY, capture_logs, current_user_message, open_gateway
 from tests.support.search_replies import search_call
