@@ -200,7 +200,7 @@ async def _spent(settings: Settings, database: StoreDatabase, records: list[KeyR
     if settings.redis_url:
         from q2api.tenants.redis_counters import RedisCounters
 
-        counters = RedisCounters(settings.redis_url)
+        counters = RedisCounters(settings.redis_url, settings.redis_prefix)
     else:
         counters = StoreCounters(database)
     try:

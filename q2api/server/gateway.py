@@ -172,7 +172,7 @@ async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIt
     if settings.redis_url:
         from q2api.tenants.redis_counters import RedisCounters  # redis is imported only when used
 
-        counters = RedisCounters(settings.redis_url)
+        counters = RedisCounters(settings.redis_url, settings.redis_prefix)
     else:
         counters = StoreCounters(database)
     ledger = UsageLedger(

@@ -77,6 +77,23 @@ class RedisUrl:
         return value or ""
 
 
+@dataclasses.dataclass(frozen=True)
+class RedisPrefix:
+    """The first part of every Redis key; braces are refused, since a Redis Cluster hashes the text
+    between the first `{` and `}` of a key to find its slot, and q2api's own hash tags come after it."""
+
+    accepts: str = "text without spaces or braces"
+
+    def __call__(self, name: str, raw: str) -> str:
+        value = raw.strip()
+        if not value or any(character.isspace() or character in "{}" for character in value):
+            raise SettingsError(f"{name} must be a non-empty prefix without spaces or braces, got {value!r}")
+        return value
+
+    def write(self, value: str) -> str:
+        return value
+
+
 def mask_redis_url(url: str) -> str:
     """The URL with its password (between `:` and `@`) replaced by `***`: safe for logs."""
     scheme, _, rest = url.partition("://")

@@ -36,6 +36,7 @@ from q2api.settings.parsers import (
     Number,
     OptionalDirectory,
     ProxyUrl,
+    RedisPrefix,
     RedisUrl,
     Text,
     Url,
@@ -126,6 +127,15 @@ class Settings:
             `/metrics`) or `refuse` (503 with `retry-after`). A key's models, expiry and revocation
             are never skipped: a request whose key cannot be read at all gets 503. See
             [Keys and usage](keys-and-usage.md#when-the-store-is-down).""",
+    )
+    redis_prefix: str = setting(
+        "Q2API_REDIS_PREFIX",
+        RedisPrefix(),
+        default="q2api",
+        group=Group.CLIENT_ACCESS,
+        description="""
+            The start of every Redis key q2api writes (`PREFIX:tenants:…`), so that deployments sharing
+            one Redis database keep their counters apart.""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",

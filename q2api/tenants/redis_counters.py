@@ -11,7 +11,9 @@ for it: it would take a place in flight that nobody gives back. So a script carr
 stops being useful, in Redis' own clock (its offset from this process's clock is measured with
 `TIME`, `_ClockOffset`), and a script that runs later changes nothing. Places in flight are scored
 in Redis' clock too, and expire LEASE_SECONDS after they were taken or last renewed (the gate renews
-the places of its requests still running).
+the places of its requests still running). Every key starts with the prefix
+(`Q2API_REDIS_PREFIX`, `q2api` by default), so deployments (or test runs) sharing one Redis database
+keep apart, and each can find and delete its own keys.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from q2api.tenants.counters import (
 )
 from q2api.tenants.windows import Window
 
-_PREFIX = "q2api:tenants"
+DEFAULT_PREFIX = "q2api"
 _SOCKET_TIMEOUT = 2.0  # seconds: a Redis that stops answering fails the check, it does not hang it
 # A script is useful for this long after it is sent (the caller waits _SOCKET_TIMEOUT for the answer:
 # the margin is for the answer's way back and for the error of the measured clock offset).
@@ -112,14 +114,6 @@ def _keep_seconds(end: float, now: float) -> int:
     return max(int(end - now), 0) + _KEEP_AFTER_END
 
 
-def _window_key(key_id: str, name: str, start: float) -> str:
-    return f"{_PREFIX}:{{{key_id}}}:{name}:{int(start)}"
-
-
-def _leases_key(key_id: str) -> str:
-    return f"{_PREFIX}:{{{key_id}}}:leases"
-
-
 class _ClockOffset:
     """How far Redis' clock is ahead of this process's (`time.time`), measured with TIME now and then."""
 
@@ -139,19 +133,26 @@ class _ClockOffset:
 
 
 class RedisCounters:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
             url, socket_timeout=_SOCKET_TIMEOUT, socket_connect_timeout=_SOCKET_TIMEOUT, decode_responses=True
         )
         self._admit = self._redis.register_script(_ADMIT)
         self._renew = self._redis.register_script(_RENEW)
         self._clock = _ClockOffset(self._redis)
+        self._tenants = f"{prefix}:tenants"
+
+    def _window_key(self, key_id: str, name: str, start: float) -> str:
+        return f"{self._tenants}:{{{key_id}}}:{name}:{int(start)}"
+
+    def _leases_key(self, key_id: str) -> str:
+        return f"{self._tenants}:{{{key_id}}}:leases"
 
     async def admit(
         self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
     ) -> Admitted | Refused:
         """Raises CountersLate when Redis ran the script too late to matter (it then changed nothing)."""
-        keys = [_window_key(key_id, window.name, window.start) for window in windows] + [_leases_key(key_id)]
+        keys = [self._window_key(key_id, window.name, window.start) for window in windows] + [self._leases_key(key_id)]
         lease = new_lease() if concurrency is not None else ""
         useful_until = time.time() + await self._clock.offset() + _USEFUL_FOR
         arguments: list[Any] = [
@@ -178,22 +179,22 @@ class RedisCounters:
     async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             if lease is not None:
-                pipe.zrem(_leases_key(key_id), lease)
+                pipe.zrem(self._leases_key(key_id), lease)
             for windows, amount in additions:
                 if not amount:
                     continue
                 for name, start, end in windows:
-                    key = _window_key(key_id, name, start)
+                    key = self._window_key(key_id, name, start)
                     pipe.incrbyfloat(key, amount)
                     pipe.expire(key, _keep_seconds(end, time.time()))
             await pipe.execute()
 
     async def renew(self, key_id: str, leases: Sequence[str]) -> None:
         if leases:
-            await self._renew(keys=[_leases_key(key_id)], args=[LEASE_SECONDS, *leases])
+            await self._renew(keys=[self._leases_key(key_id)], args=[LEASE_SECONDS, *leases])
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
-        values = await self._redis.mget([_window_key(key_id, name, start) for name, start, _end in windows])
+        values = await self._redis.mget([self._window_key(key_id, name, start) for name, start, _end in windows])
         return {name: float(value or 0) for (name, _start, _end), value in zip(windows, values, strict=True)}
 
     async def close(self) -> None:

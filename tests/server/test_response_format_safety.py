@@ -184,6 +184,7 @@ async def test_a_pattern_re2_cannot_run_is_a_400_naming_the_field(gw: Gateway) -
     assert "the pattern '(?<=x)y' is not supported" in error["message"]
 
 
+@pytest.mark.slow  # waits out a ten-second schema check
 async def test_other_clients_are_served_while_a_costly_schema_is_checked(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(client_schema, "CHECK_SECONDS", 10.0)  # room for the other request, however loaded the machine
     levels = 40  # 2^40 evaluations: only the deadline ends the check
