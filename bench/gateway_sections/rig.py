@@ -25,7 +25,7 @@ from bench.support.proc_stats import ForeignLoad, PeakRate, RssSampler, cpu_seco
 from bench.support.processes import API_KEY, GatewayProcess, SimulatorProcess
 from bench.support.report import Report, size
 from bench.support.wave_summary import WaveSummary
-from tests.support.claude_code_request import claude_code_request
+from bench.support.workloads import claude_code_body
 
 TINY_REQUEST = {
     "model": "claude-sonnet-4-5",
@@ -90,7 +90,7 @@ class Rig:
         self.busiest_client = (0.0, 0, 0)
         self.bodies = {
             "tiny": orjson.dumps(TINY_REQUEST),
-            "agent": orjson.dumps(claude_code_request(size_kb=args.size_kb)),
+            "agent": claude_code_body(args.size_kb),
         }
         self._twins: dict[str, Target] = {}
         self._launcher = None
