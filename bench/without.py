@@ -39,6 +39,14 @@ def no_json_levels() -> None:
     null_scan.json_levels = plain  # type: ignore[assignment]
 
 
+def no_checked_run() -> None:
+    """Conversions still resume from checkpoints, but the order guard reads every history entry."""
+    from q2api.conversion import pipeline
+
+    validate = pipeline.validate_conversation
+    pipeline.validate_conversation = lambda payload, checked=None: validate(payload)  # type: ignore[assignment]
+
+
 def no_off_loop() -> None:
     """Every body prepared on the event loop, however large."""
     from q2api.server import relay
@@ -101,6 +109,7 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "nothing": nothing,
     "checkpoints": no_checkpoints,
     "json-levels": no_json_levels,
+    "checked-run": no_checked_run,
     "off-loop": no_off_loop,
     "wait-deadline": no_wait_deadline,
 }

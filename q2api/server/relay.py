@@ -134,7 +134,13 @@ class MessagesRelay:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
         if session and conversion.checkpoint is not None:
-            self.checkpoints.keep(session, conversion.checkpoint, exchange.request_bytes, replacing=resume)
+            checked = resume.checked if resume else None  # the history entries the guard has already read
+            checkpoint = (
+                conversion.checkpoint
+                if invalid or guarded.trimmed
+                else conversion.checkpoint.checked_in(conversion.payload, checked)
+            )
+            self.checkpoints.keep(session, checkpoint, exchange.request_bytes, replacing=resume)
         log_conversion(
             call.claude_document,
             len(request.messages),
