@@ -26,6 +26,7 @@ tens of percent. Needs valgrind; takes a minute or two per run.
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import re
 import shlex
@@ -53,7 +54,7 @@ async def count(args: argparse.Namespace, scratch: Path) -> int:
     # The gateway: bench/without.py's, or another command (a launcher of an earlier checkout, say).
     command = getattr(args, "gateway_command", None)
     gateway_command = (
-        [str(Path(part).resolve()) if Path(part).exists() else part for part in shlex.split(command)]
+        [os.path.abspath(part) if Path(part).exists() else part for part in shlex.split(command)]
         if command
         else [sys.executable, str(ROOT / "bench" / "without.py"), args.without]
     )

@@ -107,6 +107,7 @@ class MessagesRelay:
         self._trim_policy = trim_policy(settings)
         self._captures = captures
         self._tenancy = tenancy
+        self.requests_received = 0  # a running count: the worker is idle while it stands still
 
     # ------------------------------------------------------------ pure preparation
 
@@ -167,6 +168,7 @@ class MessagesRelay:
         finishing: Finishing | None = None,
         caller: Caller | None = None,
     ) -> Response:
+        self.requests_received += 1
         exchange = self._exchange(request_id, door, request_bytes=len(body))
         exchange.key_label = caller.label if caller is not None else None
         recorder = self._captures.recorder(request_id, door, body, request.headers.items()) if self._captures else None
