@@ -65,7 +65,9 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
     try:
         for line in machine.describe():
             print(line)
-        print(f"gateway: {args.gateway_command or 'python -m q2api'} serve, one worker; Q2API_LOG_LEVEL={args.log_level}")
+        print(
+            f"gateway: {args.gateway_command or 'python -m q2api'} serve, one worker; Q2API_LOG_LEVEL={args.log_level}"
+        )
         for name in WORKLOADS:
             body = rig.bodies[name]
             same = "as pinned" if digest(body) == DIGESTS[name] else "NOT the pinned bytes: figures not comparable"
@@ -88,7 +90,9 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer runs everywhere")
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections (default: {','.join(SECTIONS)})")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated sections (default: {','.join(SECTIONS)})"
+    )
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="ttft and instructions: the sizes measured")
     parser.add_argument(
         "--gateway-command",
@@ -101,7 +105,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--callgrind-requests", type=int, default=4, help="instructions: requests counted per size")
     parser.add_argument("--loop-seconds", type=float, default=10.0, help="loop: how long each load lasts")
     parser.add_argument("--loop-rate", type=float, default=20.0, help="loop: tiny requests per second")
-    parser.add_argument("--loop-period", type=float, default=0.5, help="loop: seconds between two bursts of 1 MB bodies")
+    parser.add_argument(
+        "--loop-period", type=float, default=0.5, help="loop: seconds between two bursts of 1 MB bodies"
+    )
     parser.add_argument("--keep-logs", action="store_true", help="keep the scratch directory with the gateway logs")
     if parser.parse_known_args()[0].quick:
         parser.set_defaults(**QUICK)

@@ -26,8 +26,8 @@ tens of percent. Needs valgrind; takes a minute or two per run.
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
+import os
 import re
 import shlex
 import shutil

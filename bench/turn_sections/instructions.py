@@ -42,7 +42,9 @@ async def run(rig: Rig) -> None:
         per_request = total / args.callgrind_requests
         megabytes = len(rig.bodies[kind]) / 2**20
         per_mb[kind] = per_request / megabytes
-        report.row(f"{kind}: per request", f"{per_request / 1e6:8.1f} M instructions = {per_mb[kind] / 1e6:6.1f} M per MB")
+        report.row(
+            f"{kind}: per request", f"{per_request / 1e6:8.1f} M instructions = {per_mb[kind] / 1e6:6.1f} M per MB"
+        )
     if len(per_mb) > 1:
         smallest, largest = min(per_mb.values()), max(per_mb.values())
         report.note(f"per MB, largest / smallest: {largest / smallest:.2f} (1.00: linear in size)")

@@ -35,9 +35,7 @@ async def _bursts(target: Target, bursts: int, period: float, begin: float, time
         delay = begin + index * period - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks += [
-            asyncio.create_task(stream_once(target, 1, begin, timeout)) for _ in range(targets.LOOP_BURST)
-        ]
+        tasks += [asyncio.create_task(stream_once(target, 1, begin, timeout)) for _ in range(targets.LOOP_BURST)]
     return list(await asyncio.gather(*tasks))
 
 

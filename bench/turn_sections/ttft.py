@@ -50,14 +50,23 @@ async def run(rig: Rig) -> None:
         megabytes = gateway.body_bytes / 2**20
         added = statistics.median(through) - statistics.median(alone)
         label = f"{kind} ({size(gateway.body_bytes)}, {size(direct.body_bytes)} upstream)"
-        report.row(f"{label}: simulator alone", f"median {ms(statistics.median(alone))}   p90 {ms(percentile(alone, 0.9))}")
-        report.row(f"{label}: through the gateway", f"median {ms(statistics.median(through))}   p90 {ms(percentile(through, 0.9))}")
-        figure = f"median {added * 1000:7.2f} ms   p90 {(percentile(through, 0.9) - percentile(alone, 0.9)) * 1000:7.2f} ms"
+        report.row(
+            f"{label}: simulator alone", f"median {ms(statistics.median(alone))}   p90 {ms(percentile(alone, 0.9))}"
+        )
+        report.row(
+            f"{label}: through the gateway",
+            f"median {ms(statistics.median(through))}   p90 {ms(percentile(through, 0.9))}",
+        )
+        figure = (
+            f"median {added * 1000:7.2f} ms   p90 {(percentile(through, 0.9) - percentile(alone, 0.9)) * 1000:7.2f} ms"
+        )
         limit = targets.TTFT_ADDED.get(kind)
         if limit is None:
             report.row(f"{label}: added by the gateway", figure)
         else:
-            report.judge(f"{label}: added by the gateway", figure, f"added TTFT, {kind} <= {limit * 1000:g} ms", added, limit)
+            report.judge(
+                f"{label}: added by the gateway", figure, f"added TTFT, {kind} <= {limit * 1000:g} ms", added, limit
+            )
         cpu_figure = (
             f"{gateway_cpu * 1000:7.2f} ms = {gateway_cpu / megabytes * 1000:5.2f} ms/MB; "
             f"simulator {sim_cpu * 1000:.2f} ms; gateway/simulator {gateway_cpu / sim_cpu if sim_cpu else float('inf'):.2f}x"
