@@ -8,8 +8,10 @@ Code's real request sizes"). Raising the mmap threshold keeps those blocks in ma
 the next request reuses them without a fault.
 
 The price is that freed memory stays in the heaps: after a burst of large requests the worker's RSS
-would stay at the burst's peak. So a watcher gives it back (`malloc_trim`) once the worker has
-received no request for a whole period: memory follows what is in flight, not what once was.
+would stay at the burst's peak. So a watcher gives it back once the worker has received no request
+for a whole period: first Python's garbage collection (the requests that ended left reference
+cycles, and an idle worker allocates nothing that would start a collection: their objects would
+pin Python's arenas), then `malloc_trim`. Memory follows what is in flight, not what once was.
 
 Only glibc has these calls; elsewhere (musl, macOS) nothing changes and nothing is watched.
 """
@@ -20,6 +22,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 from collections.abc import AsyncIterator, Callable
 
 from loguru import logger
@@ -121,6 +124,7 @@ async def _give_back_when_idle(allocator: GlibcAllocator, requests_received: Cal
         elif not given_back and allocator.free_bytes() >= TRIM_FROM_BYTES:
             given_back = True  # once per idle stretch: the free bytes stay counted free after a trim
             try:
+                gc.collect()
                 # A trim walks every heap: in a thread, since its ctypes call lets the loop go on.
                 await asyncio.to_thread(allocator.give_back)
             except Exception as exc:  # never worth a worker
