@@ -6,7 +6,7 @@ Prints median and p90 (milliseconds) of each step `MessagesRelay.prepare` takes,
 then the whole of it:
   parse + validate       the front door's read: msgspec decode + the depth check of tool documents
   loop guard             detect_tool_loops (also on a 300-round session and one ending in a loop)
-  convert                convert_request() on an already-parsed request: from scratch (the first
+  convert                convert_claude_request() on an already-parsed request: from scratch (the first
                          request of a session), and the session's next turn (the same history and
                          one more tool round), resumed where the turn before stopped
   output validation      validate_conversation() on the converted body: from scratch, and for the
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.checkpoints import CheckpointStore
-from q2api.conversion.converter import ConversionOptions, convert_request, session_conversation_id
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request, session_conversation_id
 from q2api.conversion.loop_guard import detect_tool_loops
 from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.claude import CLAUDE_DOOR
@@ -135,7 +135,7 @@ def main() -> None:
         conversation_id="5f1c6c1e-0000-4000-8000-000000000000", model=resolve_model(body["model"])
     )
     request, next_request = parse_messages_request(raw), parse_messages_request(next_raw)
-    payload = convert_request(request, options).payload
+    payload = convert_claude_request(request, options).payload
     session = session_conversation_id(request)
     assert session is not None
 
@@ -168,10 +168,10 @@ def main() -> None:
         ("loop guard", lambda: detect_tool_loops(request), no_checkpoints, None),
         ("loop guard, 300 tool rounds", lambda: detect_tool_loops(long_session), no_checkpoints, None),
         ("loop guard, 100-round loop", lambda: detect_tool_loops(looping_session), no_checkpoints, None),
-        ("convert, from scratch", lambda: convert_request(request, options), no_checkpoints, None),
+        ("convert, from scratch", lambda: convert_claude_request(request, options), no_checkpoints, None),
         (
             "convert, next turn resumed",
-            lambda: convert_request(next_request, options, checkpoint),
+            lambda: convert_claude_request(next_request, options, checkpoint),
             no_checkpoints,
             None,
         ),

@@ -11,6 +11,8 @@ cites notes kept elsewhere sends the reader nowhere. So, over every source and d
   (Python-Markdown's), since the pages are read in both places;
 * the site's navigation lists every page, and the site's quick start is the README's;
 * every repository path a document names in code (`q2api/…`, `tests/…`, `bench/…`) exists;
+* every `q2api/….py` path and every `q2api.x.y` name a docstring or comment cites exists (a module,
+  or a name in one), and so does each one `pyproject.toml`'s comments justify a bound with;
 * no table cell puts an escaped pipe inside code (the two renderers disagree on it).
 
 `mkdocs build --strict` (in .ci/run) checks the site's own links and anchors once more.
@@ -28,10 +30,14 @@ And the documents say what the program does, where a test can hold them to it:
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
+import io
 import json
 import re
 import subprocess
 import sys
+import tokenize
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,6 +229,95 @@ def test_every_repository_path_the_documents_name_exists() -> None:
     assert missing == []
 
 
+# A source path or a dotted name of the package, as comments and docstrings cite them.
+_CITED_PATH = re.compile(r"(?<![\w/.-])(q2api/[\w/]+\.py)\b")
+_CITED_NAME = re.compile(r"(?<![\w./-])(q2api(?:\.[A-Za-z_]\w*)+)")
+
+
+def _comments_and_docstrings(source: str) -> Iterator[tuple[int, str]]:
+    """(line, text) of every comment and docstring of a Python source."""
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring is not None:
+                yield node.body[0].lineno, docstring
+
+
+def _name_exists(dotted: str) -> bool:
+    """`q2api.a.b.C.d`: the longest importable module prefix, then each further part an attribute
+    (or a declared field: a dataclass's or a class's annotations)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            if hasattr(found, attribute):
+                found = getattr(found, attribute)
+                continue
+            declared = getattr(found, "__annotations__", {}) if isinstance(found, type) else {}
+            return attribute in declared or attribute in getattr(found, "__dataclass_fields__", {})
+        return True
+    return False
+
+
+def cited_code_problems(text: str, where: str) -> list[str]:
+    problems = [f"{where}: {path}" for path in _CITED_PATH.findall(text) if not (ROOT / path).exists()]
+    return problems + [f"{where}: {name}" for name in _CITED_NAME.findall(text) if not _name_exists(name)]
+
+
+def test_every_module_and_name_a_docstring_or_comment_cites_exists() -> None:
+    missing = []
+    for folder in ("q2api", "tests", "bench", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == Path(__file__).resolve():  # its own examples of broken citations
+                continue
+            for line, text in _comments_and_docstrings(path.read_text(encoding="utf-8")):
+                missing.extend(cited_code_problems(text, f"{path.relative_to(ROOT)}:{line}"))
+    assert missing == []
+
+
+def test_each_dependency_bound_names_code_that_exists() -> None:
+    """pyproject.toml justifies each upper bound by the code that relies on the library: the comment
+    above a bounded dependency names it (a q2api name, or a repository file such as `mkdocs.yml`),
+    and every q2api name those comments cite is there."""
+    lines = (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+    problems = []
+    comment: list[str] = []
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comment.append(stripped)
+            problems.extend(cited_code_problems(stripped, f"pyproject.toml:{number}"))
+            continue
+        bounded = re.match(r'"[\w.\[\]-]+[^"]*<', stripped)
+        reasons = _CITED_NAME.findall(" ".join(comment)) + [
+            path for path in re.findall(r"`([\w./-]+\.\w+)`", " ".join(comment)) if (ROOT / path).exists()
+        ]
+        if bounded and not reasons:
+            problems.append(f"pyproject.toml:{number}: {stripped} has an upper bound and names no code it protects")
+        comment = []
+    assert problems == []
+
+
+def test_the_cited_code_check_catches_what_it_promises() -> None:
+    assert (
+        cited_code_problems("see q2api/conversion/claude_converter.py and q2api.conversion.turns.TurnBuilder.", "x")
+        == []
+    )
+    assert cited_code_problems("(q2api.server.transport.TransportLimits.max_headers)", "x") == []  # a field
+    assert cited_code_problems("q2api.amazonq.types.ImageBlock.format", "x") == []  # a TypedDict key
+    assert cited_code_problems("q2api/tool_input.py, q2api.translation.reasoning", "x") == [
+        "x: q2api/tool_input.py",
+        "x: q2api.translation.reasoning",
+    ]
+    assert cited_code_problems("q2api.server.direct_routes.DirectRoutesApp", "x") != []
+
+
 def test_no_table_cell_escapes_a_pipe_inside_code() -> None:
     # A repository host needs `\|` for a pipe in a table cell, code or not, and shows `|`; the site
     # shows the backslash inside code. A cell says "or" instead, or the row becomes a list item.
@@ -266,6 +361,63 @@ def test_the_site_quick_start_is_the_readme_setup_command() -> None:
     assert first_bash_block(DOCS / "index.md") == first_bash_block(ROOT / "README.md")
 
 
+def test_the_site_describes_the_demo_as_the_readme_does() -> None:
+    def demo_paragraph(path: Path) -> str:
+        text = path.read_text(encoding="utf-8")
+        start = text.index("The demo starts the real gateway")
+        return text[start : text.index("\n\n", start)]
+
+    assert demo_paragraph(DOCS / "index.md") == demo_paragraph(ROOT / "README.md")
+    assert "previous_response_id" in demo_paragraph(ROOT / "README.md")  # the demo's Responses step
+
+
+def test_every_development_install_command_installs_the_locked_releases() -> None:
+    # `pip install -e ".[…]"` is the development install: the releases CI tested, as the README's setup.
+    documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
+    unlocked = [
+        f"{document.relative_to(ROOT)}: {command}"
+        for document in documents
+        for command in re.findall(r"pip install [^`\n]*-e [^`\n]*", document.read_text(encoding="utf-8"))
+        if "-c requirements.lock" not in command
+    ]
+    assert unlocked == []
+
+
+def test_the_readme_codex_recipe_is_the_config_the_real_codex_is_tested_with() -> None:
+    import tomllib
+
+    from tests.support.codex_cli import codex_config
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [recipe] = re.findall(r"^```toml\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    assert tomllib.loads(recipe) == tomllib.loads(codex_config("http://127.0.0.1:8000", web_search=True))
+
+
+def test_the_hosted_tools_the_agents_sdk_section_names_are_treated_as_it_says() -> None:
+    import orjson
+
+    from q2api.frontdoors.chat.errors import ChatError
+    from q2api.frontdoors.responses.door import RESPONSES_DOOR
+
+    page = (DOCS / "clients.md").read_text(encoding="utf-8")
+    section = page[page.index("### OpenAI Agents SDK") :].split("\n### ", 1)[0]
+    assert "`WebSearchTool`: it\nis sent as the `web_search` tool" in section
+    assert "(`FileSearchTool`,\n`CodeInterpreterTool`, …) are refused" in section
+
+    def read(tool: str) -> object:
+        return RESPONSES_DOOR.read(
+            orjson.dumps({"model": "claude-sonnet-5-5", "input": "hi", "tools": [{"type": tool}]})
+        )
+
+    # WebSearchTool is sent as `web_search` (`web_search_preview` by older Agents SDKs): accepted.
+    for accepted in ("web_search", "web_search_preview"):
+        read(accepted)
+    for refused in ("file_search", "code_interpreter"):
+        with pytest.raises(ChatError) as error:
+            read(refused)
+        assert error.value.status == 400 and refused in error.value.message
+
+
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason='the docs extra is not installed (pip install -e ".[docs]")')
     result = subprocess.run(
@@ -297,8 +449,9 @@ def test_every_command_has_a_description_for_its_help() -> None:
     assert [name for name, parser in commands.items() if not (parser.description or "").strip()] == []
 
 
-# The forms a request example names its model in: `model="…"`, `model = "…"` (TOML), `"model": "…"`.
-_EXAMPLE_MODEL = re.compile(r'(?:\bmodel\s*=\s*|"model"\s*:\s*)"([^"]+)"')
+# The forms an example names a model in: `model="…"`, `model = "…"` (TOML), `"model": "…"`, and a
+# command's `--model ID` or `--models ID,ID` (`q2api keys create`).
+_EXAMPLE_MODEL = re.compile(r'(?:\bmodel\s*=\s*|"model"\s*:\s*)"([^"]+)"|--models?[ =]([\w.\[\],-]+)')
 # The wire-protocol page quotes captured exchanges as they were; every other page is an example to copy.
 _VERBATIM_PAGES = frozenset({"protocol.md"})
 
@@ -310,8 +463,9 @@ def _example_model_ids() -> dict[str, set[str]]:
         if document.name in _VERBATIM_PAGES:
             continue
         for block in _FENCE.finditer(document.read_text(encoding="utf-8")):
-            for model in _EXAMPLE_MODEL.findall(block[0]):
-                found.setdefault(model, set()).add(document.relative_to(ROOT).as_posix())
+            for quoted, listed in _EXAMPLE_MODEL.findall(block[0]):
+                for model in [quoted] if quoted else listed.split(","):
+                    found.setdefault(model, set()).add(document.relative_to(ROOT).as_posix())
     return found
 
 
@@ -323,6 +477,12 @@ def test_the_model_ids_the_examples_send_are_served_and_not_at_their_end_of_life
 
     examples = _example_model_ids()
     assert "claude-sonnet-5-5" in examples  # the README's own examples are found
+    assert "README.md" in examples["claude-sonnet-5-5"] and "docs/keys-and-usage.md" in examples["claude-sonnet-5-5"]
+    command = "q2api keys create --models claude-sonnet-4-5,claude-opus-4-8 --rpm 10"
+    assert [found for match in _EXAMPLE_MODEL.findall(command) for found in match] == [
+        "",
+        "claude-sonnet-4-5,claude-opus-4-8",
+    ]
     problems = []
     for model, where in sorted(examples.items()):
         if model in DEPRECATED_MODELS:

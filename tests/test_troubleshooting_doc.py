@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.debug_summary import SUMMARY_HEADER, conversion_summary
 from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops, loop_refusal
 from q2api.conversion.normalization import normalization_record
@@ -44,7 +44,9 @@ def log_messages(block: str) -> list[tuple[str, str]]:
 
 REQUEST = parse_messages_request(example("request").encode())
 LOOPS = detect_tool_loops(REQUEST, LoopPolicy())
-CONVERSION = convert_request(REQUEST, ConversionOptions(conversation_id="doc", model=resolve_model(REQUEST.model)))
+CONVERSION = convert_claude_request(
+    REQUEST, ConversionOptions(conversation_id="doc", model=resolve_model(REQUEST.model))
+)
 
 
 def test_the_example_summary_is_what_the_code_prints_for_the_example_request():
@@ -119,3 +121,14 @@ async def test_the_example_request_is_captured_and_replays_exactly_as_quoted(tmp
     assert status == 0
     assert quoted[0] == f"$ q2api replay {quoted_id} --convert-only --diff"
     assert out.splitlines() == [text.replace(quoted_id, capture_id) for text in quoted[1:]]
+
+
+def test_the_doc_names_the_function_that_keeps_every_tool_result_of_merged_user_messages():
+    from q2api.conversion import claude_converter
+
+    assert "`claude_converter.merge_user_messages`" in DOC
+    assert (
+        claude_converter.merge_user_messages.__doc__
+        and "every tool_result" in claude_converter.merge_user_messages.__doc__
+    )
+    assert not (Path(claude_converter.__file__).parent / "converter.py").exists()  # renamed, not a second module

@@ -40,7 +40,6 @@ NO_EXPIRY = float("inf")
 # Seconds between the attempts to store a verified account while the operator waits (then it fails).
 WRITE_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 BACKGROUND_RETRY_MAX_DELAY = 60.0
-_background_writes: set[asyncio.Task[None]] = set()  # referenced until done: the loop keeps weak references
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -186,25 +185,51 @@ async def store_new_account(
     raise AssertionError("unreachable")
 
 
-def store_in_background(store: CredentialStore, new: NewAccount, verified: RefreshedToken) -> None:
-    """Keep trying to store a verified account until the store takes it (the gateway's last resort)."""
+class BackgroundWrites:
+    """Verified accounts the store could not take while the operator waited, written again until it
+    does: the gateway's last resort, since the verifying refresh may have rotated the refresh token.
 
-    async def keep_trying() -> None:
-        try:
-            async for attempt in AsyncRetrying(
-                wait=wait_exponential(multiplier=1.0, max=BACKGROUND_RETRY_MAX_DELAY),
-                retry=retry_if_exception_type(STORE_ERRORS),
-            ):
-                with attempt:
-                    await _write_new_account(store, new, verified)
-        except Exception as exc:  # not a store failure (a label taken twice meanwhile): say so, never silently
-            logger.bind(account=new.label).opt(exception=exc).error("could not store the verified account")
-            return
-        logger.bind(account=new.label).info("stored the verified account: the store works again")
+    Owned by what lives as long as the gateway (the admin surface): it holds the tasks (the event loop
+    keeps only weak references to them) and, at shutdown, stops those still trying and says which
+    accounts were not stored.
+    """
 
-    task = asyncio.get_running_loop().create_task(keep_trying())
-    _background_writes.add(task)
-    task.add_done_callback(_background_writes.discard)
+    def __init__(self) -> None:
+        self._tasks: dict[asyncio.Task[None], str] = {}  # task -> the account's label
+
+    def __len__(self) -> int:
+        """How many accounts are still waiting for the store."""
+        return len(self._tasks)
+
+    def store(self, store: CredentialStore, new: NewAccount, verified: RefreshedToken) -> None:
+        """Keep trying to store a verified account until the store takes it."""
+
+        async def keep_trying() -> None:
+            try:
+                async for attempt in AsyncRetrying(
+                    wait=wait_exponential(multiplier=1.0, max=BACKGROUND_RETRY_MAX_DELAY),
+                    retry=retry_if_exception_type(STORE_ERRORS),
+                ):
+                    with attempt:
+                        await _write_new_account(store, new, verified)
+            except Exception as exc:  # not a store failure (a label taken twice meanwhile): say so, never silently
+                logger.bind(account=new.label).opt(exception=exc).error("could not store the verified account")
+                return
+            logger.bind(account=new.label).info("stored the verified account: the store works again")
+
+        task = asyncio.get_running_loop().create_task(keep_trying())
+        self._tasks[task] = new.label
+        task.add_done_callback(self._tasks.pop)
+
+    async def close(self) -> None:
+        """Stop the writes still waiting (the gateway is stopping), naming each account they leave unstored."""
+        pending = dict(self._tasks)
+        for task, label in pending.items():
+            logger.bind(account=label).error(
+                "the gateway stops before the store took the verified account: add it again once the store works"
+            )
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _write_new_account(

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from q2api.accounts.device_login import is_aws_region
 from q2api.accounts.field_limits import check_account_fields
-from q2api.accounts.onboarding import NewAccount, store_in_background, store_new_account, verify_new_account
+from q2api.accounts.onboarding import BackgroundWrites, NewAccount, store_new_account, verify_new_account
 from q2api.accounts.records import Account, AccountStats, AccountStatus
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.audit import audit
@@ -53,11 +53,12 @@ async def list_accounts(request: Request, gateway: Gateway) -> Response:
     accounts = await gateway.store.accounts()
     stats = await gateway.store.read_stats()
     answers = [await account_answer(gateway, account, stats.get(account.id)) for account in accounts]
-    audit("list accounts")
+    audit("list accounts", read_only=True)
     return json_answer({"accounts": answers})
 
 
-async def add_account(request: Request, gateway: Gateway) -> Response:
+async def add_account(request: Request, gateway: Gateway, writes: BackgroundWrites) -> Response:
+    """`writes`: where a verified account the store cannot take yet goes on being written."""
     body = await decode_body(request, AddAccountBody)
     if body.region is not None:
         check_region(body.region)
@@ -93,7 +94,7 @@ async def add_account(request: Request, gateway: Gateway) -> Response:
         account, replaced = await store_new_account(gateway.store, new, verified)
     except STORE_ERRORS as exc:
         # The verifying refresh may have rotated the refresh token: never drop it (store_new_account logged why).
-        store_in_background(gateway.store, new, verified)
+        writes.store(gateway.store, new, verified)
         audit("add account", label=new.label, outcome="store_unavailable")
         detail = (
             f"the {'API key' if new.api_key else 'refresh token'} works, but the account store is unavailable ({exc}): the verified tokens are kept"
@@ -202,7 +203,7 @@ async def _check_api_key_account(gateway: Gateway, account: Account) -> Response
 async def account_usage(request: Request, gateway: Gateway) -> Response:
     account = await existing_account(request, gateway)
     usage = await gateway.account_usage(account)
-    audit("read usage", account_id=account.id, label=account.label)
+    audit("read usage", account_id=account.id, label=account.label, read_only=True)
     if usage is None:
         raise AdminError(503, "usage_unknown", f"Amazon Q did not report the credits of account {account.id!r}")
     return json_answer(usage)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from q2api.accounts.onboarding import BackgroundWrites
 from q2api.admin.console_routes import console_off_route, console_routes
 from q2api.admin.logins import LoginRunner
 from q2api.admin.routes import admin_routes
@@ -21,17 +22,20 @@ from q2api.settings import Settings
 
 
 class AdminSurface:
-    """The admin API and console routes, and the device-code logins they start in the background."""
+    """The admin API and console routes, and what they leave running in the background: device-code
+    logins, and verified accounts waiting for the store."""
 
     def __init__(self, admin_key: str) -> None:
         self._logins = LoginRunner()
-        self._routes: list[BaseRoute] = [*admin_routes(admin_key, self._logins), *console_routes()]
+        self._writes = BackgroundWrites()
+        self._routes: list[BaseRoute] = [*admin_routes(admin_key, self._logins, self._writes), *console_routes()]
 
     def routes(self) -> Sequence[BaseRoute]:
         return self._routes
 
     async def close(self) -> None:
         await self._logins.close()
+        await self._writes.close()
 
 
 class ConsoleOffSurface:

@@ -45,6 +45,7 @@ async def get_capture(request: Request, gateway: Gateway) -> Response:
         data = await asyncio.to_thread(gateway.captures.store.read, capture_id)
     except FileNotFoundError:
         raise AdminError(404, "not_found", f"no capture {capture_id!r}") from None
+    # INFO though it changes nothing: a capture holds a conversation's text, and who took one is worth keeping.
     audit(f"download capture {capture_id}")
     return Response(
         data,

@@ -85,7 +85,7 @@ async def key_answer(gateway: Gateway, record: KeyRecord) -> dict[str, Any]:
 async def list_keys(request: Request, gateway: Gateway) -> Response:
     with _as_admin_errors():
         records = await gateway.tenancy.directory.store.list()
-    audit("list keys")
+    audit("list keys", read_only=True)
     return json_answer({"keys": [await key_answer(gateway, record) for record in records]})
 
 

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from q2api.accounts.onboarding import BackgroundWrites
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin import accounts, activity, captures, keys, logins, models, usage
 from q2api.admin.auth import AdminKey
@@ -19,9 +20,11 @@ Handler = Callable[[Request, Gateway], Awaitable[Response]]
 PREFIX = "/admin/api"
 
 
-def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
-    """Each handler works on the gateway serving its request (built by the app's lifespan)."""
+def admin_routes(admin_key: str, runner: logins.LoginRunner, writes: BackgroundWrites | None = None) -> list[Route]:
+    """Each handler works on the gateway serving its request (built by the app's lifespan); `runner`
+    and `writes` hold what outlives a request (device-code logins, accounts waiting for the store)."""
     key = AdminKey(admin_key)
+    writes = BackgroundWrites() if writes is None else writes
 
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def serve(request: Request) -> Response:
@@ -49,9 +52,12 @@ def admin_routes(admin_key: str, runner: logins.LoginRunner) -> list[Route]:
     async def cancel_login(request: Request, gateway: Gateway) -> Response:
         return await logins.cancel_login(request, gateway, runner)
 
+    async def add_account(request: Request, gateway: Gateway) -> Response:
+        return await accounts.add_account(request, gateway, writes)
+
     return [
         Route(f"{PREFIX}/accounts", endpoint(accounts.list_accounts), methods=["GET"]),
-        Route(f"{PREFIX}/accounts", endpoint(accounts.add_account), methods=["POST"]),
+        Route(f"{PREFIX}/accounts", endpoint(add_account), methods=["POST"]),
         Route(f"{PREFIX}/accounts/{{account_id}}", endpoint(accounts.patch_account), methods=["PATCH"]),
         Route(f"{PREFIX}/accounts/{{account_id}}", endpoint(accounts.delete_account), methods=["DELETE"]),
         Route(f"{PREFIX}/accounts/{{account_id}}/refresh", endpoint(accounts.refresh_account), methods=["POST"]),

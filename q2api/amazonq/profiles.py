@@ -101,29 +101,42 @@ async def resolve_profile(
         reached = True
         notes.append(f"{name}: {len(profiles)} profile(s)")
         found.extend(profile for profile in profiles if profile not in found)
+    return ProfileLookup(choose_profile(found, region), "; ".join(notes), reached)
+
+
+def choose_profile(found: Sequence[Profile], region: str | None) -> Profile | None:
+    """The profile of the account's API region if one is listed there, else the first listed (None: none)."""
     wanted = api_region(region) if region else None
     chosen = next((profile for profile in found if wanted and profile.region == wanted), None)
-    if chosen is None and found:
-        chosen = found[0]
-    return ProfileLookup(chosen, "; ".join(notes), reached)
+    return chosen or (found[0] if found else None)
 
 
 async def list_profiles(
-    proxies: AccountProxies, host: str, token: str, *, proxy_url: str | None = None, timeout: float = 15.0
+    proxies: AccountProxies,
+    host: str,
+    token: str,
+    *,
+    proxy_url: str | None = None,
+    timeout: float = 15.0,
+    token_type: str | None = None,
+    max_pages: int = MAX_PAGES,
 ) -> list[Profile]:
-    """Every page of one host's answer. Raises UpstreamHTTPError for a refusal, aiohttp/TimeoutError
-    for a host out of reach, ValueError for an answer that is not the documented shape."""
+    """Every page of one host's answer (at most `max_pages`). Raises UpstreamHTTPError for a refusal,
+    aiohttp/TimeoutError for a host out of reach, ValueError for an answer that is not the documented shape.
+
+    `token_type`: the account's (q2api.amazonq.bearer) — the gateway never lists a Kiro API key's profiles
+    (it has none), `q2api probe` asks to see how the service refuses it."""
     url = host if host.endswith("/") else host + "/"
     session, route = proxies.route(proxy_url, url)
     headers = {
         "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": TARGET,
         "Accept": "application/json",
-        **authorization_headers(token),
+        **authorization_headers(token, token_type),
     }
     profiles: list[Profile] = []
     next_token: str | None = None
-    for _ in range(MAX_PAGES):
+    for _ in range(max_pages):
         body: dict[str, object] = {"maxResults": PAGE_SIZE}
         if next_token:
             body["nextToken"] = next_token

@@ -164,6 +164,13 @@ def parse_mcp_answer(status: int, body: bytes) -> SearchOutcome:
     return SearchOutcome(tuple(results))
 
 
+@dataclass(frozen=True, slots=True)
+class McpExchange:
+    status: int  # 599: the endpoint could not be reached
+    body: bytes
+    calls: int  # HTTP calls made (2 when a rejected token was refreshed and the call repeated)
+
+
 class WebSearchClient:
     """Runs searches on the account that serves the reply (its token and profile)."""
 
@@ -194,6 +201,17 @@ class WebSearchClient:
             return SearchOutcome.failed(SearchError.UNAVAILABLE, str(exc))
 
     async def _call(self, credential: Credential, query: str) -> SearchOutcome:
+        exchange = await self.exchange(credential, query)
+        outcome = parse_mcp_answer(exchange.status, exchange.body)
+        if outcome.error is not None:
+            logger.bind(account=credential.label).warning(f"web search failed: {outcome.detail}")
+        return outcome
+
+    async def exchange(self, credential: Credential, query: str) -> McpExchange:
+        """One search's answer as it came (status 599: no answer), and the calls it took.
+
+        `search` reads it; `q2api probe` records its shape. Raises UpstreamError when no token can be had.
+        """
         host = self._host_of(credential).rstrip("/")
         url = f"{host}/{MCP_PATH}"
         token_type = token_type_of(credential.auth_kind)
@@ -201,14 +219,13 @@ class WebSearchClient:
         body = orjson.dumps(mcp_request(query, profile_arn))
         token = await credential.access_token()
         status, answer = await self._post(url, body, mcp_headers(token, profile_arn, token_type), credential)
+        calls = 1
         if status in (401, 403) and b"bearer token" in answer.lower():
             # Expired or revoked early, as on the chat call: refresh once and repeat once.
             token = await credential.refresh_after_rejection(token)
             status, answer = await self._post(url, body, mcp_headers(token, profile_arn, token_type), credential)
-        outcome = parse_mcp_answer(status, answer)
-        if outcome.error is not None:
-            logger.bind(account=credential.label).warning(f"web search failed: {outcome.detail}")
-        return outcome
+            calls = 2
+        return McpExchange(status, answer, calls)
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str], credential: Credential) -> tuple[int, bytes]:
         session, route = self._proxies.route(credential.proxy_url, url)

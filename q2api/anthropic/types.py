@@ -30,7 +30,7 @@ class _Block(Struct, tag_field="type", kw_only=True):
     """Base of every content block; `type` is the tag.
 
     `cache_control` is read once, right after parsing, into the request's breakpoints, and then
-    cleared (q2api.anthropic.cache_control.take_cache_breakpoints): Claude Code moves its cache
+    cleared (q2api.anthropic.types.parse_messages_request_with_breakpoints): Claude Code moves its cache
     breakpoint to the newest message on every turn, and a block that differs only by it must be
     the same block to the converter, which resumes a conversation where its messages are equal
     (q2api.conversion.checkpoints)."""

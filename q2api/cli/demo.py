@@ -11,8 +11,8 @@ user's environment or `.env` for settings, and no byte leaves the machine.
 
 `q2api demo --serve` keeps the same simulated gateway running until Ctrl-C instead, and prints
 the `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` lines (and the run's client key) to paste into the
-shell of a real client — Claude Code, Codex, an SDK — and the console's address with its admin
-key. The simulated upstream answers every request by echoing its last user message.
+shell of a real client — Claude Code, an SDK — Codex's `config.toml` (Codex reads no
+`OPENAI_BASE_URL`), and the console's address with its admin key. The simulated upstream answers every request by echoing its last user message.
 """
 
 from __future__ import annotations
@@ -152,6 +152,32 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+CODEX_KEY_VARIABLE = "Q2API_KEY"
+
+
+def codex_config(base_url: str) -> str:
+    """Codex's `config.toml` for the gateway at `base_url` (the README's recipe): Codex reads no
+    `OPENAI_BASE_URL`, only a model provider, and left alone it also reaches OpenAI's update check,
+    analytics and plugin marketplaces, which the first lines turn off."""
+    return f"""\
+model = "{DEMO_MODEL}"
+model_provider = "q2api"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+
+[model_providers.q2api]
+name = "q2api"
+base_url = "{base_url}/v1"
+env_key = "{CODEX_KEY_VARIABLE}"
+wire_api = "responses"
+"""
+
+
 def _paste_lines(base_url: str, client_key: str, admin_key: str) -> str:
     return f"""\
 Gateway: {base_url}  (a random client key for this run)
@@ -160,9 +186,16 @@ Paste into the shell of a client (Claude Code, the anthropic SDK):
   export ANTHROPIC_BASE_URL={base_url}
   export ANTHROPIC_API_KEY={client_key}
 
-or of an OpenAI client (the openai SDK, Codex):
+or of an OpenAI SDK client (the openai SDK, the Agents SDK):
   export OPENAI_BASE_URL={base_url}/v1
   export OPENAI_API_KEY={client_key}
+
+Codex reads no OPENAI_BASE_URL: give it this as ~/.codex/config.toml (or the config.toml of a
+CODEX_HOME of its own),
+--- config.toml ---
+{codex_config(base_url)}---
+and its key in the shell you run it from:
+  export {CODEX_KEY_VARIABLE}={client_key}
 
 Console: {base_url}/console  (admin key: {admin_key})
 

@@ -1,4 +1,4 @@
-"""`q2api serve | demo | login | accounts … | keys … | usage | replay | captures …` — the command line.
+"""`q2api serve | demo | login | accounts … | keys … | usage | replay | captures … | probe` — the command line.
 
 `q2api` alone (or `q2api accounts`, `q2api keys`, `q2api captures` alone) prints the help and exits 0
 (asking what there is to do is not an error); a misspelt or missing command argument exits 2, as argparse does.
@@ -264,8 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
         "list",
         help="list accounts (secrets are never printed)",
         description=(
-            "List the accounts in the store: id, label, login method, whether it serves, its state (e.g. "
-            "needs_login, with why) and when its access token expires. Secrets are never printed."
+            "List the accounts in the store, one row each: ID, LABEL, AUTH (the login method), STATUS "
+            "(whether it serves, and its state, e.g. needs_login with why), REQUESTS (the calls every worker "
+            "made with it, and how many failed), CREDITS (used/limit in the current usage period, - when unknown), REGION, "
+            "PROFILE (the profile ARN), PROXY (its own proxy, credentials masked), TOKEN EXPIRES (when its "
+            "access token does) and REFRESHED AT. Secrets are never printed."
         ),
     )
     add = account_commands.add_parser(
@@ -412,10 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
     captures.set_defaults(run=_captures, group=captures)
 
     from q2api.cli.keys import add_keys_parser
+    from q2api.cli.probe import add_probe_parser
     from q2api.cli.usage import add_usage_parser
 
     add_keys_parser(commands)
     add_usage_parser(commands)
+    add_probe_parser(commands)
     return parser
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.checkpoints import Checkpoint
-from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
+from q2api.conversion.claude_converter import Conversion, ConversionOptions, convert_claude_request
 from q2api.conversion.loop_guard import LoopPolicy, detect_tool_loops, loop_refusal
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.report import Finding
@@ -45,7 +45,7 @@ def convert_guarded(
     refusal = loop_refusal(loop_findings, loop_policy)
     if refusal is not None:
         return GuardedConversion(loop_findings, refusal, None, (), trimmed=False)
-    converted = convert_request(request, options, resume)
+    converted = convert_claude_request(request, options, resume)
     conversion = trim_history(converted, trim_policy)
     trimmed = conversion is not converted
     # The history entries the guard found valid on the previous turn, unless trimming moved them.

@@ -9,6 +9,7 @@ request from plain data. The operator's surfaces (admin API, console) are mounte
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
@@ -18,8 +19,9 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
 
+from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page
 from q2api.anthropic.token_count import estimate_request_tokens
@@ -55,6 +57,33 @@ class Surface(Protocol):
         ...
 
 
+_REPEATED_V1 = re.compile(r"^(?:/v1){2,}(?=/|$)")
+
+
+def _single_v1(path: str) -> str | None:
+    """`/v1/v1/messages` → `/v1/messages`: the path a client meant whose base URL already ended in
+    `/v1` before it added its own; None for a path without `/v1` twice at its start."""
+    repeated = _REPEATED_V1.match(path)
+    return "/v1" + path[repeated.end() :] if repeated else None
+
+
+def _is_route(request: Request, path: str) -> bool:
+    scope = {**request.scope, "path": path}
+    return any(route.matches(scope)[0] is not Match.NONE for route in request.app.routes)
+
+
+def _doubled_v1_hint(request: Request) -> str:
+    """For a path with `/v1` twice that is a route with it once: what to change in the base URL."""
+    meant = _single_v1(request.url.path)
+    if meant is None or not _is_route(request, meant):
+        return ""
+    if meant.startswith((*CHAT_PATHS, *RESPONSES_PATHS)):
+        fix = "an OpenAI client's base URL ends in a single /v1 (OPENAI_BASE_URL=http://HOST:PORT/v1)"
+    else:
+        fix = "a Claude client's base URL has no /v1 (ANTHROPIC_BASE_URL=http://HOST:PORT): the client adds it"
+    return f" (/v1 twice: the client's base URL ends in one /v1 too many; {meant} is the endpoint, and {fix})"
+
+
 def _slash_hint(request: Request) -> str:
     """For a path that only a trailing slash keeps from being a route: where the client meant to go."""
     path = request.url.path
@@ -62,6 +91,27 @@ def _slash_hint(request: Request) -> str:
     if meant == path or not any(getattr(route, "path", None) == meant for route in request.app.routes):
         return ""
     return f" (no trailing slash: {meant})"
+
+
+async def keyless_warning(tenancy: Tenancy) -> str:
+    """Start-up's word on client keys when Q2API_API_KEYS is empty: whether the gateway is open
+    depends on the keys kept in the store (`q2api keys create`), which then are required."""
+    try:
+        store_keys = await tenancy.directory.any_usable()
+    except STORE_ERRORS as exc:
+        return (
+            f"Q2API_API_KEYS is empty and the client key store cannot be read ({type(exc).__name__}): "
+            "requests get 503 until it can"
+        )
+    if store_keys:
+        return (
+            "Q2API_API_KEYS is empty: requests need one of the client keys kept in the store "
+            "(`q2api keys list`); one without a key gets 401"
+        )
+    return (
+        "Q2API_API_KEYS is empty and the store holds no client key: the gateway accepts requests without "
+        "a client key, until one is set or created (`q2api keys create`)"
+    )
 
 
 def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starlette:
@@ -72,8 +122,6 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
-        if not client_keys.required:
-            logger.warning("Q2API_API_KEYS is empty: the gateway accepts requests without a client key")
         if settings.debug_message_conversion and logger.level(settings.log_level).no > logger.level("INFO").no:
             # The summary is written at INFO: say so at a level the log shows, rather than nothing at all.
             logger.log(
@@ -82,6 +130,8 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
                 "hides: set Q2API_LOG_LEVEL=INFO (or lower) to see it",
             )
         async with open_gateway(settings) as gateway:
+            if not client_keys.required:
+                logger.warning(await keyless_warning(gateway.tenancy))
             try:
                 yield {STATE_KEY: gateway}  # in every request's state: `gateway_of(request)`
             finally:
@@ -164,6 +214,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
         return json_response({"status": "not_ready", "reason": reason}, 503)
 
     def door_error(path: str, error: AnthropicError, request_id: str | None) -> Response:
+        path = _single_v1(path) or path  # a doubled /v1 still reaches its door's clients in their envelope
         door: FrontDoor = CLAUDE_DOOR
         if path.startswith(CHAT_PATHS):
             door = CHAT_DOOR
@@ -182,7 +233,8 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 404:
-            error = AnthropicError(404, f"no such endpoint: {request.method} {request.url.path}{_slash_hint(request)}")
+            hint = _doubled_v1_hint(request) or _slash_hint(request)
+            error = AnthropicError(404, f"no such endpoint: {request.method} {request.url.path}{hint}")
         elif exc.status_code == 405:
             # Keep Starlette's `Allow` header: it tells the client which method would work.
             error = AnthropicError(

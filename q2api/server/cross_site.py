@@ -119,7 +119,8 @@ def open_gateway_warning(listen_host: str, *, has_client_keys: bool, allowed_hos
     else:
         answered = "only requests to a loopback name or to one of Q2API_ALLOWED_HOSTS are answered"
     return (
-        f"listening on {listen_host} without client keys (Q2API_API_KEYS is empty): anyone who can reach this "
-        f"address can use the gateway and its Amazon Q accounts; set Q2API_API_KEYS, or listen on 127.0.0.1 "
+        f"listening on {listen_host} without client keys (Q2API_API_KEYS is empty): unless the store holds "
+        f"client keys (`q2api keys list`), anyone who can reach this address can use the gateway and its Amazon Q "
+        f"accounts; set Q2API_API_KEYS or create a key (`q2api keys create`), or listen on 127.0.0.1 "
         f"({answered})"
     )

@@ -18,9 +18,11 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from q2api.anthropic.errors import AnthropicError
+from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
 from q2api.log_text import one_line
+from q2api.openai.errors import OpenAIError
 from q2api.server import metrics
 from q2api.server.transport import BODY_TIMED_OUT
 
@@ -155,10 +157,21 @@ def json_response(body: object, status: int = 200, headers: dict[str, str] | Non
     return Response(orjson.dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
+# Client errors the same request cannot get past by being sent again: a bad field, a bad or missing
+# key, no account, a refused model… Both official SDKs (and Claude Code, which retries a 401 on its
+# own) read `x-should-retry: false` before anything else; without it a client may retry for minutes
+# in silence. Left out: 408 (the body was slow), 409 and 429 (later may work; a 429 that will not
+# says so itself, as a used-up quota does).
+RETRYABLE_CLIENT_ERRORS = frozenset({408, 409, 429})
+
+
 def error_response(error: AnthropicError, request_id: str | None, door: FrontDoor = CLAUDE_DOOR) -> Response:
-    """`error` in `door`'s envelope (the Anthropic one by default), with the request's id."""
+    """`error` in `door`'s envelope (the Anthropic one by default), with the request's id; a client
+    error that retrying cannot fix says so (`x-should-retry: false`)."""
     reply = door.error_reply(error, request_id)
     headers = dict(reply.headers)
+    if 400 <= reply.status < 500 and reply.status not in RETRYABLE_CLIENT_ERRORS:
+        headers.setdefault("x-should-retry", "false")
     if request_id:
         headers[REQUEST_ID_HEADER] = request_id
     return json_response(reply.envelope, reply.status, headers)
@@ -185,6 +198,23 @@ class ClientKeys:
 
 KEY_REQUIRED = "x-api-key header or Authorization: Bearer is required"
 KEY_INVALID = "invalid x-api-key"
+KEY_INVALID_BEARER = "invalid Authorization: Bearer key"  # the OpenAI SDKs' (and Anthropic SDK 2.x's) way
+
+
+def key_refusal(request: Request) -> str:
+    """The 401's message for a request whose key is not accepted: it names what the client sent."""
+    if request.headers.get("x-api-key"):
+        return KEY_INVALID
+    return KEY_REQUIRED if presented_key(request) is None else KEY_INVALID_BEARER
+
+
+def store_unavailable(message: str, *, retry_after: int | None = None) -> ChatError:
+    """The 503 for a store (client keys, stored responses) that cannot be read: `overloaded_error` on
+    the Claude door, `code: "store_unavailable"` on the OpenAI doors (docs/errors.md)."""
+    headers = {"retry-after": str(retry_after)} if retry_after is not None else None
+    return ChatError(
+        OpenAIError(503, message, code="store_unavailable", headers=headers), error_type="overloaded_error"
+    )
 
 
 def presented_key(request: Request) -> str | None:

@@ -1,4 +1,5 @@
-"""The one INFO line each relayed request writes (`POST /v1/messages`, `POST /v1/chat/completions`):
+"""The one INFO line each relayed request writes (`POST /v1/messages`, `POST /v1/chat/completions`,
+`POST /v1/responses`):
 what was asked, what came back, how long it took, and where the time went:
 
     prepare_ms                  arrival → the Amazon Q request ready (parse, guards, conversion)

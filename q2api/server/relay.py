@@ -1,8 +1,8 @@
 """One request relayed through Amazon Q, streamed or aggregated, whichever front door it came in by.
 
-`POST /v1/messages` (the Claude door) and `POST /v1/chat/completions` (the OpenAI door) share
-everything below: the door only reads the body into a Claude request and renders the reply
-(q2api.frontdoors).
+`POST /v1/messages` (the Claude door), `POST /v1/chat/completions` (OpenAI Chat Completions) and
+`POST /v1/responses` (the OpenAI Responses API) share everything below: the door only reads the
+body into a Claude request and renders the reply (q2api.frontdoors).
 
 The order of work is the order of failure modes:
 
@@ -38,7 +38,7 @@ from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.cache_points import with_cache_points
 from q2api.conversion.checkpoints import CheckpointStore
-from q2api.conversion.converter import Conversion, ConversionOptions, session_conversation_id
+from q2api.conversion.claude_converter import Conversion, ConversionOptions, session_conversation_id
 from q2api.conversion.pipeline import convert_guarded
 from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR

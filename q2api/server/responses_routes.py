@@ -43,7 +43,7 @@ from q2api.frontdoors.responses.door import (
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.server.cross_site import HostAllowList, require_json
-from q2api.server.edge import error_response, json_response, read_body
+from q2api.server.edge import error_response, json_response, read_body, store_unavailable
 from q2api.server.gateway import gateway_of
 from q2api.server.tenancy import Caller
 from q2api.settings import Settings
@@ -77,7 +77,7 @@ def _not_found(response_id: str, param: str | None = None) -> ChatError:
 
 def _store_unavailable(error: Exception) -> ChatError:
     logger.warning(f"responses store failed: {type(error).__name__}: {error}")
-    return ChatError(OpenAIError(503, "the response store is unavailable; try again shortly", code="store_unavailable"))
+    return store_unavailable("the response store is unavailable; try again shortly", retry_after=2)
 
 
 class ResponsesRoutes:

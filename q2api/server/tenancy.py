@@ -24,7 +24,7 @@ from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.server import metrics
 from q2api.server.cross_site import NO_RETRY
-from q2api.server.edge import KEY_INVALID, KEY_REQUIRED, ClientKeys, presented_key
+from q2api.server.edge import ClientKeys, key_refusal, presented_key, store_unavailable
 from q2api.server.exchange_log import Exchange
 from q2api.tenants.counters import Counters
 from q2api.tenants.credit_estimate import CreditEstimate
@@ -80,7 +80,7 @@ class KeyDirectory:
 
 def _unavailable(exc: Exception) -> AnthropicError:
     logger.warning(f"the key store failed: {type(exc).__name__}: {exc}")
-    return AnthropicError(503, "the client key store is unavailable; try again shortly", headers={"retry-after": "2"})
+    return store_unavailable("the client key store is unavailable; try again shortly", retry_after=2)
 
 
 class Tenancy:
@@ -118,7 +118,7 @@ class Tenancy:
             raise _unavailable(exc) from None
         if open_gateway:
             return Caller(None)
-        raise AnthropicError(401, KEY_INVALID if presented else KEY_REQUIRED, headers=NO_RETRY)
+        raise AnthropicError(401, key_refusal(request), headers=NO_RETRY)
 
     @staticmethod
     def check_model(caller: Caller, model: str) -> None:

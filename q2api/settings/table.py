@@ -95,9 +95,10 @@ class Settings:
         secret=True,
         shown_as=_count_keys,
         description="""
-            Client keys, comma-separated, accepted as `x-api-key` or `Authorization: Bearer`.
-            Empty = no client auth (only loopback names and `Q2API_ALLOWED_HOSTS` are answered),
-            and a warning at start-up.""",
+            Client keys, comma-separated, accepted as `x-api-key` or `Authorization: Bearer`, beside
+            the keys kept in the store (`q2api keys create`). Empty, with no key in the store either
+            = no client auth (only loopback names and `Q2API_ALLOWED_HOSTS` are answered), and a
+            warning at start-up says so.""",
     )
     redis_url: str | None = setting(
         "Q2API_REDIS_URL",

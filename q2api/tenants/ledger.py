@@ -68,6 +68,8 @@ class UsageLedger:
         self._on_lost = on_lost
         self._flush_seconds = flush_seconds
         self._buffer: list[UsageRow] = []
+        # One flush at a time: the writer's and an admin page's would take the same rows and drop later ones.
+        self._flushing = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_rollup = 0.0
@@ -101,6 +103,10 @@ class UsageLedger:
 
     async def flush(self) -> bool:
         """Write the buffered rows; False (rows kept for the next attempt) when the store failed."""
+        async with self._flushing:
+            return await self._flush()
+
+    async def _flush(self) -> bool:
         while self._buffer:
             batch = self._buffer[:BATCH_ROWS]
 
@@ -119,7 +125,8 @@ class UsageLedger:
     async def close(self) -> None:
         """Stop the writer and write what is left (shutdown): rows that still fail are counted as lost."""
         if self._task is not None:
-            self._task.cancel()
+            async with self._flushing:  # never in the middle of a batch: its shielded write would commit, and
+                self._task.cancel()  # the batch, still buffered, be written again below
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if not await self.flush():

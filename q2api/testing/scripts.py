@@ -16,9 +16,12 @@ from collections.abc import Iterable, Mapping
 import orjson
 
 from q2api.amazonq.eventstream import encode_error, encode_event, encode_exception
+from q2api.testing import assumptions
+from q2api.testing.assumptions import SIMULATOR
 
 NAMESPACE = "com.amazon.aws.codewhisperer"
-BEARER_INVALID_MESSAGE = "The bearer token included in the request is invalid."
+BEARER_INVALID_MESSAGE = SIMULATOR.text(assumptions.BEARER_INVALID_MESSAGE)
+PROFILE_REQUIRED_MESSAGE = SIMULATOR.text(assumptions.PROFILE_REQUIRED_MESSAGE)
 MONTHLY_QUOTA_MESSAGE = f"Maximum {NAMESPACE}.streaming.GenerateAssistantResponse reached for this month."
 
 
@@ -88,14 +91,24 @@ def reasoning_events(thinking: str, chunks: int = 1, signature: str | None = Non
     return sends
 
 
-def tool_use_events(tool_use_id: str, name: str, tool_input: object, fragments: int = 3) -> list[Send]:
+def tool_use_events(
+    tool_use_id: str,
+    name: str,
+    tool_input: object,
+    fragments: int = 3,
+    *,
+    input_in_first_event: bool = SIMULATOR.flag(assumptions.TOOL_INPUT_IN_FIRST_EVENT),
+    stop_event: bool = SIMULATOR.flag(assumptions.TOOL_STOP_EVENT),
+) -> list[Send]:
     """One tool call: a header event, the JSON input in fragments, then `stop: true`
-    (docs/protocol.md#tool-use-events)."""
-    sends = [event("toolUseEvent", {"toolUseId": tool_use_id, "name": name})]
-    raw = orjson.dumps(tool_input).decode()
-    for piece in split_text(raw, fragments):
+    (docs/protocol.md#tool-use-events; q2api.testing.assumptions says whether the first event already
+    carries input and whether the stop event comes)."""
+    pieces = split_text(orjson.dumps(tool_input).decode(), fragments)
+    sends = [] if input_in_first_event else [event("toolUseEvent", {"toolUseId": tool_use_id, "name": name})]
+    for piece in pieces:
         sends.append(event("toolUseEvent", {"toolUseId": tool_use_id, "name": name, "input": piece}))
-    sends.append(event("toolUseEvent", {"toolUseId": tool_use_id, "name": name, "stop": True}))
+    if stop_event:
+        sends.append(event("toolUseEvent", {"toolUseId": tool_use_id, "name": name, "stop": True}))
     return sends
 
 
@@ -302,9 +315,18 @@ def slow_headers(seconds: float, reply: StreamReply | None = None) -> StreamRepl
 def bearer_invalid() -> ErrorReply:
     """What the service sends for an expired or revoked access token (no error type at all)."""
     return ErrorReply(
-        403,
+        SIMULATOR.number(assumptions.BEARER_INVALID_STATUS),
         orjson.dumps({"message": BEARER_INVALID_MESSAGE, "reason": None}),
         {"Content-Type": "application/x-amz-json-1.0"},
+    )
+
+
+def profile_required() -> ErrorReply:
+    """What a host that needs a `profileArn` answers a request without one (no error type; docs/protocol.md#profiles)."""
+    return ErrorReply(
+        SIMULATOR.number(assumptions.PROFILE_REQUIRED_STATUS),
+        orjson.dumps({"message": PROFILE_REQUIRED_MESSAGE, "reason": None}),
+        {"Content-Type": "application/json"},
     )
 
 
@@ -335,13 +357,14 @@ def service_unavailable() -> ErrorReply:
 _REMINDER = re.compile(r"<(system-reminder|system_message)>.*?</\1>", re.DOTALL)
 
 
-def echo_reply(request_body: object) -> StreamReply:
-    """The default reply: says plainly that it is simulated and quotes the user's message."""
+def echo_reply(request_body: object, *, usage: bool = True) -> StreamReply:
+    """The default reply: says plainly that it is simulated and quotes the user's message; `usage`: with a
+    token usage event of its own (left out where the simulator's closing frames bring one)."""
     said = " ".join(_REMINDER.sub(" ", current_user_text(request_body)).split())
     text = "This reply comes from q2api's simulated Amazon Q upstream (no real model was called)."
     if said:
         text += f" You said: {said[:200]}"
-    return text_reply(text, chunks=max(1, min(8, len(text) // 12)))
+    return text_reply(text, chunks=max(1, min(8, len(text) // 12)), input_tokens=12 if usage else None)
 
 
 def current_user_text(body: object) -> str:

@@ -18,7 +18,7 @@ Its own choices (not facts; no source shows how Kiro counts):
 * credits = 0.01 + (uncached input + 1.25 × cache writes + 0.1 × cache reads + 5 × output) /
   100,000, rounded to 0.0001 — cache reads are cheap, as a real cache would make them;
 * the order at the end is metadataEvent, meteringEvent, contextUsageEvent (their real order is
-  not documented); the context share counts input and output (as peers read it) against 200,000 tokens.
+  not documented; `closing_order`, from q2api.testing.assumptions); the context share counts input and output (as peers read it) against 200,000 tokens.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 import orjson
 
 from q2api.amazonq.eventstream import EventStreamDecoder
-from q2api.testing import scripts
+from q2api.testing import assumptions, scripts
+from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.scripts import Send, Step
 
 CONTEXT_WINDOW = 200_000
@@ -44,6 +45,11 @@ class SimulatedAccounting:
         self._cached: set[str] = set()  # prefix digests
         self.reads = 0  # requests that read from the cache
         self.writes = 0
+        # What q2api.testing.assumptions says of the closing frames: their order, the metering unit, and
+        # whether the cache figures are reported at all.
+        self.closing_order: tuple[str, ...] = SIMULATOR.names(assumptions.STREAM_CLOSING_EVENTS)
+        self.metering_unit = SIMULATOR.text(assumptions.STREAM_METERING_UNIT)
+        self.reports_cache = SIMULATOR.flag(assumptions.CACHE_FIGURES_REPORTED)
 
     def closing_frames(self, body: Any, account: str, steps: tuple[Step, ...]) -> list[Send]:
         """The frames that end a reply to `body`, whose own frames are `steps`."""
@@ -67,11 +73,16 @@ class SimulatedAccounting:
             / 100_000
         )
         context = usage["totalTokens"] / CONTEXT_WINDOW * 100
-        return [
-            scripts.event("metadataEvent", {"tokenUsage": usage}),
-            scripts.event("meteringEvent", {"unit": "credit", "unitPlural": "credits", "usage": round(credits, 4)}),
-            scripts.event("contextUsageEvent", {"contextUsagePercentage": round(min(context, 100.0), 4)}),
-        ]
+        if not self.reports_cache:
+            usage.pop("cacheReadInputTokens", None)
+            usage.pop("cacheWriteInputTokens", None)
+        unit = self.metering_unit
+        frames: dict[str, dict[str, object]] = {
+            "metadataEvent": {"tokenUsage": usage},
+            "meteringEvent": {"unit": unit, "unitPlural": f"{unit}s", "usage": round(credits, 4)},
+            "contextUsageEvent": {"contextUsagePercentage": round(min(context, 100.0), 4)},
+        }
+        return [scripts.event(kind, frames[kind]) for kind in self.closing_order if kind in frames]
 
     def _usage(self, body: Any, account: str) -> dict[str, int]:
         segments, points, model = _segments(body)

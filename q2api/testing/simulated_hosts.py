@@ -21,9 +21,21 @@ from typing import Any
 
 import orjson
 
-from q2api.testing import scripts
+from q2api.testing import assumptions, scripts
+from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.scripts import ErrorReply
 
+# The token kinds each host takes (q2api.testing.assumptions), by kind.
+_RUNTIME_TAKES = {
+    "social": assumptions.RUNTIME_TAKES_SOCIAL,
+    "idc": assumptions.RUNTIME_TAKES_IDC,
+    "api_key": assumptions.RUNTIME_TAKES_API_KEY,
+}
+_Q_TAKES = {
+    "social": assumptions.Q_TAKES_SOCIAL,
+    "idc": assumptions.Q_TAKES_IDC,
+    "api_key": assumptions.Q_TAKES_API_KEY,
+}
 LEGACY_TOP_LEVEL = ("agentMode", "systemPrompt")
 LEGACY_STATE = ("agentContinuationId", "agentTaskType")
 
@@ -42,14 +54,24 @@ class HostRules:
     refused: int = 0
 
     @classmethod
-    def runtime(cls, refuses: frozenset[str] = frozenset({"idc", "api_key"})) -> HostRules:
-        """`runtime.<r>.kiro.dev`: social tokens with their profile only, no legacy fields (A8.3, A8.4)."""
-        return cls(kind="runtime", refuses_token_kinds=refuses, requires_profile=True, rejects_legacy_fields=True)
+    def runtime(cls, refuses: frozenset[str] | None = None) -> HostRules:
+        """`runtime.<r>.kiro.dev`: social tokens with their profile only, no legacy fields (A8.3, A8.4);
+        by default as q2api.testing.assumptions says."""
+        return cls(
+            kind="runtime",
+            refuses_token_kinds=_refused_kinds(_RUNTIME_TAKES) if refuses is None else refuses,
+            requires_profile=SIMULATOR.flag(assumptions.RUNTIME_REQUIRES_PROFILE),
+            rejects_legacy_fields=SIMULATOR.flag(assumptions.RUNTIME_REFUSES_LEGACY_FIELDS),
+        )
 
     @classmethod
     def legacy_q(cls) -> HostRules:
-        """`q.<r>.amazonaws.com`: every token kind (A8.3)."""
-        return cls(kind="q")
+        """`q.<r>.amazonaws.com`: every token kind (A8.3), as q2api.testing.assumptions says."""
+        return cls(
+            kind="q",
+            refuses_token_kinds=_refused_kinds(_Q_TAKES),
+            requires_profile=SIMULATOR.flag(assumptions.Q_REQUIRES_PROFILE),
+        )
 
     @property
     def override_entry(self) -> str:
@@ -73,12 +95,16 @@ class HostRules:
         if token_kind in self.refuses_token_kinds or not token_accepted:
             return scripts.bearer_invalid()
         if self.requires_profile and not body.get("profileArn"):
-            return _refusal(400, {"message": "profileArn is required for this request.", "reason": None})
+            return scripts.profile_required()
         state = body.get("conversationState")
         legacy_state = isinstance(state, dict) and any(field in state for field in LEGACY_STATE)
         if self.rejects_legacy_fields and (legacy_state or any(field in body for field in LEGACY_TOP_LEVEL)):
             return _refusal(400, {"message": "Improperly formed request.", "reason": "REQUEST_BODY_INVALID"})
         return None
+
+
+def _refused_kinds(takes: dict[str, str]) -> frozenset[str]:
+    return frozenset(kind for kind, key in takes.items() if not SIMULATOR.flag(key))
 
 
 def gone_url(host: str = "127.0.0.1") -> str:

@@ -8,7 +8,8 @@ for a profile-bound account is refused; a bad token is the 403 "bearer token inv
 
 Its own choices (not facts): `mode` picks the answer — `results` (three results made from the
 query, deterministic), `empty` (no results), `rpc_error` (a JSON-RPC error), `tool_error`
-(`isError: true`), `http_error` (HTTP 500); `results_by_query` overrides the results of given
+(`isError: true`), `http_error` (HTTP 500); a query of 32 or more hexadecimal digits finds nothing,
+answered as `nothing_found` says (from q2api.testing.assumptions); `results_by_query` overrides the results of given
 queries; it accepts the profile in the body's root or in the `x-amzn-kiro-profile-arn` header
 (the sources disagree on which the service reads), and requires one of them only when
 `require_profile` is set; `delay` makes each search take that long.
@@ -17,22 +18,33 @@ queries; it accepts the profile in the body's root or in the `x-amzn-kiro-profil
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from q2api.testing import scripts
+from q2api.testing import assumptions, scripts
+from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.simulated_services import bearer_of
 
 PUBLISHED_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
-def search_results(query: str, count: int = 3) -> list[dict[str, Any]]:
+# A query that is one run of this many hexadecimal digits or more finds nothing (the simulator's choice:
+# `q2api probe` searches for 64 random ones to see what an empty search looks like).
+_NOTHING_QUERY = re.compile(r"[0-9a-f]{32,}")
+
+
+def search_results(
+    query: str, count: int = 3, fields: tuple[str, ...] = SIMULATOR.names(assumptions.WEB_SEARCH_RESULT_FIELDS)
+) -> list[dict[str, Any]]:
+    """`count` results made from `query`, each with the `fields` q2api.testing.assumptions names."""
     slug = "-".join(query.lower().split())[:40] or "query"
-    return [
-        {
+    results = []
+    for number in range(1, count + 1):
+        result = {
             "title": f"{query} — result {number}",
             "url": f"https://example{number}.test/{slug}",
             "snippet": f"Snippet {number} about {query}.",
@@ -40,8 +52,8 @@ def search_results(query: str, count: int = 3) -> list[dict[str, Any]]:
             "id": f"sim-result-{number}",
             "domain": f"example{number}.test",
         }
-        for number in range(1, count + 1)
-    ]
+        results.append({key: value for key, value in result.items() if key in fields})
+    return results
 
 
 class SimulatedMcp:
@@ -49,6 +61,10 @@ class SimulatedMcp:
         self._token_accepted = token_accepted
         self._api_keys = api_keys
         self.mode = "results"
+        # How a search that finds nothing is answered (q2api.testing.assumptions): `empty_results` (an empty
+        # `results` list), `inner_error` (the inner JSON's `error` says so) or `tool_error` (`isError: true`).
+        self.nothing_found = SIMULATOR.text(assumptions.WEB_SEARCH_NOTHING_FOUND)
+        self.result_fields: tuple[str, ...] = SIMULATOR.names(assumptions.WEB_SEARCH_RESULT_FIELDS)
         self.results_by_query: dict[str, list[dict[str, Any]]] = {}
         self.require_profile = False
         self.delay = 0.0  # seconds each search takes
@@ -78,9 +94,8 @@ class SimulatedMcp:
         if params.get("name") != "web_search":
             return _rpc_error(body, -32602, f"Unknown tool: {params.get('name')}")
         if self.require_profile and not (body.get("profileArn") or headers.get("x-amzn-kiro-profile-arn")):
-            return web.json_response(
-                {"message": "profileArn is required for this request.", "reason": None}, status=400
-            )
+            reply = scripts.profile_required()
+            return web.Response(status=reply.status, body=reply.body, headers=dict(reply.headers))
         query = str((params.get("arguments") or {}).get("query", ""))
         if self.mode == "http_error":
             return web.json_response({"message": "Internal error"}, status=500)
@@ -91,8 +106,20 @@ class SimulatedMcp:
             return web.json_response(
                 {"id": body.get("id"), "jsonrpc": "2.0", "result": {"content": content, "isError": True}}
             )
-        results = [] if self.mode == "empty" else self.results_by_query.get(query, search_results(query))
-        inner = {"results": results, "totalResults": len(results), "query": query}
+        finds_nothing = self.mode == "empty" or bool(_NOTHING_QUERY.fullmatch(query.strip()))
+        if finds_nothing and self.nothing_found == "tool_error":
+            content = [{"type": "text", "text": "No results found."}]
+            return web.json_response(
+                {"id": body.get("id"), "jsonrpc": "2.0", "result": {"content": content, "isError": True}}
+            )
+        chosen = self.results_by_query.get(query)
+        if finds_nothing:
+            results: list[dict[str, Any]] = []
+        else:
+            results = chosen if chosen is not None else search_results(query, fields=self.result_fields)
+        inner: dict[str, Any] = {"results": results, "totalResults": len(results), "query": query}
+        if finds_nothing and self.nothing_found == "inner_error":
+            inner["error"] = "No results found."
         answer = {
             "id": body.get("id"),
             "jsonrpc": "2.0",

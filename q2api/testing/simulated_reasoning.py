@@ -28,32 +28,38 @@ from typing import Any
 
 import jsonschema
 
-from q2api.testing import scripts
+from q2api.testing import assumptions, scripts
+from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.scripts import ErrorReply, Send
 
 SIGNATURE_PREFIX = "simsig."
 SIGNATURE_MESSAGE = "Invalid `signature` in `thinking` block"
 SIGNATURE_REASON = "THINKING_SIGNATURE_INVALID"
 
-# JW `kiro/native_reasoning.py`: what claude-opus-4.6 advertises.
-NATIVE_REASONING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "thinking": {
-            "type": "object",
-            "properties": {
-                "type": {"enum": ["adaptive", "disabled"]},
-                "display": {"enum": ["summarized", "omitted"]},
-            },
-        },
-        "output_config": {
-            "type": "object",
-            "properties": {"effort": {"enum": ["low", "medium", "high", "max"], "default": "high"}},
-        },
-        "max_tokens": {"type": "integer", "minimum": 1024, "maximum": 64000},
-    },
-    "additionalProperties": False,
-}
+
+def reasoning_schema(summary: tuple[str, ...], default_effort: str = "high") -> dict[str, Any]:
+    """The `additionalModelRequestFieldsSchema` a summary of q2api.testing.assumptions describes: lines
+    `path=a|b|c` (the values of an enum) or `path=low..high` (an integer range), `path` one or two names deep."""
+    properties: dict[str, Any] = {}
+    for line in summary:
+        path, _, values = line.partition("=")
+        if ".." in values:
+            low, high = values.split("..", 1)
+            leaf: dict[str, Any] = {"type": "integer", "minimum": int(low), "maximum": int(high)}
+        else:
+            leaf = {"enum": values.split("|")}
+        outer, _, inner = path.partition(".")
+        if not inner:
+            properties[outer] = leaf
+            continue
+        if outer == "output_config" and inner == "effort":
+            leaf["default"] = default_effort
+        properties.setdefault(outer, {"type": "object", "properties": {}})["properties"][inner] = leaf
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+# What claude-opus-4.6 advertises (JW `kiro/native_reasoning.py`), as q2api.testing.assumptions records it.
+NATIVE_REASONING_SCHEMA: dict[str, Any] = reasoning_schema(SIMULATOR.names(assumptions.CATALOGUE_REASONING_SCHEMA))
 
 
 def sign(text: str, account: str) -> str:
@@ -98,8 +104,10 @@ def wants_reasoning(body: Any) -> bool:
 
 class SimulatedReasoning:
     def __init__(self) -> None:
-        self.reject_signatures = False  # the rejected-signature mode
-        self.signature_fragments = 3  # signature frames of the simulator's own reasoning
+        # The rejected-signature mode (off: a signature the account made is accepted back, as assumed).
+        self.reject_signatures = not SIMULATOR.flag(assumptions.REASONING_SIGNATURE_REPLAY_ACCEPTED)
+        # Signature frames of the simulator's own reasoning (several, when the signature is assumed fragmented).
+        self.signature_fragments = 3 if SIMULATOR.flag(assumptions.REASONING_SIGNATURE_FRAGMENTED) else 1
 
     def check(self, body: Any, schema: dict[str, Any] | None, account: str) -> ErrorReply | None:
         """The 400 the service gives this request, if any: fields outside the model's schema, a

@@ -28,7 +28,8 @@ import orjson
 from aiohttp import web
 
 from q2api.models.table import SERVED_MODELS
-from q2api.testing import scripts
+from q2api.testing import assumptions, scripts
+from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.scripts import ErrorReply
 from q2api.testing.simulated_reasoning import NATIVE_REASONING_SCHEMA
 
@@ -64,6 +65,7 @@ def catalogue_entry(
     max_output_tokens: int = 64_000,
     input_types: tuple[str, ...] = ("TEXT", "IMAGE"),
     reasoning_schema: dict[str, Any] | None = None,
+    prompt_cache: bool = True,
 ) -> dict[str, Any]:
     """One `models[]` entry of a `ListAvailableModels` answer; `reasoning_schema`: its
     `additionalModelRequestFieldsSchema` (a model that reasons natively, docs/protocol.md#native-thinking)."""
@@ -73,7 +75,7 @@ def catalogue_entry(
         "description": f"simulated {model_id}",
         "tokenLimits": {"maxInputTokens": max_input_tokens, "maxOutputTokens": max_output_tokens},
         "supportedInputTypes": list(input_types),
-        "supportsPromptCache": True,
+        "supportsPromptCache": prompt_cache,
         "rateMultiplier": 1.0,
         "rateUnit": "credit",
     }
@@ -104,21 +106,29 @@ def usage_document(
 
 
 # The models the simulator lists as reasoning natively (PPK PR #97 saw Opus 4.8 do so live; its choice).
-NATIVE_REASONING_MODELS = frozenset({"claude-opus-5.5", "claude-opus-4.8"})
+NATIVE_REASONING_MODELS = frozenset(SIMULATOR.names(assumptions.CATALOGUE_NATIVE_REASONING))
 
 
 def default_catalogue() -> list[dict[str, Any]]:
-    """The built-in table, as Amazon Q would list it (the Opus models with a reasoning schema)."""
-    return [
-        catalogue_entry(
-            model.q_model_id,
-            name=model.display_name,
-            max_input_tokens=model.context_window,
-            input_types=tuple(sorted(kind.upper() for kind in model.input_types)),
-            reasoning_schema=NATIVE_REASONING_SCHEMA if model.q_model_id in NATIVE_REASONING_MODELS else None,
+    """The catalogue q2api.testing.assumptions describes (ids, context windows, which models reason natively
+    and take cache points), as Amazon Q would list it; names and input types from the built-in table."""
+    windows = dict(entry.split("=", 1) for entry in SIMULATOR.names(assumptions.CATALOGUE_CONTEXT_WINDOWS))
+    cached = set(SIMULATOR.names(assumptions.CATALOGUE_PROMPT_CACHE))
+    served = {model.q_model_id: model for model in SERVED_MODELS}
+    entries = []
+    for model_id in SIMULATOR.names(assumptions.CATALOGUE_MODEL_IDS):
+        model = served.get(model_id)
+        entries.append(
+            catalogue_entry(
+                model_id,
+                name=model.display_name if model else None,
+                max_input_tokens=int(windows.get(model_id, 200_000)),
+                input_types=tuple(sorted(kind.upper() for kind in model.input_types)) if model else ("TEXT",),
+                reasoning_schema=NATIVE_REASONING_SCHEMA if model_id in NATIVE_REASONING_MODELS else None,
+                prompt_cache=model_id in cached,
+            )
         )
-        for model in SERVED_MODELS
-    ]
+    return entries
 
 
 class SimulatedServices:
@@ -132,7 +142,8 @@ class SimulatedServices:
         self.page_size = 4  # models per page at most (the client's maxResults may ask for fewer)
         self.usage: dict[str, Any] = usage_document(12.5, 50)
         self.usage_by_account: dict[str, dict[str, Any]] = {}
-        self.flavours: set[str] = {REST, AWS_JSON}  # the wire flavours this host answers
+        # The wire flavours this host answers (awsJson always: the official clients' own).
+        self.flavours: set[str] = {REST, AWS_JSON} if SIMULATOR.flag(assumptions.CATALOGUE_REST_FLAVOUR) else {AWS_JSON}
         self.failure: ErrorReply | None = None  # when set, both calls answer with it
         self.reject_unknown_models = False
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (flavour, operation, parameters)
@@ -194,10 +205,11 @@ class SimulatedServices:
 
     def _profiles(self, access_token: str | None) -> web.Response:
         if access_token in self.api_keys:
-            return _error(scripts.http_error(403, "AccessDeniedException", "Unsupported token type"))
+            message = SIMULATOR.text(assumptions.PROFILES_API_KEY_REFUSAL)
+            return _error(scripts.http_error(403, "AccessDeniedException", message))
         account = self._account_of(access_token) or ""
         if account in self.builder_id_accounts:
-            message = "AWS Builder ID is not supported for this operation."
+            message = SIMULATOR.text(assumptions.PROFILES_BUILDER_ID_REFUSAL)
             return _error(scripts.http_error(403, "AccessDeniedException", message))
         return _json({"profiles": self.profiles_by_account.get(account, self.profiles)})
 

@@ -26,6 +26,10 @@ closing frames of :mod:`q2api.testing.simulated_accounting` — token usage with
 computed from the request's cache points, credits, context use — after its own frames (off by
 default: scripted replies then stay exactly as scripted).
 
+What it assumes about the real service is one table, q2api.testing.assumptions (its parts read their
+defaults there; `q2api probe --compare` checks the table against a real account). `enforce_limits()`
+makes it refuse bodies and histories over the limits of that table.
+
 `await sim.add_host(HostRules.runtime())` adds an address with the rules of one of the 2026 hosts
 (:mod:`q2api.testing.simulated_hosts`: token kinds it refuses, a required profile, legacy fields
 refused); `ssl_context` makes every address speak TLS, and `connections_seen` counts the client
@@ -50,13 +54,14 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
 
-from q2api.testing import scripts
+from q2api.testing import assumptions, scripts
+from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_accounting import SimulatedAccounting
 from q2api.testing.simulated_hosts import HostRules
@@ -72,6 +77,7 @@ from q2api.testing.simulated_services import (
 )
 
 Responder = Callable[["RecordedRequest"], "Reply | None"]
+T = TypeVar("T")
 
 SIM_CLIENT_ID = "sim-client-id"
 SIM_CLIENT_SECRET = "sim-client-secret"
@@ -143,6 +149,12 @@ class SimulatedUpstream:
         self.usage_frames = False  # end every streamed reply with usage, credits and context frames
         # Answer a GenerateAssistantResponse without `profileArn` as a host that needs one does.
         self.require_profile = False
+        # The request limits (docs/protocol.md#limits): None = not enforced, the default, since tests model
+        # conversations beyond them to show the gateway sends them unchanged. `enforce_limits()` plays
+        # those of q2api.testing.assumptions.
+        self.body_limit: int | None = None  # bytes of the whole body
+        self.history_cap: int | None = None  # history messages
+        self.calls: collections.Counter[str] = collections.Counter()  # every HTTP request, by path
 
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.refresh_requests: list[RecordedRequest] = []  # /token and /refreshToken calls
@@ -161,7 +173,7 @@ class SimulatedUpstream:
     # -- lifecycle ------------------------------------------------------------
 
     async def start(self) -> SimulatedUpstream:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._count])
         app.router.add_post("/", self._generate)
         app.router.add_post("/generateAssistantResponse", self._generate)
         app.router.add_post("/token", self._oidc_token)
@@ -207,6 +219,12 @@ class SimulatedUpstream:
     def run_in_thread(cls, **options: Any) -> SimulationThread:
         """Start a simulator on its own event loop in a daemon thread."""
         return SimulationThread(cls(**options))
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        self.calls[request.path] += 1
+        response: web.StreamResponse = await handler(request)
+        return response
 
     # -- addresses ------------------------------------------------------------
 
@@ -315,7 +333,9 @@ class SimulatedUpstream:
         elif not self._token_accepted(token):
             reply = scripts.bearer_invalid()
         elif self.require_profile and not (isinstance(record.body, dict) and record.body.get("profileArn")):
-            reply = scripts.http_error(400, None, "profileArn is required for this request.", header=False)
+            reply = scripts.profile_required()
+        elif (limit := self._over_limit(record)) is not None:
+            reply = limit
         else:
             reply = (
                 self.services.invalid_model(record.body, record.access_token)
@@ -331,6 +351,25 @@ class SimulatedUpstream:
             raise asyncio.CancelledError  # nothing to send: end the handler quietly
         closing = self.accounting.closing_frames(record.body, account, reply.steps) if self.usage_frames else []
         return await self._stream(request, reply.then(closing) if closing else reply)
+
+    def enforce_limits(self) -> None:
+        """From now on refuse bodies and histories over the limits q2api.testing.assumptions gives."""
+        self.body_limit = SIMULATOR.number(assumptions.LIMIT_BODY_BYTES)
+        self.history_cap = SIMULATOR.number(assumptions.LIMIT_HISTORY_MESSAGES)
+
+    def _over_limit(self, record: RecordedRequest) -> ErrorReply | None:
+        """The refusal of a body over `body_limit` or a history over `history_cap` (the simulator's own
+        choice of answer for the history: no source shows one)."""
+        if self.body_limit is not None and len(record.raw) > self.body_limit:
+            reason = SIMULATOR.text(assumptions.LIMIT_BODY_REFUSAL)
+            return scripts.http_error(
+                400, "ValidationException", "Input content length exceeds threshold.", reason=reason
+            )
+        state = record.body.get("conversationState") if isinstance(record.body, dict) else None
+        history = state.get("history") if isinstance(state, dict) else None
+        if self.history_cap is not None and isinstance(history, list) and len(history) > self.history_cap:
+            return scripts.improperly_formed()
+        return None
 
     def _reasoning_schema(self, record: RecordedRequest) -> dict[str, Any] | None:
         try:
@@ -362,7 +401,7 @@ class SimulatedUpstream:
             chosen = self.responder(record)
             if chosen is not None:
                 return chosen
-        echo = scripts.echo_reply(record.body)
+        echo = scripts.echo_reply(record.body, usage=not self.usage_frames)  # one usage event per reply
         if wants_reasoning(record.body):
             said = scripts.current_user_text(record.body)[:120]
             thought = reasoning_frames(
@@ -528,6 +567,10 @@ class SimulationThread:
 
     def enqueue(self, *replies: Reply) -> None:
         self._loop.call_soon_threadsafe(self.sim.enqueue, *replies)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run `coroutine` on the simulator's loop and wait for its result (e.g. `add_host`)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
 
     def revoke_access_token(self, token: str) -> None:
         """From now on Amazon Q refuses `token` (as when it expires), whatever its recorded lifetime."""

@@ -25,7 +25,7 @@ blocks (`server_tool_use`, `server_tool_result`), then either resumes the same
 message with the next upstream call's frames or ends it (`end`).
 
 IN_TOOL_USE means a tool call's input is being buffered: no Anthropic block is
-open for it yet (q2api/tool_input.py says why). The phase is derived from the
+open for it yet (q2api/translation/tool_input.py says why). The phase is derived from the
 lifecycle (`Lifecycle`), the pending tool call and the open block, so the
 three can never disagree.
 

@@ -230,3 +230,17 @@ async def test_admin_requests_are_logged_without_secrets(tmp_path: Path) -> None
     [entry] = [line.extra for line in logs.lines if line.extra.get("action") == "add account"]
     assert (entry["actor"], entry["label"], entry["account_id"]) == ("admin", "kiro", added.json()["id"])
     assert find_secrets(logs.text) == [] and "wrong-key" not in logs.text
+
+
+async def test_console_polls_are_debug_lines_of_the_audit_log_and_changes_info(admin) -> None:
+    """Ten polls of an open console's lists write no INFO line; a change still does."""
+    _, client = admin
+    with capture_logs() as logs:
+        for _ in range(10):
+            assert (await client.get("/admin/api/accounts")).status_code == 200
+            assert (await client.get("/admin/api/keys")).status_code == 200
+        assert (await client.post("/admin/api/keys", json={"label": "made-here"})).status_code in (200, 201)
+    audited = [(line.level, line.message) for line in logs.lines if line.message.startswith("admin ")]
+    assert audited.count(("DEBUG", "admin list accounts")) == 10
+    assert audited.count(("DEBUG", "admin list keys")) == 10
+    assert [entry for entry in audited if entry[0] != "DEBUG"] == [("INFO", "admin create key")]

@@ -147,6 +147,21 @@ async def test_keys_and_usage_panels(tmp_path: Path) -> None:
         await screenshot(small, "usage-7d-by-key-phone-dark")
         width = await small.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"the usage page scrolls sideways on a phone ({width} px)"
+        # Each top table fits its card: no column cut off behind a scroll nothing shows.
+        for table in ("usage-top-keys", "usage-top-models"):
+            fit = await small.evaluate(
+                """(id) => {
+                    const wrap = document.getElementById(id).closest(".table-wrap");
+                    const card = wrap.closest(".card");
+                    const table = wrap.querySelector("table");
+                    return {table: table.getBoundingClientRect().width, wrap: wrap.clientWidth,
+                            scroll: wrap.scrollWidth, card: card.clientWidth};
+                }""",
+                table,
+            )
+            assert fit["scroll"] <= fit["wrap"] and fit["table"] <= fit["card"], (table, fit)
+        await small.locator("#usage-top-keys").scroll_into_view_if_needed()
+        await screenshot(small, "usage-top-keys-phone-dark")
         await small.locator("#tabs").get_by_role("button", name="Keys", exact=True).click()
         await expect(small.locator("#keys-rows tr")).to_have_count(2)
         await screenshot(small, "keys-phone-dark")

@@ -13,7 +13,7 @@ import anthropic
 import pytest
 
 from q2api.accounts.records import AccountStats, AccountStatus
-from q2api.cli.accounts import format_table
+from q2api.cli.accounts import TABLE_COLUMNS, format_table
 from q2api.cli.main import build_parser
 from q2api.testing.simulated_services import usage_document
 from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
@@ -299,3 +299,14 @@ def test_serve_json_log_format_writes_one_json_object_per_line(tmp_path):
     assert re.fullmatch(r"req_[0-9a-f]{24}", request["request_id"])
     assert request["status"] == 200 and request["model"] == "claude-sonnet-5-5"
     assert request["stop_reason"] == "end_turn" and request["upstream_attempts"] == 1
+
+
+def test_accounts_list_help_names_every_column_the_table_prints():
+    parser = build_parser()
+    [commands] = [action for action in parser._actions if action.dest == "command"]
+    [account_commands] = [
+        action for action in commands.choices["accounts"]._actions if action.dest == "accounts_command"
+    ]
+    description = account_commands.choices["list"].description
+    assert [column for column in TABLE_COLUMNS if column not in description] == []
+    assert format_table([]).split() == [word for column in TABLE_COLUMNS for word in column.split()]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -15,9 +16,10 @@ import anthropic
 import openai
 import pytest
 
+from tests.support.codex_cli import codex_config
 from tests.support.serve_process import clean_environment
 
-EXPORT = re.compile(r"^\s*export (?P<name>[A-Z_]+)=(?P<value>\S+)$")
+EXPORT = re.compile(r"^\s*export (?P<name>[A-Z][A-Z0-9_]*)=(?P<value>\S+)$")
 
 
 class DemoServer:
@@ -70,6 +72,11 @@ def test_demo_serve_prints_lines_that_real_sdk_clients_work_with_and_stops_clean
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base_url)
     assert exports["OPENAI_BASE_URL"] == base_url + "/v1"
     assert exports["ANTHROPIC_API_KEY"] == exports["OPENAI_API_KEY"]
+    # Codex's own recipe (it reads no OPENAI_BASE_URL): the config.toml the real Codex is tested with.
+    printed = "".join(demo_server.out)
+    recipe = printed.split("--- config.toml ---\n", 1)[1].split("\n---\n", 1)[0]
+    assert tomllib.loads(recipe) == tomllib.loads(codex_config(base_url, web_search=True))
+    assert exports[tomllib.loads(recipe)["model_providers"]["q2api"]["env_key"]] == exports["OPENAI_API_KEY"]
 
     claude = anthropic.Anthropic(base_url=base_url, api_key=exports["ANTHROPIC_API_KEY"], max_retries=0)
     message = claude.messages.create(

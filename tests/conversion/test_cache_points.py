@@ -15,7 +15,7 @@ from q2api.anthropic.cache_control import CacheBreakpoints
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import parse_messages_request, parse_messages_request_with_breakpoints
 from q2api.conversion.cache_points import CACHE_POINT, with_cache_points
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.models.table import resolve_model
 
 MARK = {"cache_control": {"type": "ephemeral"}}
@@ -82,7 +82,7 @@ def test_points_land_on_the_messages_holding_the_marked_blocks_without_touching_
         ],
     )
     request, breakpoints = parse_messages_request_with_breakpoints(raw)
-    conversion = convert_request(request, OPTIONS)
+    conversion = convert_claude_request(request, OPTIONS)
     before = orjson.dumps(conversion.payload)
     payload = with_cache_points(conversion, request, breakpoints)
     assert (
@@ -99,5 +99,5 @@ def test_points_land_on_the_messages_holding_the_marked_blocks_without_touching_
 
 def test_no_breakpoints_is_the_same_body() -> None:
     request, breakpoints = parse_messages_request_with_breakpoints(body([{"role": "user", "content": "x"}]))
-    conversion = convert_request(request, OPTIONS)
+    conversion = convert_claude_request(request, OPTIONS)
     assert with_cache_points(conversion, request, breakpoints) is conversion.payload

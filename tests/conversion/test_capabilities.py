@@ -9,7 +9,7 @@ from q2api.amazonq.catalogue import IMAGE, TEXT, TEXT_ONLY
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import parse_messages_request
 from q2api.conversion.capabilities import check_input_types
-from q2api.conversion.converter import ConversionOptions
+from q2api.conversion.claude_converter import ConversionOptions
 from q2api.conversion.images import TurnImage
 from q2api.conversion.turns import UserTurn
 from q2api.models.table import ModelChoice, input_types_of, resolve_model

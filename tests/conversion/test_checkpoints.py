@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import MessagesRequest, parse_messages_request
 from q2api.conversion.checkpoints import Checkpoint, CheckpointStore
-from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
+from q2api.conversion.claude_converter import Conversion, ConversionOptions, convert_claude_request
 from q2api.models.table import resolve_model
 from tests.support.claude_code_request import claude_code_request
 from tests.support.conversation_strategies import conversations
@@ -26,7 +26,7 @@ def parsed(body: dict[str, Any], messages: list[dict[str, Any]] | None = None) -
 def outcome(request: MessagesRequest, options: ConversionOptions, resume: Checkpoint | None = None) -> Any:
     """What a conversion gives, compared whole: the body as sent, the report and the renamed tools."""
     try:
-        conversion = convert_request(request, options, resume)
+        conversion = convert_claude_request(request, options, resume)
     except InvalidRequest as error:
         return ("refused", error.message)
     return orjson.dumps(conversion.payload), conversion.report, conversion.tool_names
@@ -34,7 +34,7 @@ def outcome(request: MessagesRequest, options: ConversionOptions, resume: Checkp
 
 def checkpoint_of(request: MessagesRequest, options: ConversionOptions, resume: Checkpoint | None = None):
     try:
-        return convert_request(request, options, resume).checkpoint
+        return convert_claude_request(request, options, resume).checkpoint
     except InvalidRequest:
         return None
 
@@ -123,7 +123,7 @@ def test_claude_code_turns_resume_where_the_last_one_stopped() -> None:
         resume = store.find("session", request.messages)
         lengths.append(len(request.messages))
         resumed_from.append(None if resume is None else len(resume.messages))
-        conversion: Conversion = convert_request(request, options, resume)
+        conversion: Conversion = convert_claude_request(request, options, resume)
         assert outcome(request, options) == (orjson.dumps(conversion.payload), conversion.report, conversion.tool_names)
         assert conversion.checkpoint is not None
         store.keep("session", conversion.checkpoint, len(orjson.dumps(body)), replacing=resume)
@@ -142,7 +142,7 @@ def request_of(*texts: str) -> MessagesRequest:
 
 
 def checkpoint(*texts: str) -> Checkpoint:
-    made = convert_request(request_of(*texts), ConversionOptions(conversation_id="c", model=MODEL)).checkpoint
+    made = convert_claude_request(request_of(*texts), ConversionOptions(conversation_id="c", model=MODEL)).checkpoint
     assert made is not None
     return made
 

@@ -605,7 +605,7 @@ def _parsed(metadata):
 
 
 def test_session_conversation_id_is_stable_per_session():
-    from q2api.conversion.converter import session_conversation_id
+    from q2api.conversion.claude_converter import session_conversation_id
 
     json_form = '{"device_id": "d", "account_uuid": "", "session_id": "5f1c6c1e-0000-4000-8000-000000000000"}'
     first = session_conversation_id(_parsed({"user_id": json_form}))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.models.table import resolve_model
 from tests.support.converter_helpers import (
@@ -33,7 +33,7 @@ SCHEMA = {"type": "object", "properties": {}}
 
 
 def convert_raw(raw: bytes):
-    return convert_request(
+    return convert_claude_request(
         request := parse_messages_request(raw),
         ConversionOptions(conversation_id="c", model=resolve_model(request.model)),
     )

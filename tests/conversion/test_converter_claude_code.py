@@ -6,7 +6,7 @@ import orjson
 
 from q2api.amazonq.types import IDENTIFIER_PATTERN
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.report import Severity
 from q2api.models.table import resolve_model
@@ -15,7 +15,7 @@ from tests.support.converter_helpers import all_text, all_tool_results, current,
 
 
 def convert_body(body):
-    return convert_request(
+    return convert_claude_request(
         request := parse_messages_request(orjson.dumps(body)),
         ConversionOptions(conversation_id="cc-1", model=resolve_model(request.model)),
     )

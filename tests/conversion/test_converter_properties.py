@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from q2api.amazonq.types import MAX_IMAGES_PER_MESSAGE
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.models.table import resolve_model
 from tests.support.conversation_strategies import conversations
@@ -24,7 +24,7 @@ from tests.support.converter_helpers import all_text, all_tool_results, assistan
 
 
 def _convert(body: dict[str, Any]):
-    return convert_request(
+    return convert_claude_request(
         request := parse_messages_request(orjson.dumps(body)),
         ConversionOptions(conversation_id="prop", model=resolve_model(request.model)),
     )

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import convert_request
+from q2api.conversion.claude_converter import convert_claude_request
 from q2api.conversion.normalization import normalization_record
 from q2api.conversion.order_guard import validate_conversation
 from q2api.conversion.system_context import CONTEXT_ACKNOWLEDGEMENT
@@ -98,7 +98,7 @@ def test_trimming_reports_when_even_every_round_is_not_enough():
 def test_trimming_never_breaks_a_tool_pair_nor_drops_the_first_user_message(case, max_messages, max_bytes):
     body, _ = case
     request = parse_messages_request(orjson.dumps(body))
-    conversion = convert_request(request, table_options(request.model))
+    conversion = convert_claude_request(request, table_options(request.model))
     trimmed = trim_history(conversion, TrimPolicy(OLDEST, max_body_bytes=max_bytes, max_history_messages=max_messages))
     # Valid for Amazon Q: every toolUse answered by the very next user message, every toolResult
     # answering the assistant message right before it, strict alternation.

@@ -12,7 +12,7 @@ import pytest
 
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import convert_request
+from q2api.conversion.claude_converter import convert_claude_request
 from q2api.conversion.debug_summary import conversion_summary
 from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops, loop_refusal
 from q2api.conversion.order_guard import validate_conversation
@@ -239,11 +239,11 @@ def test_a_tool_use_id_reused_on_every_turn_is_sent_once_per_call():
 def test_reused_ids_give_the_same_body_resumed_from_a_checkpoint_as_from_scratch():
     messages = [user("go"), assistant([tool_use("call_0")]), user([tool_result("call_0", "a")])]
     more = [assistant([tool_use("call_0")]), user([tool_result("call_0", "b")])]
-    first = convert_request(parse_messages_request(orjson.dumps(request_body(messages))), table_options())
+    first = convert_claude_request(parse_messages_request(orjson.dumps(request_body(messages))), table_options())
     assert first.checkpoint is not None
     request = parse_messages_request(orjson.dumps(request_body(messages + more)))
-    resumed = convert_request(request, table_options(), first.checkpoint)
-    scratch = convert_request(request, table_options())
+    resumed = convert_claude_request(request, table_options(), first.checkpoint)
+    scratch = convert_claude_request(request, table_options())
     assert resumed.payload == scratch.payload and resumed.report == scratch.report
     assert resumed.tool_use_ids == scratch.tool_use_ids
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from q2api.conversion.converter import ConversionOptions
+from q2api.conversion.claude_converter import ConversionOptions
 from q2api.models.table import SERVED_MODELS, ModelChoice, claude_style_id, model_family, resolve_model
 from tests.support.converter_helpers import convert, kinds, user
 

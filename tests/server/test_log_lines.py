@@ -11,7 +11,7 @@ import anthropic
 import orjson
 
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.debug_summary import SUMMARY_FOOTER, SUMMARY_HEADER, conversion_summary
 from q2api.models.table import resolve_model
 from q2api.testing.simulated_upstream import SimulatedUpstream
@@ -37,7 +37,7 @@ def expected_block() -> list[str]:
     request = parse_messages_request(orjson.dumps(request_body(MESSAGES, model=MODEL)))
     return conversion_summary(
         len(MESSAGES),
-        convert_request(request, ConversionOptions(conversation_id="c", model=resolve_model(request.model))),
+        convert_claude_request(request, ConversionOptions(conversation_id="c", model=resolve_model(request.model))),
     ).split("\n")
 
 

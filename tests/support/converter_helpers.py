@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import Conversion, ConversionOptions, convert_request
+from q2api.conversion.claude_converter import Conversion, ConversionOptions, convert_claude_request
 from q2api.models.table import resolve_model
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -25,7 +25,7 @@ def convert(
     """Convert a message list (or a whole body) exactly as the gateway does: bytes → parse → convert."""
     body = messages if isinstance(messages, dict) else request_body(messages, **fields)
     request = parse_messages_request(orjson.dumps(body))
-    return convert_request(request, options or table_options(request.model, conversation_id="conv-1"))
+    return convert_claude_request(request, options or table_options(request.model, conversation_id="conv-1"))
 
 
 def table_options(model: str = "claude-sonnet-4-5", *, conversation_id: str = "c", **fields: Any) -> ConversionOptions:

@@ -3,6 +3,8 @@ on every database), and rows that cannot be written counted instead of failing a
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -75,3 +77,56 @@ async def test_rows_that_cannot_be_written_are_kept_then_counted_as_lost() -> No
     assert lost == []
     await ledger.close()
     assert lost == [3]
+
+
+class SlowDatabase:
+    """Keeps what each write inserted, taking a moment over each (a shared database under load); like the
+    store's, a write once begun commits even if its caller is cancelled."""
+
+    def __init__(self) -> None:
+        self.inserted: list[str] = []
+
+    async def write(self, work):
+        return await asyncio.shield(asyncio.ensure_future(self._commit(work)))
+
+    async def _commit(self, work) -> None:
+        await asyncio.sleep(0.01)
+        recorder = RecordingConnection()
+        work(recorder)
+        self.inserted += recorder.request_ids
+
+
+class RecordingConnection:
+    def __init__(self) -> None:
+        self.request_ids: list[str] = []
+
+    def execute(self, _statement, rows):
+        self.request_ids += [values["request_id"] for values in rows]
+
+
+async def test_flushes_that_overlap_write_each_row_once() -> None:
+    # The admin API's usage pages flush the ledger while its writer may be flushing too (found by the soak:
+    # rows written twice and others never, one batch at a time).
+    database = SlowDatabase()
+    ledger = UsageLedger(database, retention_days=30)  # type: ignore[arg-type]
+    written: list[str] = []
+    for wave in range(5):
+        for number in range(20):
+            request_id = f"req_{wave}_{number}"
+            ledger.record(dataclasses.replace(row(time.time(), "a"), request_id=request_id))
+            written.append(request_id)
+        await asyncio.gather(ledger.flush(), ledger.flush(), asyncio.sleep(0.005))
+    await ledger.close()
+    assert sorted(database.inserted) == sorted(written)
+
+
+async def test_closing_while_the_writer_flushes_writes_each_row_once() -> None:
+    database = SlowDatabase()
+    ledger = UsageLedger(database, retention_days=30, flush_seconds=0.001)  # type: ignore[arg-type]
+    ledger.start()
+    written = [f"req_{number}" for number in range(50)]
+    for request_id in written:
+        ledger.record(dataclasses.replace(row(time.time(), "a"), request_id=request_id))
+    await asyncio.sleep(0.005)  # the writer is inside its (slow) write now
+    await ledger.close()
+    assert sorted(database.inserted) == sorted(written)

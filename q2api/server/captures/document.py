@@ -37,7 +37,7 @@ from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.errors import UpstreamHTTPError
 from q2api.amazonq.upstream import FIXED_HEADERS
 from q2api.anthropic.errors import AnthropicError
-from q2api.conversion.converter import ConversionOptions
+from q2api.conversion.claude_converter import ConversionOptions
 from q2api.conversion.debug_summary import conversion_summary
 from q2api.conversion.loop_guard import LoopMode, LoopPolicy
 from q2api.conversion.normalization import normalization_record

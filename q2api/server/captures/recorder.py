@@ -29,7 +29,7 @@ from loguru import logger
 
 from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.errors import FailureKind, UpstreamHTTPError
-from q2api.conversion.converter import ConversionOptions
+from q2api.conversion.claude_converter import ConversionOptions
 from q2api.conversion.pipeline import GuardedConversion
 from q2api.frontdoors.door import FrontDoor
 from q2api.server import metrics

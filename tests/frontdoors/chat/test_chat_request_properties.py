@@ -17,7 +17,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.chat.request import claude_request
 from q2api.models.table import resolve_model
@@ -95,7 +95,7 @@ def conversations(draw: st.DrawFn) -> tuple[dict[str, Any], Expected]:
 def test_no_tool_result_is_lost(generated: tuple[dict[str, Any], Expected]) -> None:
     body, expected = generated
     translated = claude_request(parse_chat_request(orjson.dumps(body)))
-    conversion = convert_request(
+    conversion = convert_claude_request(
         translated.request, ConversionOptions(conversation_id="prop", model=resolve_model(translated.request.model))
     )
 

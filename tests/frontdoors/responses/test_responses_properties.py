@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.conversion.converter import convert_request
+from q2api.conversion.claude_converter import convert_claude_request
 from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.responses.request import claude_request
 from q2api.openai.errors import OpenAIError
@@ -92,7 +92,7 @@ def test_every_function_output_reaches_amazon_q(case):
         "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}, {"type": "web_search"}],
     }
     translated = claude_request(parse_responses_request(orjson.dumps(body)), history)
-    conversion = convert_request(translated.request, table_options("claude-sonnet-4-5"))
+    conversion = convert_claude_request(translated.request, table_options("claude-sonnet-4-5"))
 
     assert validate_conversation(conversion.payload) == ()
     results = {
@@ -177,6 +177,6 @@ def test_any_body_is_translated_or_refused_with_a_400(body):
         assert 400 <= error.status < 500 and error.message
         return
     try:
-        convert_request(translated.request, table_options("claude-sonnet-4-5"))
+        convert_claude_request(translated.request, table_options("claude-sonnet-4-5"))
     except AnthropicError as error:
         assert 400 <= error.status < 500 and error.message

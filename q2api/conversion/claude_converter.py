@@ -1,6 +1,11 @@
 """Claude Messages API request → Amazon Q `GenerateAssistantResponse` body. Pure, no I/O.
 
-    conversion = convert_request(request, ConversionOptions(conversation_id=..., model=...))
+The conversion's public face: `convert_claude_request` converts a whole request, and
+`merge_user_messages` is its step that folds consecutive user messages into one
+`userInputMessage` (where gateways that lose tool results go wrong; see
+TROUBLESHOOTING_INFINITE_LOOP.md).
+
+    conversion = convert_claude_request(request, ConversionOptions(conversation_id=..., model=...))
     conversion.payload     # {"conversationState": {...}}, no nulls; the upstream client adds profileArn
     conversion.model       # ModelChoice(q_model_id, context_window, known)
     conversion.tool_names  # Amazon Q tool name -> client tool name, for every renamed tool
@@ -9,11 +14,13 @@
 
 The steps, each in its own module under `q2api.conversion`:
 
-1. `turns`: messages → alternating user / assistant turns (merging, system turns, tool-result
-   matching, images, documents, thinking) — then framed so history starts with a user turn and
-   the last turn, `currentMessage`, is a user turn. A final assistant turn (prefill) is kept as
-   the last history message and the current message asks the model to continue it: Amazon Q
-   cannot continue a partial answer, and dropping the prefill would lose what the client said.
+1. `turns`: messages → alternating user / assistant turns (consecutive messages of one role
+   gathered into one turn, system turns, tool-result matching, images, documents, thinking) —
+   then framed so history starts with a user turn and the last turn, `currentMessage`, is a user
+   turn. A final assistant turn (prefill) is kept as the last history message and the current
+   message asks the model to continue it: Amazon Q cannot continue a partial answer, and
+   dropping the prefill would lose what the client said. Each user turn then becomes one
+   `userInputMessage` by `merge_user_messages` (below).
 2. `tool_results`: each user turn answers exactly the tool uses of the assistant turn before it.
 3. `tool_specs`: the tools of the current message, covering every tool name used in history.
 4. `system_context`: the system prompt as a stable synthetic first history pair.
@@ -62,16 +69,30 @@ from q2api.conversion.tool_specs import tool_specs
 from q2api.conversion.turns import AssistantTurn, Turn, TurnBuilder, UserTurn, frame_turns
 from q2api.conversion.web_search import web_search_options
 
-__all__ = ["Conversion", "ConversionOptions", "convert_request", "session_conversation_id"]
+__all__ = [
+    "Conversion",
+    "ConversionOptions",
+    "convert_claude_request",
+    "merge_user_messages",
+    "session_conversation_id",
+]
 
 _SESSION_IN_USER_ID = re.compile(r"session_(?P<id>[0-9a-fA-F-]{36})")
 _CONVERSATION_NAMESPACE = uuid.UUID("6f0c1f36-3c39-4a49-9a64-0c0a8f2d6a51")
 
 
-def convert_request(
+def convert_claude_request(
     request: MessagesRequest, options: ConversionOptions, resume: Checkpoint | None = None
 ) -> Conversion:
-    """`resume`: a checkpoint of an earlier request of this conversation whose messages this one
+    """The Amazon Q request for `request`, with the report of everything the conversion changed.
+
+    Guarantees: the payload passes `order_guard.validate_conversation` (history alternates user /
+    assistant from a user turn, every tool use is answered by the next user message, no null);
+    every text, tool result and image the client sent is in it or named in `report` with the
+    reason it is not (an image over the per-message cap, a server block with no Amazon Q form).
+    Bad input raises `InvalidRequest` naming the field.
+
+    `resume`: a checkpoint of an earlier request of this conversation whose messages this one
     starts with (`CheckpointStore.find`); the result is the same as without it, only cheaper."""
     report: list[Finding] = []
     model = options.model
@@ -118,7 +139,7 @@ def convert_request(
     entries_at = len(history) + lead
     history.extend(entry[0] for entry in entries)
 
-    current = _user_message(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
+    current = merge_user_messages(turns[-1], options, report)  # type: ignore[arg-type]  # frame_turns ends on a user turn
     reasoning_fields = reasoning_request_fields(request, model.reasoning) if native and model.reasoning else None
     if reasoning_fields is not None:
         report.append(Finding(FindingKind.NATIVE_THINKING, detail=f"additionalModelRequestFields {reasoning_fields}"))
@@ -181,7 +202,7 @@ def _history_entries(
         else:
             mark = len(report)
             message: ChatMessage = (
-                {"userInputMessage": _user_message(turn, options, report)}
+                {"userInputMessage": merge_user_messages(turn, options, report)}
                 if isinstance(turn, UserTurn)
                 else {"assistantResponseMessage": _assistant_message(turn, report)}
             )
@@ -214,7 +235,19 @@ def session_conversation_id(request: MessagesRequest) -> str | None:
     return str(uuid.uuid5(_CONVERSATION_NAMESPACE, session))
 
 
-def _user_message(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> UserInputMessage:
+def merge_user_messages(turn: UserTurn, options: ConversionOptions, report: list[Finding]) -> UserInputMessage:
+    """One `userInputMessage` from the consecutive user messages `turn` gathered (`TurnBuilder`
+    puts every user message that follows another user message into the same turn).
+
+    Guarantees, for all of those messages together:
+    - every tool_result is carried: one `toolResult` per tool use of the assistant turn before,
+      in that turn's order, holding the content of every result given for it (the same
+      `tool_use_id` twice is one result, error status wins; a call with no result gets a
+      cancelled error result); a result whose call is not in that turn is labelled text, never dropped;
+    - every text block is in `content`, in message order, joined by blank lines; a message of
+      tool results or images alone gets a neutral placeholder, never an instruction;
+    - every image is in `images`, up to the per-message cap; each one past it is reported.
+    Each such change is a `Finding` appended to `report`."""
     selection = select_images(turn.images, options.max_images_per_message, report)
     images = selection.blocks
     results = answered_results(turn.expected, turn.results, selection, report)
