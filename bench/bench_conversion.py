@@ -147,7 +147,7 @@ def main() -> None:
     whole_prepare(raw)
     checkpoint = gateway.checkpoints.find(session, request.messages)
     assert checkpoint is not None and checkpoint.checked is not None
-    next_payload = convert_request(next_request, options, checkpoint).payload
+    next_payload = convert_claude_request(next_request, options, checkpoint).payload
 
     def previous_turn_only() -> None:
         no_checkpoints()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import parse_messages_request
-from q2api.conversion.converter import ConversionOptions, convert_request
+from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.conversion.order_guard import CheckedRun, checked_run, validate_conversation
 from q2api.models.table import resolve_model
 from tests.support.conversation_strategies import conversations
@@ -28,7 +28,7 @@ BROKEN_VALUES: list[Any] = [
 
 def convert(body: dict[str, Any], messages: list[dict[str, Any]], resume: Any = None) -> Any:
     try:
-        return convert_request(parse_messages_request(orjson.dumps({**body, "messages": messages})), OPTIONS, resume)
+        return convert_claude_request(parse_messages_request(orjson.dumps({**body, "messages": messages})), OPTIONS, resume)
     except InvalidRequest:
         return None
 
