@@ -106,7 +106,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--loop-seconds", type=float, default=10.0, help="loop: how long each load lasts")
     parser.add_argument("--loop-rate", type=float, default=20.0, help="loop: tiny requests per second")
     parser.add_argument(
-        "--loop-period", type=float, default=0.5, help="loop: seconds between two bursts of 1 MB bodies"
+        "--loop-period", type=float, default=1.0, help="loop: seconds between two bursts of 1 MB bodies"
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the scratch directory with the gateway logs")
     if parser.parse_known_args()[0].quick:

@@ -147,7 +147,9 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
                 f"counters in {counters}, the usage ledger on; one worker; {args.seconds:g} s per rate"
             )
             body = rig.bodies[kind]
-            gateway = post_target("gateway", "127.0.0.1", rig.gateway.port, "/v1/messages", headers, body, GATEWAY_MARKERS)  # type: ignore[union-attr]
+            gateway = post_target(
+                "gateway", "127.0.0.1", rig.gateway.port, "/v1/messages", headers, body, GATEWAY_MARKERS
+            )  # type: ignore[union-attr]
             alone = rig.direct_target(kind)
             tried: dict[float, RateFigures] = {}
             for rate in args.rates:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 
 from bench.gateway_sections.rig import Rig
 from bench.support.lean_client import StreamResult, Target, stream_once
@@ -39,9 +40,21 @@ async def _bursts(target: Target, bursts: int, period: float, begin: float, time
     return list(await asyncio.gather(*tasks))
 
 
-async def _load(rig: Rig, tiny: Target, large: Target | None) -> tuple[WaveSummary, WaveSummary | None, float]:
-    """The tiny requests' summary, the large ones' (None without them), and the cores others used meanwhile."""
+def _run_queue_wait(pid: int) -> float:
+    """Seconds thread `pid` has waited, runnable, for a CPU (/proc/<pid>/schedstat's second field)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def _load(rig: Rig, tiny: Target, large: Target | None) -> tuple[WaveSummary, WaveSummary | None, float, float]:
+    """The tiny requests' summary, the large ones' (None without them), the cores others used meanwhile, and
+    how long the gateway's event loop thread waited for a CPU, per second of the load (the machine's share
+    of the gaps: a loop that is runnable but not running is not held by the gateway's own work)."""
     args = rig.args
+    assert rig.gateway is not None
+    waited, began = _run_queue_wait(rig.gateway.pid), time.monotonic()
     tiny_streams = round(args.loop_seconds * args.loop_rate)
     timeout = args.loop_seconds + targets.LOOP_CHUNKS * targets.LOOP_DELAY + 60.0
     load = ForeignLoad()
@@ -55,9 +68,10 @@ async def _load(rig: Rig, tiny: Target, large: Target | None) -> tuple[WaveSumma
                 tiny_wave, _bursts(large, bursts, args.loop_period, time.monotonic() + 0.2, timeout)
             )
     others, _steal, _ours = load.cores()
-    if rig.gateway is not None:
-        await rig.gateway.settle()
-    return WaveSummary.of(outcome.results), WaveSummary.of(large_results) if large_results is not None else None, others
+    waited = (_run_queue_wait(rig.gateway.pid) - waited) / (time.monotonic() - began)
+    await rig.gateway.settle()
+    large_summary = WaveSummary.of(large_results) if large_results is not None else None
+    return WaveSummary.of(outcome.results), large_summary, others, waited
 
 
 async def run(rig: Rig) -> None:
@@ -76,7 +90,7 @@ async def run(rig: Rig) -> None:
         "gateway, tiny alone": (rig.gateway_target("tiny"), None),
     }
     for name, (tiny, large) in runs.items():
-        tiny_summary, large_summary, others = await _load(rig, tiny, large)
+        tiny_summary, large_summary, others, waited = await _load(rig, tiny, large)
         gap_p99 = tiny_summary.gap_p99 if large_summary is None else max(tiny_summary.gap_p99, large_summary.gap_p99)
         figure = f"tiny TTFT p50 {ms(tiny_summary.ttft_p50)} p99 {ms(tiny_summary.ttft_p99)}; gap p99 {ms(gap_p99)}"
         if name == "gateway":
@@ -102,4 +116,7 @@ async def run(rig: Rig) -> None:
                 f"; 1 MB {large_summary.streams} streams, TTFT p50 {ms(large_summary.ttft_p50).strip()} "
                 f"p99 {ms(large_summary.ttft_p99).strip()}, {large_summary.errors_text()}"
             )
-        report.note(text + f"; other processes {others:.2f} cores; load average {os.getloadavg()[0]:.2f}")
+        report.note(
+            text + f"; other processes {others:.2f} cores; the gateway's loop thread waited for a CPU "
+            f"{waited * 1000:.0f} ms per second; load average {os.getloadavg()[0]:.2f}"
+        )
