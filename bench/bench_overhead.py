@@ -16,8 +16,10 @@ provider, and a throughput per vCPU. The same here, against the simulated Amazon
 - requests of a Claude Code workload (bench/support/workloads.py: 200 KB, 1 MB) sent open-loop at a
   fixed rate (one every 1/rate s, each on its own connection, whether or not the earlier ones have
   ended), for `--seconds` at each rate, a 5-chunk reply each;
-- the same schedule straight to the simulator, with the very body and headers the gateway sends
-  upstream: **overhead at a percentile = the gateway's TTFT there − the simulator's alone**;
+- at the same moments, the same schedule straight to the simulator, with the very body and headers the
+  gateway sends upstream (request i of both starts together, so whatever the machine does falls on both
+  alike): **request i's overhead = its TTFT through the gateway − its twin's**, and the percentiles are
+  those of the overheads;
 - the largest rate whose overhead p99 stays <= `--p99-limit` (50 ms) with no error: doubling from the
   first rate, then bisected. One worker uses at most one core (the GIL), so that rate is the
   requests per second per core; the cores the gateway actually used are printed beside it.
@@ -26,6 +28,7 @@ provider, and a throughput per vCPU. The same here, against the simulated Amazon
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import subprocess
@@ -42,12 +45,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.gateway_sections.rig import GATEWAY_HEADERS, SHORT_REPLY_CHUNKS, Rig
 from bench.support import machine
 from bench.support.client_pool import ClientPool
-from bench.support.lean_client import GATEWAY_MARKERS, Target, post_target
+from bench.support.lean_client import GATEWAY_MARKERS, Target, post_target, wave
 from bench.support.proc_stats import ForeignLoad
 from bench.support.report import Report, percentile
 from bench.support.workloads import WORKLOADS, workload_body
 
-KEY_LIMITS = ["--rpm", "1000000", "--tpm", "1000000000000", "--max-concurrent", "100000", "--credits-per-day", "1e9"]
+KEY_LIMITS = [
+    "--rpm",
+    "1000000",
+    "--tpm",
+    "2000000000",
+    "--max-concurrent",
+    "100000",
+    "--credits-per-day",
+    "1000000000",
+]
 
 
 @dataclass(frozen=True)
@@ -83,29 +95,37 @@ def make_store_key(data_dir: Path, env: dict[str, str], holder: dict[str, str]) 
 
 
 async def at_rate(rig: Rig, gateway: Target, alone: Target, rate: float, seconds: float) -> RateFigures:
+    """The gateway's schedule (client process) and the simulator-alone one (this process) side by side:
+    request i of each starts at the same moment, so whatever the machine does falls on both alike, and
+    request i's overhead is the gateway's TTFT less its twin's."""
     assert rig.gateway is not None
     requests = max(20, round(rate * seconds))
     load = ForeignLoad()
     timeout = requests / rate + 60.0
     cpu_before, started = rig.gateway.cpu(), time.monotonic()
-    through = rig.pool.wave(gateway, requests, 1.0 / rate, 1, timeout)
+    begin = started + 0.3
+    through, direct = await asyncio.gather(
+        asyncio.to_thread(rig.pool.wave, gateway, requests, 1.0 / rate, 1, timeout, begin),
+        wave(alone, requests, 1.0 / rate, 1, begin, timeout=timeout),
+    )
     cores = (rig.gateway.cpu() - cpu_before) / max(time.monotonic() - started, 1e-9)
-    await rig.gateway.settle()
-    direct = rig.pool.wave(alone, requests, 1.0 / rate, 1, timeout)
     others, _steal, _ours = load.cores()
-    good = [result.ttft for result in through.results if result.error is None and result.ttft is not None]
-    good_alone = [result.ttft for result in direct.results if result.error is None and result.ttft is not None]
-    errors = [result.error for result in through.results + direct.results if result.error]
-    gateway_ttft = {p: percentile(good, p) for p in PERCENTILES}
-    alone_ttft = {p: percentile(good_alone, p) for p in PERCENTILES}
+    await rig.gateway.settle()
+    pairs = [
+        (mine.ttft, twin.ttft)
+        for mine, twin in zip(through.results, direct, strict=True)
+        if mine.error is None and twin.error is None and mine.ttft is not None and twin.ttft is not None
+    ]
+    errors = [result.error for result in [*through.results, *direct] if result.error]
+    overheads = [mine - twin for mine, twin in pairs]
     return RateFigures(
         rate=rate,
         requests=requests,
         failed=len(errors),
         first_error=errors[0] if errors else None,
-        overhead={p: gateway_ttft[p] - alone_ttft[p] for p in PERCENTILES},
-        gateway_ttft=gateway_ttft,
-        alone_ttft=alone_ttft,
+        overhead={p: percentile(overheads, p) for p in PERCENTILES},
+        gateway_ttft={p: percentile([mine for mine, _ in pairs], p) for p in PERCENTILES},
+        alone_ttft={p: percentile([twin for _, twin in pairs], p) for p in PERCENTILES},
         gateway_cores=cores,
         others=others,
     )
@@ -137,7 +157,7 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
     try:
         for line in machine.describe():
             print(line)
-        await rig.use_gateway(1)
+        process = await rig.use_gateway(1)
         rig.sim.reply(SHORT_REPLY_CHUNKS)
         headers = {**GATEWAY_HEADERS, "x-api-key": key["key"]}
         counters = f"Redis ({args.counters})" if args.counters else "the store (SQLite)"
@@ -147,9 +167,7 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
                 f"counters in {counters}, the usage ledger on; one worker; {args.seconds:g} s per rate"
             )
             body = rig.bodies[kind]
-            gateway = post_target(
-                "gateway", "127.0.0.1", rig.gateway.port, "/v1/messages", headers, body, GATEWAY_MARKERS
-            )  # type: ignore[union-attr]
+            gateway = post_target("gateway", "127.0.0.1", process.port, "/v1/messages", headers, body, GATEWAY_MARKERS)
             alone = rig.direct_target(kind)
             tried: dict[float, RateFigures] = {}
             for rate in args.rates:
@@ -185,12 +203,17 @@ async def _largest_rate(
     missed = [figures.rate for figures in tried.values() if not _meets(figures, args.p99_limit)]
     low = max(met, key=lambda figures: figures.rate) if met else None
     high = min((rate for rate in missed if low is None or rate > low.rate), default=None)
-    rate = (low.rate * 2 if low else args.rates[0] / 2) if high is None else None
+    rate: float | None = low.rate * 2 if high is None and low is not None else None
     while time.monotonic() < args.deadline:
         if rate is None:
-            if high is None or low is None or high / low.rate <= 1.1:
+            if high is None:
                 break
-            rate = (low.rate + high) / 2
+            if low is None:
+                rate = high / 2  # nothing met yet: halve
+            elif high / low.rate <= 1.1:
+                break
+            else:
+                rate = (low.rate + high) / 2
         figures = await at_rate(rig, gateway, alone, rate, args.seconds)
         rig.report.row(f"  search at {rate:.1f}/s", describe(figures))
         rig.report.flush()
@@ -199,9 +222,9 @@ async def _largest_rate(
             rate = rate * 2 if high is None else None
         else:
             high = rate
-            rate = None if low is not None else rate / 2
-            if rate is not None and rate < 0.5:
-                break
+            rate = None
+            if low is None and high < 1.0:
+                break  # not even one request a second
     return low
 
 
