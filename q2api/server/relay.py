@@ -198,7 +198,9 @@ class MessagesRelay:
                 raise prepared
             if caller is not None and self._tenancy is not None:
                 # The key's models, rates, concurrency and budgets: checked before any upstream call.
-                exchange.admission = await self._tenancy.admit(caller, call.request.model, prepared.input_tokens)
+                exchange.admission = await self._tenancy.admit(
+                    caller, prepared.call.request.model, prepared.input_tokens
+                )
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error) if call else error)
         # Opening the reply (retries included), the hold and a whole non-streaming
