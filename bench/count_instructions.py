@@ -62,6 +62,7 @@ async def count(args: argparse.Namespace, scratch: Path) -> int:
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",  # instrumented only while measured: starts ~4x slower, not ~50x
+        *os.environ.get("Q2API_CALLGRIND_OPTIONS", "").split(),
         f"--callgrind-out-file={scratch / 'callgrind.out'}",
         *gateway_command,
     ]
