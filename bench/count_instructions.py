@@ -16,6 +16,9 @@ alone, and the total at exit divided by the requests is the figure:
           paced reply; 25 ms rather than 5 so that the slowed-down gateway still reads one chunk at
           a time).
 
+`CALLGRIND_OPTIONS` in the environment adds options to valgrind's (`--separate-threads=yes`: one
+count per thread, the event loop's apart from the off-loop worker's).
+
 `--without NAME` runs bench/without.py's gateway with that optimisation turned off, so that
 with and without are two counts of one workload. Instructions are not time (a cache miss costs
 more than an add), but for the same work on the same interpreter their ratio is the ratio that
@@ -62,7 +65,7 @@ async def count(args: argparse.Namespace, scratch: Path) -> int:
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",  # instrumented only while measured: starts ~4x slower, not ~50x
-        *os.environ.get("Q2API_CALLGRIND_OPTIONS", "").split(),
+        *os.environ.get("CALLGRIND_OPTIONS", "").split(),
         f"--callgrind-out-file={scratch / 'callgrind.out'}",
         *gateway_command,
     ]
