@@ -38,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.support.processes import API_KEY, GatewayProcess
 from q2api.testing import scripts
-from q2api.testing.simulated_upstream import RecordedRequest, SimulatedUpstream, SimulationThread
+from q2api.testing.recorded_requests import RecordedRequest
+from q2api.testing.simulated_upstream import SimulatedUpstream
+from q2api.testing.simulation_thread import SimulationThread
 
 BEHAVIOURS = ("complete", "json", "leave-early", "leave-before", "slow-reader", "fault")
 WEIGHTS = (40, 15, 15, 5, 10, 15)

@@ -40,8 +40,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from q2api.testing import scripts
+from q2api.testing.recorded_requests import RecordedRequest
 from q2api.testing.scripts import Pause, Send, StreamReply
-from q2api.testing.simulated_upstream import RecordedRequest, SimulatedUpstream
+from q2api.testing.simulated_upstream import SimulatedUpstream
 
 # The listen backlog asked for (the kernel caps it at net.core.somaxconn).
 LISTEN_BACKLOG = 65535

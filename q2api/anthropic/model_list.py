@@ -1,4 +1,5 @@
-"""`GET /v1/models`: the Anthropic list shape with `limit`, `after_id` and `before_id` paging."""
+"""`GET /v1/models`: the Anthropic list shape with `limit`, `after_id` and `before_id` paging, and
+the entries of it and of `GET /v1/models/{id}` (the SDK's `ModelInfo`)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,22 @@ def model_info(
     max_input_tokens: int | None = None,
     *,
     max_tokens: int | None = None,
-    image_input: bool | None = None,
+    capabilities: dict[str, Any] | None = None,
+    line: str | None = None,
     owned_by: str = "anthropic",
 ) -> dict[str, Any]:
-    """One list entry: Anthropic's fields, plus OpenAI's `object`, `created` and `owned_by` so that
-    both SDKs' `models.list()` read it."""
+    """One entry (`ModelInfo`): Anthropic's fields — `capabilities` as the SDK's `ModelCapabilities`,
+    `line` its `ModelLine` (opus, sonnet, …; None for a model of none) — plus OpenAI's `object`,
+    `created` and `owned_by`, so that both SDKs' `models.list()` and `models.retrieve()` read it."""
     info: dict[str, Any] = {
         "type": "model",
         "id": model_id,
         "display_name": display_name,
         "created_at": UNKNOWN_CREATED_AT,
+        "lifecycle": "active",  # a model the catalogue lists is served; it says nothing of retirement
+        "deprecated_at": None,
+        "retires_at": None,
+        "line": line,
         "object": "model",
         "created": 0,
         "owned_by": owned_by,
@@ -35,8 +42,8 @@ def model_info(
         info["max_input_tokens"] = max_input_tokens
     if max_tokens:
         info["max_tokens"] = max_tokens
-    if image_input is not None:
-        info["capabilities"] = {"image_input": {"supported": image_input}}
+    if capabilities is not None:
+        info["capabilities"] = capabilities
     return info
 
 

@@ -6,7 +6,7 @@ A model whose catalogue entry advertises an `additionalModelRequestFieldsSchema`
 `output_config.effort` travel as top-level `additionalModelRequestFields`, built only from the
 properties that schema declares (the service refuses any other). The reply's
 `reasoningContentEvent` frames become `thinking` blocks with their signature
-(q2api.translation.translator.StreamTranslator, with q2api.translation.content_blocks). Other
+(q2api.translation.reply_text.ReplyText, with q2api.translation.content_blocks). Other
 models keep the `<thinking_mode>` text hint (q2api.conversion.thinking_prompt): newer Opus models ignore it, hence this path.
 
 Mapping, where the model does not take the requested form as it is:

@@ -21,6 +21,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import model_info
 from q2api.anthropic.types import UNSTATED_MAX_TOKENS, MessagesRequest, OutputConfig, ThinkingConfig
 from q2api.log_text import one_line
+from q2api.models.capabilities import model_capabilities
 from q2api.models.resolution import (
     ModelNotAvailable,
     Resolution,
@@ -95,7 +96,8 @@ class ModelRouter:
                     model.display_name,
                     model.max_input_tokens,
                     max_tokens=model.max_output_tokens,
-                    image_input="image" in model.input_types,
+                    capabilities=model_capabilities(model.input_types, model.reasoning),
+                    line=family[0] if family else None,
                     owned_by="anthropic" if family else "amazon-q",
                 )
             )
@@ -115,11 +117,28 @@ class ModelRouter:
                     alias,
                     choice.context_window,
                     max_tokens=choice.max_output_tokens,
-                    image_input="image" in choice.input_types,
+                    capabilities=model_capabilities(choice.input_types, choice.reasoning),
+                    line=family[0] if (family := model_family(choice.q_model_id)) else None,
                 )
             )
             listed.add(alias)
         return entries
+
+    def entry(self, model_id: str) -> dict[str, Any] | None:
+        """`GET /v1/models/{id}`: the listed entry of `model_id`, or of the served model another
+        spelling of it names (a dated id, `[1m]`, an Amazon Q id); None when no served model is it.
+        Never a substitute: the model asked about is the one described, or none."""
+        entries = self.entries()
+        by_id = {entry["id"]: entry for entry in entries}
+        if model_id in by_id:
+            return by_id[model_id]
+        try:
+            choice = resolve_against_catalogue(
+                model_id, self._catalogue(), aliases=self._aliases, policy=UnknownModelPolicy.REJECT
+            ).choice
+        except ModelNotAvailable:
+            return None
+        return by_id.get(claude_style_id(choice.q_model_id))
 
 
 def clamp_max_tokens(request: MessagesRequest, choice: ModelChoice) -> MessagesRequest:

@@ -98,6 +98,23 @@ def function_call_item(
     return item
 
 
+def custom_tool_call_item(
+    item_id: str, status: ItemStatus, *, call_id: str, name: str, input: str, namespace: str | None
+) -> dict[str, Any]:
+    """A `custom_tool_call` output item (the SDK's `ResponseCustomToolCall`): the input is one string."""
+    item = {
+        "id": item_id,
+        "type": "custom_tool_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "input": input,
+    }
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
+
+
 def reasoning_item(
     item_id: str,
     status: ItemStatus,

@@ -1,8 +1,9 @@
 """OpenAI Responses API request types (`POST /v1/responses`), validated at the edge with msgspec.
 
 Strict about what the gateway relies on (item and part shapes, tool shapes, numbers in range) and
-lenient about the rest: unknown fields (`user`, `prompt_cache_key`, `client_metadata`,
-`service_tier`, …) are accepted and ignored, and `null` wherever a field is optional.
+lenient about the rest: unknown fields (`user`, `client_metadata`, `service_tier`, …) are accepted
+and ignored, and `null` wherever a field is optional. `prompt_cache_key` is read: Codex names its
+conversation there (q2api.frontdoors.responses.conversation_key).
 
 `input` items are read one by one rather than as one tagged union: a message item may leave out
 its `type` (`{"role": "user", "content": "hi"}`, the SDK's "easy" form), which a union keyed on
@@ -10,7 +11,9 @@ its `type` (`{"role": "user", "content": "hi"}`, the SDK's "easy" form), which a
 OpenAI does (`input[3].content[0].image_url`). Item types the gateway cannot carry (other hosted
 tools' calls, item references) are refused by the front door, which knows why; here they stay plain
 JSON objects (`OtherItem`). The web search tool and its `web_search_call` items have types of their
-own (the SDK's `WebSearchTool`, `WebSearchPreviewTool` and `ResponseFunctionWebSearch`).
+own (the SDK's `WebSearchTool`, `WebSearchPreviewTool` and `ResponseFunctionWebSearch`), and so do
+custom (freeform) tools, their `custom_tool_call` items and the `custom_tool_call_output` items that
+answer them (the SDK's `CustomTool`, `ResponseCustomToolCall`, `ResponseCustomToolCallOutput`).
 """
 
 from __future__ import annotations
@@ -89,6 +92,24 @@ class FunctionCallOutputItem(Struct, kw_only=True):
     status: str | None = None
 
 
+class CustomToolCallItem(Struct, kw_only=True):
+    """A call of a custom tool: its whole input is one string (Codex's `apply_patch` patch)."""
+
+    call_id: Annotated[str, Meta(min_length=1)]
+    name: Annotated[str, Meta(min_length=1)]
+    input: str = ""
+    namespace: str | None = None
+    id: str | None = None
+    status: str | None = None
+
+
+class CustomToolCallOutputItem(Struct, kw_only=True):
+    call_id: Annotated[str, Meta(min_length=1)]
+    output: str | list[InputPart]
+    id: str | None = None
+    status: str | None = None
+
+
 class SummaryText(Struct, tag_field="type", tag="summary_text"):
     text: str
 
@@ -120,11 +141,22 @@ class OtherItem(Struct, kw_only=True):
     type: str
 
 
-InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | WebSearchCallItem | OtherItem
+InputItem = (
+    MessageItem
+    | FunctionCallItem
+    | FunctionCallOutputItem
+    | CustomToolCallItem
+    | CustomToolCallOutputItem
+    | ReasoningItem
+    | WebSearchCallItem
+    | OtherItem
+)
 _ITEM_TYPES: dict[str, type[Struct]] = {
     "message": MessageItem,
     "function_call": FunctionCallItem,
     "function_call_output": FunctionCallOutputItem,
+    "custom_tool_call": CustomToolCallItem,
+    "custom_tool_call_output": CustomToolCallOutputItem,
     "reasoning": ReasoningItem,
     "web_search_call": WebSearchCallItem,
 }
@@ -139,8 +171,30 @@ class FunctionTool(Struct, kw_only=True):
     strict: bool | None = None
 
 
+class CustomToolFormatText(Struct, tag_field="type", tag="text"):
+    """Unconstrained text: the default format of a custom tool."""
+
+
+class CustomToolFormatGrammar(Struct, tag_field="type", tag="grammar", kw_only=True):
+    """The input must match a grammar (Codex's `apply_patch` gives a Lark one)."""
+
+    definition: str
+    syntax: Literal["lark", "regex"]
+
+
+CustomToolFormat = CustomToolFormatText | CustomToolFormatGrammar
+
+
+class CustomTool(Struct, kw_only=True):
+    """A custom (freeform) tool: the model writes its input as one string, not as JSON arguments."""
+
+    name: Annotated[str, Meta(min_length=1)]
+    description: str | None = None
+    format: CustomToolFormat | None = None
+
+
 class NamespaceTool(Struct, kw_only=True):
-    """Codex's group of function tools under one name (`multi_agent_v1`); calls name both."""
+    """Codex's group of function (or custom) tools under one name (`multi_agent_v1`); calls name both."""
 
     name: Annotated[str, Meta(min_length=1)]
     tools: list[JSONObject]
@@ -181,7 +235,7 @@ class HostedTool(Struct, kw_only=True):
     type: str
 
 
-Tool = FunctionTool | NamespaceTool | WebSearchTool | HostedTool
+Tool = FunctionTool | CustomTool | NamespaceTool | WebSearchTool | HostedTool
 
 
 class Reasoning(Struct, kw_only=True):
@@ -237,6 +291,7 @@ class ResponsesRequest(Struct, kw_only=True):
     background: bool | None = None
     conversation: str | JSONObject | None = None
     prompt: JSONObject | None = None
+    prompt_cache_key: str | None = None
 
 
 # ---------------------------------------------------------------- parsing
@@ -290,6 +345,8 @@ def read_tool(raw: JSONObject, where: str) -> Tool:
     try:
         if kind == "function":
             return msgspec.convert(fields, FunctionTool)
+        if kind == "custom":
+            return msgspec.convert(fields, CustomTool)
         if kind == "namespace":
             return msgspec.convert(fields, NamespaceTool)
         if kind in WEB_SEARCH_TOOL_TYPES:

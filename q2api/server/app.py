@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match, Route
+from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
@@ -29,14 +29,16 @@ from q2api.anthropic.types import parse_count_tokens_request
 from q2api.frontdoors.chat.door import CHAT_DOOR, CHAT_ROUTE
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.responses.codex_models import CLIENT_VERSION_PARAM, codex_models
 from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
-from q2api.openai.shapes import model_list
+from q2api.openai.shapes import model_entry_fields, model_list
 from q2api.server import metrics
 from q2api.server.cross_site import HostAllowList, require_json
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response, json_response, read_body
 from q2api.server.gateway import STATE_KEY, Gateway, gateway_of, open_gateway
 from q2api.server.readiness import readiness
 from q2api.server.responses_routes import ResponsesRoutes
+from q2api.server.responses_websocket import ResponsesSocket
 from q2api.server.tenancy import Caller, Tenancy
 from q2api.server.transport import transport_limits
 from q2api.settings import Settings
@@ -65,6 +67,12 @@ def _single_v1(path: str) -> str | None:
     `/v1` before it added its own; None for a path without `/v1` twice at its start."""
     repeated = _REPEATED_V1.match(path)
     return "/v1" + path[repeated.end() :] if repeated else None
+
+
+def _may_see(caller: Caller, model_id: str) -> bool:
+    """A store key limited to some models is shown only those."""
+    allowed = caller.key.limits.models if caller.key is not None else None
+    return allowed is None or model_id in allowed
 
 
 def _is_route(request: Request, path: str) -> bool:
@@ -176,12 +184,24 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
 
     async def list_models(request: Request) -> Response:
         caller = await admit(request)
-        entries = gateway_of(request).models.entries()
-        allowed = caller.key.limits.models if caller.key is not None else None
-        if allowed is not None:  # a store key limited to some models is shown only those
-            entries = [entry for entry in entries if entry["id"] in allowed]
+        entries = [entry for entry in gateway_of(request).models.entries() if _may_see(caller, entry["id"])]
         # One list for both SDKs: the Anthropic page, each entry also in the OpenAI shape.
-        return json_response(model_list(list_models_page(entries, request.query_params), owned_by=MODELS_OWNER))
+        page = model_list(list_models_page(entries, request.query_params), owned_by=MODELS_OWNER)
+        if CLIENT_VERSION_PARAM in request.query_params:  # Codex: its catalogue, every model at once
+            page["models"] = codex_models(entries)
+        return json_response(page)
+
+    async def retrieve_model(request: Request) -> Response:
+        caller = await admit(request)
+        model_id = request.path_params["model_id"]
+        entry = gateway_of(request).models.entry(model_id)
+        if entry is None or not (_may_see(caller, entry["id"]) or _may_see(caller, model_id)):
+            raise AnthropicError(
+                404,
+                f"model {model_id!r} is not served here: GET /v1/models lists the models this gateway serves",
+                error_type="not_found_error",
+            )
+        return json_response({**model_entry_fields(MODELS_OWNER), **entry})
 
     async def healthz(request: Request) -> Response:
         # Liveness plus each account's health and last known credits (labels only, never a credential).
@@ -252,10 +272,12 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route(CHAT_ROUTE, chat_completions, methods=["POST"]),
             Route(RESPONSES_ROUTE, responses.create, methods=["POST"]),
+            WebSocketRoute(RESPONSES_ROUTE, ResponsesSocket(settings, hosts, responses).serve),
             Route(RESPONSES_ROUTE + "/{response_id}", responses.retrieve, methods=["GET"]),
             Route(RESPONSES_ROUTE + "/{response_id}", responses.delete, methods=["DELETE"]),
             Route(RESPONSES_ROUTE + "/{response_id}/input_items", responses.input_items, methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
+            Route("/v1/models/{model_id}", retrieve_model, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),

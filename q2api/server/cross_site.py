@@ -12,6 +12,11 @@ gateway (and its Amazon Q accounts), and each has its check:
   without client keys answers only loopback names and the names in Q2API_ALLOWED_HOSTS
   (`HostAllowList`, 403 otherwise). With client keys the key does that job: a page cannot know it.
 
+A WebSocket is the exception to the first: a page may open one to any origin without asking, and
+the browser says which page did in `Origin`. A gateway without client keys refuses a handshake
+that carries one (`refuse_browser_websocket`, 403); the clients of its WebSocket (Codex, the SDKs)
+send none. With client keys the key again does the job: a page cannot set the header that carries it.
+
 Neither refusal is worth retrying: both carry `x-should-retry: false`. Imported by `q2api serve`
 before the app (and prometheus_client) is: it imports nothing of the server.
 """
@@ -19,9 +24,9 @@ before the app (and prometheus_client) is: it imports nothing of the server.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from q2api.anthropic.errors import AnthropicError
 
@@ -47,6 +52,20 @@ def require_json(request: Request) -> None:
             415,
             f"Content-Type must be application/json (got {shown}); with curl, add -H 'content-type: application/json'",
             error_type="invalid_request_error",
+            headers=NO_RETRY,
+        )
+
+
+def refuse_browser_websocket(headers: Mapping[str, str]) -> None:
+    """Raise a 403 for a WebSocket handshake a browser page made (it carries `Origin`)."""
+    origin = headers.get("origin")
+    if origin is not None:
+        raise AnthropicError(
+            403,
+            f"a web page ({origin[:100]!r}) may not open this gateway's WebSocket: the gateway has no client keys, "
+            "so any page the user visits could use it. Clients that are not browsers send no Origin header; a "
+            "gateway with client keys (Q2API_API_KEYS or `q2api keys create`) takes keys instead",
+            error_type="permission_error",
             headers=NO_RETRY,
         )
 
@@ -92,7 +111,7 @@ class HostAllowList:
     def allows(self, name: str) -> bool:
         return is_loopback(name) or name in self._names or name.endswith(self._suffixes)
 
-    def check(self, request: Request) -> None:
+    def check(self, request: HTTPConnection) -> None:
         """Raise a 403 unless the request's `Host` may be answered."""
         if not self.enforced:
             return

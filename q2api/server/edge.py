@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import orjson
 from loguru import logger
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -201,7 +201,7 @@ KEY_INVALID = "invalid x-api-key"
 KEY_INVALID_BEARER = "invalid Authorization: Bearer key"  # the OpenAI SDKs' (and Anthropic SDK 2.x's) way
 
 
-def key_refusal(request: Request) -> str:
+def key_refusal(request: HTTPConnection) -> str:
     """The 401's message for a request whose key is not accepted: it names what the client sent."""
     if request.headers.get("x-api-key"):
         return KEY_INVALID
@@ -217,7 +217,7 @@ def store_unavailable(message: str, *, retry_after: int | None = None) -> ChatEr
     )
 
 
-def presented_key(request: Request) -> str | None:
+def presented_key(request: HTTPConnection) -> str | None:
     """The client key a request carries: `x-api-key` (SDK 0.x/1.x), else `Authorization: Bearer` (SDK 2.x,
     Claude Code with ANTHROPIC_AUTH_TOKEN); None: neither. q2api.server.tenancy judges it."""
     # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from q2api.accounts.discovery import AccountDiscovery
 from q2api.accounts.opening import open_account_store, response_store_for
@@ -197,7 +197,7 @@ def _after_each_request(
     return logged
 
 
-def gateway_of(request: Request) -> Gateway:
+def gateway_of(request: HTTPConnection) -> Gateway:
     """The container of the app serving `request` (the lifespan put it in every request's state)."""
     gateway = getattr(request.state, STATE_KEY, None)
     if not isinstance(gateway, Gateway):  # a route called outside the lifespan: a bug, not a client error

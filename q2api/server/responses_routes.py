@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 
 from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
 from q2api.accounts.response_store import (
+    Conversation,
     ConversationGap,
     ResponseStore,
     StoredResponse,
@@ -34,14 +36,17 @@ from q2api.accounts.response_store import (
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.frontdoors.chat.errors import ChatError
+from q2api.frontdoors.responses.conversation_key import ConversationKey, conversation_key
 from q2api.frontdoors.responses.door import (
     RESPONSES_DOOR,
     ResponsesCall,
     ResponsesDoor,
     read_responses_request,
 )
+from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.responses_types import ResponsesRequest
 from q2api.server.cross_site import HostAllowList, require_json
 from q2api.server.edge import error_response, json_response, read_body, store_unavailable
 from q2api.server.gateway import gateway_of
@@ -107,26 +112,57 @@ class ResponsesRoutes:
             require_json(request)
             body = await read_body(request, self._settings.max_body_bytes)
             parsed = read_responses_request(body)
-            door = ResponsesDoor(parsed)
-            if parsed.previous_response_id:
-                try:
-                    conversation = await load_conversation(gateway.responses, parsed.previous_response_id, owner)
-                except ConversationGap as gap:
-                    raise ChatError(
-                        OpenAIError(404, str(gap), param="previous_response_id", code="previous_response_not_found")
-                    ) from None
-                except STORE_ERRORS as exc:
-                    raise _store_unavailable(exc) from None
-                door = ResponsesDoor(parsed, conversation.items, previous_model=conversation.model)
+            key = conversation_key(request.headers, parsed.prompt_cache_key)
+            door = await self.door_for(gateway.responses, parsed, owner, key=key)
         except AnthropicError as error:
             # Refused at the edge, but still one log line, like every other request.
             return relay.refuse(request_id, error, RESPONSES_DOOR, caller)
 
         async def store_finished() -> None:
-            if parsed.store is not False and door.call is not None:
-                await self._store(gateway.responses, door.call, owner, parsed.previous_response_id)
+            await self.keep(gateway.responses, door, parsed, owner)
 
         return await relay.handle(request, body, request_id, door, finishing=store_finished, caller=caller)
+
+    async def door_for(
+        self,
+        store: ResponseStore,
+        parsed: ResponsesRequest,
+        owner: str,
+        *,
+        key: ConversationKey | None,
+        framing: Framing = SSE,
+        remembered: Mapping[str, Conversation] | None = None,
+        generate: bool = True,
+    ) -> ResponsesDoor:
+        """The door for `parsed`, with the conversation its `previous_response_id` continues: one
+        the transport `remembered` (the WebSocket's last response, stored or not), else the store's
+        (a 404 naming the field when it has none)."""
+        if not parsed.previous_response_id:
+            return ResponsesDoor(parsed, framing=framing, conversation_key=key, generate=generate)
+        conversation = (remembered or {}).get(parsed.previous_response_id)
+        if conversation is None:
+            try:
+                conversation = await load_conversation(store, parsed.previous_response_id, owner)
+            except ConversationGap as gap:
+                raise ChatError(
+                    OpenAIError(404, str(gap), param="previous_response_id", code="previous_response_not_found")
+                ) from None
+            except STORE_ERRORS as exc:
+                raise _store_unavailable(exc) from None
+        return ResponsesDoor(
+            parsed,
+            conversation.items,
+            previous_model=conversation.model,
+            framing=framing,
+            conversation_key=key,
+            generate=generate,
+        )
+
+    async def keep(self, store: ResponseStore, door: ResponsesDoor, parsed: ResponsesRequest, owner: str) -> None:
+        """Store the response `door` answered, unless the request said `store: false` (awaited before
+        the reply's last byte, so that a client continuing it at once finds it)."""
+        if parsed.store is not False and door.call is not None:
+            await self._store(store, door.call, owner, parsed.previous_response_id)
 
     async def _store(self, store: ResponseStore, call: ResponsesCall, owner: str, previous: str | None) -> None:
         outcome = call.outcome

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from loguru import logger
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
@@ -102,7 +102,7 @@ class Tenancy:
     def counters(self) -> Counters:
         return self.gate.counters
 
-    async def identify(self, request: Request) -> Caller:
+    async def identify(self, request: HTTPConnection) -> Caller:
         """The caller, or the 401 (no key, unknown, revoked, expired) or 503 (the key store is down) to answer."""
         presented = presented_key(request)
         if presented is not None and self._env_keys.matches(presented):

@@ -52,6 +52,10 @@ FILES_PER_STREAM = 2
 FILES_KEPT = 64
 # The most `raise_open_file_limit` asks for, whatever the hard limit (some systems say "unlimited").
 _OPEN_FILES_WANTED = 1 << 20
+# What a Responses WebSocket message may carry besides the body Q2API_MAX_BODY_BYTES lets through
+# (its `type`, `stream_id`, `generate`): a bigger message is closed by the server (1009), a body
+# over the limit in a message under it gets the 413 a POST gets (q2api.server.responses_websocket).
+WEBSOCKET_ENVELOPE_BYTES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +68,7 @@ class TransportLimits:
     body_timeout: float
     keep_alive_timeout: int
     max_connections: int
+    max_body_bytes: int
 
 
 def transport_limits(settings: Settings) -> TransportLimits:
@@ -74,6 +79,7 @@ def transport_limits(settings: Settings) -> TransportLimits:
         body_timeout=settings.body_timeout,
         keep_alive_timeout=settings.keep_alive_timeout,
         max_connections=settings.max_connections or connection_cap(open_file_limit()),
+        max_body_bytes=settings.max_body_bytes,
     )
 
 
@@ -121,6 +127,8 @@ def uvicorn_options(limits: TransportLimits) -> dict[str, Any]:
         "limit_concurrency": limits.max_connections + 1,
         # Only read by the h11 protocol, should it ever be chosen instead.
         "h11_max_incomplete_event_size": limits.max_header_bytes,
+        # A Responses WebSocket message is a request body (uvicorn's default is 16 MiB whatever the setting).
+        "ws_max_size": limits.max_body_bytes + WEBSOCKET_ENVELOPE_BYTES,
     }
 
 

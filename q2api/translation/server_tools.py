@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from q2api.anthropic.events import WebSearchResult, WebSearchToolResultError
+from q2api.anthropic.events import ServerToolUsage, WebSearchResult, WebSearchToolResultError
 
 WEB_SEARCH = "web_search"
 
@@ -36,6 +36,39 @@ class ServerToolCall:
     name: str  # the server tool (web_search)
     input: dict[str, Any]
     upstream_id: str  # Amazon Q's toolUseId: the tool result of the next upstream call answers it
+
+
+class ServerToolCalls:
+    """The server-tool calls of one reply: those the server is to run before the message goes on
+    (`pending`, made in the current upstream call), the searches run (usage.server_tool_use) and the
+    results shown, whose titles a later citation of the reply text names."""
+
+    __slots__ = ("_titles", "offered", "pending", "web_search_requests")
+
+    def __init__(self, offered: bool) -> None:
+        self.offered = offered  # the request offers a server tool: the usage reports server_tool_use
+        self.pending: list[ServerToolCall] = []
+        self.web_search_requests = 0
+        self._titles: dict[str, str] = {}  # url → title of a result shown
+
+    def shown(self, content: list[WebSearchResult] | WebSearchToolResultError, *, searched: bool) -> None:
+        """A `web_search_tool_result` went out; `searched`: a search was run for it."""
+        if searched:
+            self.web_search_requests += 1
+        if isinstance(content, list):
+            self._titles.update((result["url"], result["title"]) for result in content)
+
+    def citation(self, url: str, cited_text: str) -> dict[str, Any]:
+        """A citation of the reply text pointing at `url` (titled when a result shown had that url)."""
+        return {
+            "type": "web_search_result_location",
+            "url": url,
+            "title": self._titles.get(url),
+            "cited_text": cited_text,
+        }
+
+    def usage(self) -> ServerToolUsage:
+        return {"web_search_requests": self.web_search_requests, "web_fetch_requests": 0}
 
 
 def new_call(name: str, tool_input: dict[str, Any], upstream_id: str | None = None) -> ServerToolCall:

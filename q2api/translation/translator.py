@@ -29,17 +29,20 @@ open for it yet (q2api/translation/tool_input.py says why). The phase is derived
 lifecycle (`Lifecycle`), the pending tool call and the open block, so the
 three can never disagree.
 
-Reply text goes through the `<thinking>` tag splitter, then the stop-sequence
-matcher, then the max_tokens budget; all three are chunking-independent,
-which is what lets `feed_all` join a read's texts into one delta.
+Each kind of block has its own module; the translator decides when each one writes and when the
+message ends. Text and thinking: q2api/translation/reply_text.py (the `<thinking>` tag splitter, the
+stop-sequence matcher, the max_tokens budget, all chunking-independent, which is what lets `feed_all`
+join a read's texts into one delta). Tool use: q2api/translation/tool_input.py (buffered, judged once,
+whose call it is). Server tools: q2api/translation/server_tools.py. Usage and credits:
+q2api/translation/usage.py. The events it reads, and their payloads: q2api/translation/reply_events.py.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 import orjson
 
@@ -56,10 +59,18 @@ from q2api.anthropic.events import (
 from q2api.translation.anomalies import AnomalyKind, StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
 from q2api.translation.error_mapping import bad_payload, in_stream_failure
-from q2api.translation.server_tools import ServerToolCall, new_call
-from q2api.translation.stop_conditions import OutputTokenCounter, StopSequenceMatcher
-from q2api.translation.thinking_split import SegmentKind, ThinkingTagSplitter
-from q2api.translation.tool_input import ToolInputBuffer, ToolInputVerdict, missing_stop_finding, truncation_finding
+from q2api.translation.reply_events import EVENT_TYPES, invalid_state_finding
+from q2api.translation.reply_text import ReplyText, TextEnd
+from q2api.translation.server_tools import ServerToolCall, ServerToolCalls
+from q2api.translation.stop_conditions import OutputTokenCounter
+from q2api.translation.tool_input import (
+    ClientToolUse,
+    ServerToolUse,
+    ToolCalls,
+    WithheldToolUse,
+    late_event_finding,
+    lost_input_finding,
+)
 from q2api.translation.usage import ReplyUsage
 
 if TYPE_CHECKING:
@@ -87,9 +98,6 @@ class Lifecycle(Enum):
     FAILED = "failed"
 
 
-_TEXT = SegmentKind.TEXT
-_THINKING = SegmentKind.THINKING
-_TEXT_OPEN = OpenBlock.TEXT
 _STREAMING = Lifecycle.STREAMING
 _MESSAGE_STOP: MessageStopEvent = {"type": "message_stop"}
 _loads = orjson.loads
@@ -118,7 +126,6 @@ class StreamTranslator:
         self.lifecycle = Lifecycle.NOT_STARTED
         self.failure: AnthropicError | None = None
         self.stop_reason: str | None = None
-        self.stop_sequence: str | None = None
         self.findings: list[StreamFinding] = []
         self.ignored_events: dict[str, int] = {}
         self.tools_emitted = 0
@@ -126,31 +133,11 @@ class StreamTranslator:
 
         self._blocks = ContentBlocks()
         self._usage = ReplyUsage(input_tokens, context_window)
-        self._tool_names = tool_names or {}
-        self._tool_use_ids = tool_use_ids or {}  # ids the conversion changed: the client gets its own back
-        self._splitter = ThinkingTagSplitter(enabled=thinking_tags)
-        matcher = StopSequenceMatcher(stop_sequences)
-        self._stop_matcher = matcher if matcher.sequences else None
-        self._counter = OutputTokenCounter(max_tokens)
-        self._pending_tool: ToolInputBuffer | None = None
-        self._judged_tool_ids: set[str] = set()
-        self._thinking_tags = thinking_tags
-        self._server_tools = dict(server_tools or {})
-        self.server_calls: list[ServerToolCall] = []  # made in the current upstream call
-        self.web_search_requests = 0  # searches run for this reply (usage.server_tool_use)
-        self._result_titles: dict[str, str] = {}  # url → title of the search results shown, for citations
-        # An upstream call was read (its usage counts): false while a first search runs before any call.
-        self._usage_seen = True
-        self._handlers: dict[object, Callable[[dict[str, Any], list[Event]], None]] = {
-            "assistantResponseEvent": self._on_assistant_response,
-            "reasoningContentEvent": self._on_reasoning,
-            "toolUseEvent": self._on_tool_use,
-            "metadataEvent": lambda payload, out: self._usage.note_metadata(payload),
-            "contextUsageEvent": lambda payload, out: self._usage.note_context_usage(payload),
-            "meteringEvent": lambda payload, out: self._usage.note_metering(payload),
-            "invalidStateEvent": self._on_invalid_state,
-            "citationEvent": self._on_citation,
-        }
+        self._counter = OutputTokenCounter(max_tokens)  # text, thinking and tool input all spend it
+        self._text = ReplyText(self._blocks, self._counter, stop_sequences, thinking_tags)
+        # Ids the conversion changed: the client gets its own back.
+        self._tools = ToolCalls(tool_names or {}, tool_use_ids or {}, dict(server_tools or {}))
+        self._server = ServerToolCalls(offered=bool(server_tools))
 
     # ------------------------------------------------------------------ status
 
@@ -159,7 +146,7 @@ class StreamTranslator:
         lifecycle = self.lifecycle
         if lifecycle is not _STREAMING:
             return Phase[lifecycle.name]
-        if self._pending_tool is not None:
+        if self._tools.pending is not None:
             return Phase.IN_TOOL_USE
         open_block = self._blocks.open
         if open_block is OpenBlock.TEXT:
@@ -182,12 +169,22 @@ class StreamTranslator:
         return self._usage.credits
 
     @property
+    def stop_sequence(self) -> str | None:
+        """The stop sequence the reply ended on, if it did."""
+        return self._text.stop_sequence
+
+    @property
     def usage(self) -> Usage:
         """Cumulative usage so far (the final one once finished)."""
         usage = self._usage.snapshot(self._counter.total)
-        if self._server_tools:
-            usage["server_tool_use"] = {"web_search_requests": self.web_search_requests, "web_fetch_requests": 0}
+        if self._server.offered:
+            usage["server_tool_use"] = self._server.usage()
         return usage
+
+    @property
+    def server_calls(self) -> list[ServerToolCall]:
+        """The server-tool calls made in the current upstream call, for the server to run."""
+        return self._server.pending
 
     @property
     def awaiting_tools(self) -> bool:
@@ -283,12 +280,11 @@ class StreamTranslator:
         if self.finished:
             return []
         out = self.start()
-        self._emit_segments(self._splitter.flush(), out)
-        if not self.finished:
-            self._settle_text(out)
-        if self._pending_tool is not None and not self.finished:
+        if self._ended_by(self._text.flush(out), out):
+            return out
+        if self._tools.pending is not None:
             self._judge_tool(out, stream_ended=True)
-        if not self.finished and self.server_calls:
+        if not self.finished and self._server.pending:
             self._blocks.close(out)
             self.lifecycle = Lifecycle.AWAITING_TOOLS
             return out
@@ -313,8 +309,8 @@ class StreamTranslator:
         message starts by awaiting them."""
         if self.lifecycle is Lifecycle.NOT_STARTED or (self.lifecycle is _STREAMING and not self.has_content):
             self.lifecycle = Lifecycle.AWAITING_TOOLS
-            self.server_calls = list(calls)
-            self._usage_seen = False
+            self._server.pending = list(calls)
+            self._usage.before_first_call()
 
     def server_tool_use(self, call: ServerToolCall) -> list[Event]:
         """The `server_tool_use` block of a call the server is about to run."""
@@ -327,10 +323,7 @@ class StreamTranslator:
     ) -> list[Event]:
         """The `web_search_tool_result` block answering `call`; `searched`: a search was run (counted in usage)."""
         out: list[Event] = []
-        if searched:
-            self.web_search_requests += 1
-        if isinstance(content, list):
-            self._result_titles.update((result["url"], result["title"]) for result in content)
+        self._server.shown(content, searched=searched)
         self._blocks.web_search_result(call.id, content, out)
         return out
 
@@ -338,13 +331,9 @@ class StreamTranslator:
         """The message goes on with the next upstream call's frames (its request estimated at `input_estimate`)."""
         if self.lifecycle is not Lifecycle.AWAITING_TOOLS:
             return
-        self.server_calls = []
-        self._splitter = ThinkingTagSplitter(enabled=self._thinking_tags)
-        if self._usage_seen:
-            self._usage.next_call(input_estimate)
-        else:
-            self._usage.input_estimate = input_estimate  # the first upstream call of the reply
-        self._usage_seen = True
+        self._server.pending = []
+        self._text.restart()
+        self._usage.next_call(input_estimate)
         self.lifecycle = _STREAMING
 
     def end(self, reason: str) -> list[Event]:
@@ -364,68 +353,85 @@ class StreamTranslator:
     # ------------------------------------------------------------------ upstream events
 
     def _on_event(self, event_type: object, raw: bytes, out: list[Event]) -> None:
-        handler = self._handlers.get(event_type)
-        if handler is None:
+        kind = EVENT_TYPES.get(event_type)
+        if kind is None:
             self._ignore(str(event_type))
             return
         try:
             payload = _loads(raw) if raw else {}
         except orjson.JSONDecodeError as error:
-            self._fail_into(out, bad_payload(event_type, f"is not valid JSON ({error})"))
+            self._fail_into(out, bad_payload(kind, f"is not valid JSON ({error})"))
             return
         if type(payload) is not dict:
-            self._fail_into(out, bad_payload(event_type, "is not a JSON object"))
+            self._fail_into(out, bad_payload(kind, "is not a JSON object"))
             return
-        if len(payload) == 1 and type(payload.get(event_type)) is dict:
-            payload = payload[event_type]  # the `{"<eventName>": {...}}` wrapping some streams use
-        handler(payload, out)
+        if len(payload) == 1 and type(payload.get(kind)) is dict:
+            payload = payload[kind]  # the `{"<eventName>": {...}}` wrapping some streams use
+        match kind:
+            case "assistantResponseEvent":
+                content = payload.get("content")
+                if type(content) is str:
+                    self._on_text(content, out)
+            case "toolUseEvent":
+                self._on_tool_use(payload, out)
+            case "reasoningContentEvent":
+                self._on_reasoning(payload, out)
+            case "metadataEvent":
+                self._usage.note_metadata(payload)
+            case "contextUsageEvent":
+                self._usage.note_context_usage(payload)
+            case "meteringEvent":
+                self._usage.note_metering(payload)
+            case "invalidStateEvent":
+                self.findings.append(invalid_state_finding(payload))
+            case "citationEvent":
+                self._on_citation(payload, out)
+            case unknown:
+                assert_never(unknown)
 
-    def _on_assistant_response(self, payload: dict[str, Any], out: list[Event]) -> None:
-        content = payload.get("content")
-        if type(content) is str:
-            self._on_text(content, out)
+    def _ignore(self, event_type: str) -> None:
+        self.ignored_events[event_type] = self.ignored_events.get(event_type, 0) + 1
+
+    def _on_text(self, content: str, out: list[Event]) -> None:
+        if not content:
+            return
+        if self._tools.pending is not None:
+            self._judge_tool(out)
+        end = self._text.text(content, out)
+        if end is not None:
+            self._end(out, end)
 
     def _on_reasoning(self, payload: dict[str, Any], out: list[Event]) -> None:
-        if self._pending_tool is not None:
+        if self._tools.pending is not None:
             self._judge_tool(out)
         text = payload.get("text")
-        if type(text) is str and text:
-            if self._blocks.open is not OpenBlock.THINKING:
-                self._settle_tagged_text(out)
-                if self.finished:
-                    return
-            self._emit_thinking(text, out)
+        if type(text) is str and text and self._ended_by(self._text.native_thinking(text, out), out):
+            return
         signature = payload.get("signature")
         if type(signature) is str and signature:
             self._blocks.note_signature(signature)
         redacted = payload.get("redactedContent")
-        if type(redacted) is str and redacted and not self.finished:
-            self._settle_tagged_text(out)
-            if not self.finished:
-                self._blocks.redacted_thinking(redacted, out)
+        if type(redacted) is str and redacted:
+            self._ended_by(self._text.redacted_thinking(redacted, out), out)
 
     def _on_tool_use(self, payload: dict[str, Any], out: list[Event]) -> None:
         tool_use_id = payload.get("toolUseId")
         tool_use_id = tool_use_id if type(tool_use_id) is str else ""
         name = payload.get("name")
         name = name if type(name) is str else ""
-        pending = self._pending_tool
+        pending = self._tools.pending
         if pending is not None and pending.tool_use_id != tool_use_id:
             # A new call without `stop` for the previous one: judge that one as its input stands.
             self._judge_tool(out)
             pending = None
         if pending is None:
-            if tool_use_id in self._judged_tool_ids:
-                detail = {"tool_use_id": tool_use_id}
-                self.findings.append(
-                    StreamFinding(AnomalyKind.LATE_TOOL_USE_EVENT, "ignored an event of a judged call", detail)
-                )
+            if self._tools.judged(tool_use_id):
+                self.findings.append(late_event_finding(tool_use_id))
                 return
-            self._settle_tagged_text(out)
-            if self.finished:
+            if self._ended_by(self._text.settle(out), out):
                 return
             self._blocks.close(out)
-            pending = self._pending_tool = ToolInputBuffer(tool_use_id, name)
+            pending = self._tools.begin(tool_use_id, name)
         elif name and not pending.name:
             pending.name = name
         pending.add(payload.get("input"))
@@ -433,134 +439,39 @@ class StreamTranslator:
             pending.stopped = True
             self._judge_tool(out)
 
+    def _judge_tool(self, out: list[Event], *, stream_ended: bool = False) -> None:
+        match self._tools.judge(stream_ended=stream_ended):
+            case ClientToolUse(tool_use_id, name, input_json, finding):
+                if finding is not None:
+                    self.findings.append(finding)
+                self._counter.add(input_json)
+                self._blocks.tool_use(tool_use_id, name, input_json, out)
+                self.tools_emitted += 1
+            case ServerToolUse(call, input_json):
+                # Not the client's tool: the server runs it once this upstream call ends.
+                self._counter.add(input_json)
+                self._server.pending.append(call)
+            case WithheldToolUse(finding):
+                self.tools_withheld += 1
+                self.findings.append(finding)
+            case unknown:
+                assert_never(unknown)
+
     def _on_citation(self, payload: dict[str, Any], out: list[Event]) -> None:
         """`citationEvent {citationLink, citationText?, target}` (docs/protocol.md#event-types) → a citation of the text."""
         link = payload.get("citationLink")
-        if type(link) is not str or not link:
-            return
-        text = payload.get("citationText")
-        self._blocks.citation(
-            {
-                "type": "web_search_result_location",
-                "url": link,
-                "title": self._result_titles.get(link),
-                "cited_text": text if type(text) is str else "",
-            },
-            out,
-        )
-
-    def _on_invalid_state(self, payload: dict[str, Any], out: list[Event]) -> None:
-        detail = {"reason": payload.get("reason"), "message": payload.get("message")}
-        self.findings.append(
-            StreamFinding(AnomalyKind.INVALID_STATE_EVENT, "Amazon Q reported an invalid state", detail)
-        )
-
-    def _ignore(self, event_type: str) -> None:
-        self.ignored_events[event_type] = self.ignored_events.get(event_type, 0) + 1
-
-    # ------------------------------------------------------------------ text and thinking
-
-    def _on_text(self, content: str, out: list[Event]) -> None:
-        if not content:
-            return
-        if self._pending_tool is not None:
-            self._judge_tool(out)
-        if self._blocks.open is _TEXT_OPEN:
-            # Hot path: plain text continuing the open text block.
-            text = self._splitter.take_plain(content)
-            if text is not None:
-                if text:
-                    self._emit_text(text, out)
-                return
-        self._emit_segments(self._splitter.feed(content), out)
-
-    def _emit_segments(self, segments: list[tuple[SegmentKind, str]], out: list[Event]) -> None:
-        for kind, text in segments:
-            if self.finished:
-                return
-            if kind is _TEXT:
-                self._emit_text(text, out)
-            elif kind is _THINKING:
-                self._emit_thinking(text, out)
-            elif self._blocks.open is OpenBlock.THINKING:  # THINKING_END
-                self._blocks.close(out)
-
-    def _emit_text(self, text: str, out: list[Event]) -> None:
-        matched = None
-        if self._stop_matcher is not None:
-            text, matched = self._stop_matcher.feed(text)
-        if text and not self._text(self._counter.admit(text), len(text), out):
-            return
-        if matched is not None:
-            self.stop_sequence = matched
-            self._end(out, "stop_sequence")
-
-    def _text(self, admitted: str, wanted: int, out: list[Event]) -> bool:
-        """Write admitted text (`wanted`: its length before the budget cut); False if the reply ended."""
-        if admitted:
-            self._blocks.text(admitted, out)
-        if len(admitted) < wanted:
-            self._end(out, "max_tokens")
-            return False
-        return True
-
-    def _emit_thinking(self, text: str, out: list[Event]) -> None:
-        admitted = self._counter.admit(text)
-        if admitted:
-            self._blocks.thinking(admitted, out)
-        if len(admitted) < len(text):
-            self._end(out, "max_tokens")
-
-    def _settle_tagged_text(self, out: list[Event]) -> None:
-        """Before a block that does not come from the text stream: release held-back text.
-
-        A tool call or redacted block also ends an unterminated inline `<thinking>`.
-        """
-        self._emit_segments(self._splitter.drain(), out)
-        self._splitter.leave_thinking()
-        if not self.finished:
-            self._settle_text(out)
-
-    def _settle_text(self, out: list[Event]) -> None:
-        if self._stop_matcher is not None:
-            held = self._stop_matcher.drain()
-            if held:
-                self._text(self._counter.admit(held), len(held), out)
-
-    # ------------------------------------------------------------------ tools
-
-    def _judge_tool(self, out: list[Event], *, stream_ended: bool = False) -> None:
-        pending = self._pending_tool
-        assert pending is not None
-        self._pending_tool = None
-        self._judged_tool_ids.add(pending.tool_use_id)
-        verdict, input_json = pending.judge()
-        if stream_ended and not pending.stopped and verdict is ToolInputVerdict.EMPTY:
-            # Cut before any input arrived: "no input" cannot be told from "input lost".
-            verdict = ToolInputVerdict.TRUNCATED
-        name = self._tool_names.get(pending.name, pending.name)
-        server_tool = self._server_tools.get(pending.name)
-        if server_tool is not None and verdict in (ToolInputVerdict.COMPLETE, ToolInputVerdict.EMPTY):
-            # Not the client's tool: the server runs it once this upstream call ends.
-            self._counter.add(input_json)
-            tool_input = _loads(input_json)
-            self.server_calls.append(
-                new_call(server_tool, tool_input if type(tool_input) is dict else {}, pending.tool_use_id or None)
-            )
-            return
-        if verdict is ToolInputVerdict.COMPLETE or verdict is ToolInputVerdict.EMPTY:
-            if not pending.stopped:
-                self.findings.append(missing_stop_finding(pending, name))
-            self._counter.add(input_json)
-            tool_use_id = self._tool_use_ids.get(pending.tool_use_id, pending.tool_use_id)
-            tool_use_id = tool_use_id or f"toolu_{uuid.uuid4().hex[:24]}"
-            self._blocks.tool_use(tool_use_id, name, input_json, out)
-            self.tools_emitted += 1
-        else:
-            self.tools_withheld += 1
-            self.findings.append(truncation_finding(pending, name, verdict))
+        if type(link) is str and link:
+            text = payload.get("citationText")
+            self._blocks.citation(self._server.citation(link, text if type(text) is str else ""), out)
 
     # ------------------------------------------------------------------ endings
+
+    def _ended_by(self, end: TextEnd | None, out: list[Event]) -> bool:
+        """End the message if the text just written says so (a stop sequence, the token budget)."""
+        if end is None:
+            return False
+        self._end(out, end)
+        return True
 
     def _end(self, out: list[Event], reason: str) -> None:
         self._blocks.close(out)
@@ -579,12 +490,9 @@ class StreamTranslator:
         if self.finished:
             return
         self._blocks.close(out)
-        if self._pending_tool is not None:
-            detail = {"tool_use_id": self._pending_tool.tool_use_id}
-            self.findings.append(
-                StreamFinding(AnomalyKind.TOOL_INPUT_LOST, "the stream failed during a tool call", detail)
-            )
-            self._pending_tool = None
+        if self._tools.pending is not None:
+            self.findings.append(lost_input_finding(self._tools.pending))
+            self._tools.pending = None
         self.failure = error
         self.lifecycle = Lifecycle.FAILED
         out.append(error_event(error.error_type, error.message))

@@ -16,7 +16,9 @@ a reply holds several (a web-search turn makes more than one upstream call);
 "not metered" stay apart.
 
 A reply made of several upstream calls (`next_call`) adds up each call's
-figures: every call is a separate sampling that Amazon Q bills on its own.
+figures: every call is a separate sampling that Amazon Q bills on its own. A reply
+that starts with a server tool, before any upstream call (`before_first_call`), has
+no figures to keep when its first call comes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class ReplyUsage:
         "_cache_write",
         "_context_percentage",
         "_done",
+        "_first_call_pending",
         "_input",
         "_output",
         "context_window",
@@ -50,6 +53,7 @@ class ReplyUsage:
         self._cache_write = 0
         self.credits: float | None = None  # None: no metering event seen
         self._done = _Totals()  # the finished upstream calls of this reply
+        self._first_call_pending = False  # no upstream call was read yet (see `before_first_call`)
 
     def note_metadata(self, payload: dict[str, Any]) -> None:
         usage = payload.get("tokenUsage")
@@ -73,9 +77,17 @@ class ReplyUsage:
         if isinstance(amount, int | float) and not isinstance(amount, bool) and math.isfinite(amount) and amount >= 0:
             self.credits = (self.credits or 0.0) + float(amount)
 
+    def before_first_call(self) -> None:
+        """The reply starts with a server tool's result: no upstream call has been read yet."""
+        self._first_call_pending = True
+
     def next_call(self, input_estimate: int) -> None:
         """The reply goes on with another upstream call (a server tool's result): keep what this
         call reported, start afresh for the next one, whose request is estimated at `input_estimate`."""
+        if self._first_call_pending:
+            self._first_call_pending = False
+            self.input_estimate = input_estimate  # the first upstream call of the reply
+            return
         self._done = self._done.plus(self.input_tokens, self._output or 0, self._cache_read, self._cache_write)
         self.input_estimate = input_estimate
         self._input = None

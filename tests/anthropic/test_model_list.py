@@ -42,6 +42,10 @@ def test_model_info_shape():
         "id": "claude-sonnet-4-5",
         "display_name": "Claude Sonnet 4.5",
         "created_at": "1970-01-01T00:00:00Z",
+        "lifecycle": "active",
+        "deprecated_at": None,
+        "retires_at": None,
+        "line": None,
         "object": "model",
         "created": 0,
         "owned_by": "anthropic",
@@ -49,7 +53,11 @@ def test_model_info_shape():
     }
 
 
-def test_model_info_with_output_limit_and_input_types():
-    info = model_info("amazon-nova", "Nova", 300_000, max_tokens=10_000, image_input=False, owned_by="amazon-q")
+def test_model_info_with_output_limit_line_and_capabilities():
+    capabilities = {"image_input": {"supported": False}}
+    info = model_info(
+        "amazon-nova", "Nova", 300_000, max_tokens=10_000, capabilities=capabilities, line=None, owned_by="amazon-q"
+    )
     assert (info["max_input_tokens"], info["max_tokens"], info["owned_by"]) == (300_000, 10_000, "amazon-q")
-    assert info["capabilities"] == {"image_input": {"supported": False}}
+    assert info["capabilities"] == capabilities and info["line"] is None
+    assert model_info("claude-opus-4-8", "Claude Opus 4.8", line="opus")["line"] == "opus"

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from q2api.testing import scripts
+from q2api.testing.recorded_requests import RecordedRequest
 from q2api.testing.scripts import Reply
 from q2api.testing.simulated_mcp import search_results
-from q2api.testing.simulated_upstream import RecordedRequest
 from tests.support.cli_clients import claude_code, run_claude_code
 from tests.support.gateway_harness import CLIENT_KEY, open_gateway
 

@@ -26,7 +26,8 @@ import pytest
 
 from q2api.testing import scripts
 from q2api.testing.gateway_server import GatewayThread
-from q2api.testing.simulated_upstream import SimulatedUpstream, SimulationThread
+from q2api.testing.simulated_upstream import SimulatedUpstream
+from q2api.testing.simulation_thread import SimulationThread
 from tests.support.gateway_harness import (
     CLIENT_KEY,
     MODEL,

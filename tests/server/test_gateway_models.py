@@ -54,8 +54,9 @@ async def test_models_list_is_exactly_the_live_catalogue_with_its_windows(tmp_pa
     assert (opus.display_name, opus.max_input_tokens, opus.max_tokens) == ("Claude Opus 4.6", 1_000_000, 128_000)
     assert (nova.display_name, nova.max_input_tokens, nova.max_tokens) == ("Nova Lite", 300_000, 10_000)
     opus_raw, nova_raw = raw["data"]
-    assert opus_raw["capabilities"] == {"image_input": {"supported": True}}
-    assert nova_raw["capabilities"] == {"image_input": {"supported": False}}
+    assert opus_raw["capabilities"]["image_input"] == {"supported": True}
+    assert nova_raw["capabilities"]["image_input"] == {"supported": False}
+    assert (opus.line, nova.line) == ("opus", None) and opus.lifecycle == "active"
     # The OpenAI fields, so the OpenAI SDK's models.list() reads the same list.
     assert {(entry["object"], entry["owned_by"]) for entry in raw["data"]} == {
         ("model", "anthropic"),

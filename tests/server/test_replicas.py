@@ -26,8 +26,8 @@ from q2api.testing.simulated_upstream import (
     SIM_CLIENT_SECRET,
     SIM_REFRESH_TOKEN,
     SimulatedUpstream,
-    SimulationThread,
 )
+from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import MODEL, find_secrets
 from tests.support.serve_process import CLIENT_KEY, ServeProcess, serve

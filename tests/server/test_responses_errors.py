@@ -350,7 +350,7 @@ def nested_json(levels: int) -> str:
             "nested more than 128",
         ),
         (
-            f'{{"model": "{MODEL}", "input": "hi", "prompt_cache_key": {nested_json(5000)}}}',
+            f'{{"model": "{MODEL}", "input": "hi", "client_metadata": {nested_json(5000)}}}',
             None,
             "nested too deeply to parse",
         ),

@@ -2,9 +2,17 @@
 
     result = await run_codex_exec(tmp_path, base_url=gw.base_url, api_key=CLIENT_KEY, prompt="…")
 
-Codex is configured in a temporary CODEX_HOME: a `model_provider` whose `base_url` is the gateway
-with `wire_api = "responses"` and its key in an environment variable; update checks, web search,
-analytics and plugins off. Every proxy variable points at `NoWayOut`, a loopback listener that refuses and
+Codex is configured in a temporary CODEX_HOME, one of three ways (`Provider`):
+
+* `README`: the README's `model_provider` — `base_url` the gateway, `wire_api = "responses"`, the key in
+  an environment variable (`env_key`). Codex 0.171.0 then speaks HTTP (SSE) and asks for no catalogue;
+* `COMMAND_AUTH`: the same provider with its key from a command (`auth.command`), which makes Codex
+  read the gateway's catalogue (`GET /v1/models?client_version=…`) and so offer `apply_patch` as a
+  custom tool; `websockets=True` adds `supports_websockets = true`, and Codex speaks the WebSocket;
+* `OPENAI`: Codex's built-in `openai` provider pointed at the gateway (`openai_base_url`, the key in
+  CODEX_API_KEY): the WebSocket first, as for OpenAI.
+
+Update checks, web search, analytics and plugins are off. Every proxy variable points at `NoWayOut`, a loopback listener that refuses and
 records whatever Codex tries to reach beyond 127.0.0.1 (NO_PROXY keeps the gateway direct); a
 test asserts it recorded nothing.
 """
@@ -14,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import enum
 import json
 import os
 from collections.abc import AsyncIterator
@@ -33,13 +42,22 @@ def codex_binary() -> Path:
     return installed(CODEX)
 
 
-def codex_config(base_url: str, *, web_search: bool = False) -> str:
-    """The CODEX_HOME `config.toml` the README shows, for the gateway at `base_url`."""
-    lines = [
-        f'model = "{CODEX_MODEL}"',
-        'model_provider = "q2api"',
-        "check_for_update_on_startup = false",
-    ]
+class Provider(enum.Enum):
+    README = "README"  # the README's custom provider, its key in an environment variable
+    COMMAND_AUTH = "command auth"  # the same, its key from a command: Codex reads the gateway's catalogue
+    OPENAI = "openai"  # Codex's built-in provider, pointed at the gateway
+
+
+def codex_config(
+    base_url: str, *, web_search: bool = False, provider: Provider = Provider.README, websockets: bool = False
+) -> str:
+    """The CODEX_HOME `config.toml` for the gateway at `base_url`: the README's for `Provider.README`."""
+    lines = [f'model = "{CODEX_MODEL}"']
+    if provider is Provider.OPENAI:
+        lines.append(f'openai_base_url = "{base_url}/v1"')
+    else:
+        lines.append('model_provider = "q2api"')
+    lines.append("check_for_update_on_startup = false")
     if not web_search:
         lines.append('web_search = "disabled"')
     lines += [
@@ -51,13 +69,21 @@ def codex_config(base_url: str, *, web_search: bool = False) -> str:
         "",
         "[features]",
         "plugins = false",
-        "",
-        "[model_providers.q2api]",
-        'name = "q2api"',
-        f'base_url = "{base_url}/v1"',
-        f'env_key = "{KEY_VARIABLE}"',
-        'wire_api = "responses"',
     ]
+    if provider is not Provider.OPENAI:
+        lines += [
+            "",
+            "[model_providers.q2api]",
+            'name = "q2api"',
+            f'base_url = "{base_url}/v1"',
+            'wire_api = "responses"',
+        ]
+        if websockets:
+            lines.append("supports_websockets = true")
+        if provider is Provider.README:
+            lines.append(f'env_key = "{KEY_VARIABLE}"')
+        else:
+            lines += ["", "[model_providers.q2api.auth]", 'command = "printenv"', f'args = ["{KEY_VARIABLE}"]']
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +139,8 @@ async def codex_home(root: Path, base_url: str, **options: Any) -> AsyncIterator
 
 
 async def run_codex_exec(root: Path, *, base_url: str, api_key: str, prompt: str, **options: Any) -> CodexRun:
-    """`codex exec --json PROMPT` in a fresh work folder under `root`, its shell unsandboxed (the test's folder)."""
+    """`codex exec --json PROMPT` in a fresh work folder under `root` (`root / "work"`), its shell
+    unsandboxed (the test's folder). `options`: `codex_config`'s."""
     binary = codex_binary()
     work = root / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -126,6 +153,8 @@ async def run_codex_exec(root: Path, *, base_url: str, api_key: str, prompt: str
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         }
+        if options.get("provider") is Provider.OPENAI:
+            env["CODEX_API_KEY"] = api_key  # what `codex exec` takes for the built-in provider
         for variable in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
             env[variable] = outside.url
         process = await asyncio.create_subprocess_exec(

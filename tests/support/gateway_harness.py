@@ -28,7 +28,8 @@ from loguru import logger
 from q2api.settings import Settings, load_settings
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.scripts import ErrorReply, Reply, StreamReply
-from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SimulatedUpstream, SimulationThread
+from q2api.testing.simulated_upstream import SIM_CLIENT_SECRET, SimulatedUpstream
+from q2api.testing.simulation_thread import SimulationThread
 
 MODEL = "claude-sonnet-5-5"
 CLIENT_KEY = "q2api-test-client-key-5f1e9a7c"

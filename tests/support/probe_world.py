@@ -27,8 +27,9 @@ from q2api.probe.report import ProbeReport, serialise
 from q2api.probe.runner import ProbeOptions, run_probe
 from q2api.settings import Settings, load_settings
 from q2api.testing import scripts
+from q2api.testing.recorded_requests import RecordedRequest
 from q2api.testing.simulated_hosts import HostRules, gone_url
-from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, RecordedRequest, SimulatedUpstream
+from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream
 
 TOKEN_PATHS = frozenset({"/token", "/refreshToken", "/client/register", "/device_authorization"})
 API_KEY = "ksk_probe0test0key0a1b2c3d4e5f6a7b8c9d0"

@@ -23,7 +23,9 @@ from q2api.anthropic.events import StreamEvent
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
 from q2api.frontdoors.door import ErrorReply, EventEncoder
-from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of, sse_bytes
+from q2api.frontdoors.responses.conversation_key import ConversationKey
+from q2api.frontdoors.responses.framing import SSE, Framing
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest, parse_responses_request
@@ -71,6 +73,10 @@ def echoed_settings(responses: ResponsesRequest) -> dict[str, Any]:
 class ResponsesCall:
     translated: TranslatedResponses
     frame: ResponseFrame
+    framing: Framing = SSE  # how the stream's events are written (the WebSocket transport writes lines)
+    # The conversation the client says this turn belongs to (Codex's session-id / thread-id /
+    # prompt_cache_key): what session affinity keys on (conversation_key.py).
+    conversation_key: ConversationKey | None = None
     outcome: dict[str, Any] | None = field(default=None)  # the finished `response`, once the reply ended
 
     @property
@@ -107,16 +113,16 @@ class ResponsesCall:
 
 
 class ResponsesEncoder:
-    """Claude stream events → Responses SSE (an EventEncoder); hands the finished response to its call."""
-
-    ping = b": ping\n\n"  # an SSE comment: clients skip it, proxies see traffic
+    """Claude stream events → the Responses stream in its call's framing (an EventEncoder); hands the
+    finished response to its call."""
 
     def __init__(self, call: ResponsesCall, builder: ResponseBuilder) -> None:
         self._call = call
         self._builder = builder
+        self.ping = call.framing.ping
 
     def encode(self, events: Sequence[StreamEvent]) -> bytes:
-        chunk = sse_bytes(self._builder.add_all(events))
+        chunk = self._call.framing.frame(self._builder.add_all(events))
         final = self._builder.final
         if final is not None and final["status"] != "failed":
             self._call.outcome = final
@@ -128,7 +134,9 @@ class ResponsesEncoder:
 
 class ResponsesDoor:
     """One Responses request: `parsed` (the edge read it to find the conversation) and the stored
-    items of the conversation it continues, oldest first."""
+    items of the conversation it continues, oldest first; `framing` and `conversation_key` are
+    handed to the call (the transport and the headers are the server's to read). `generate` False:
+    a turn read to be prepared, not answered (the WebSocket's `generate: false`)."""
 
     route = RESPONSES_ROUTE
 
@@ -139,21 +147,29 @@ class ResponsesDoor:
         *,
         previous_model: str | None = None,
         response_id: str | None = None,
+        framing: Framing = SSE,
+        conversation_key: ConversationKey | None = None,
+        generate: bool = True,
     ) -> None:
         self._parsed = parsed
-        self._history = history
+        self._generate = generate
+        self.history = history
         self._previous_model = previous_model
+        self._framing = framing
+        self._conversation_key = conversation_key
         self.response_id = response_id or new_id("resp")
         self.call: ResponsesCall | None = None  # the call `read` made
 
     def read(self, body: bytes) -> ResponsesCall:
         parsed = self._parsed if self._parsed is not None else read_responses_request(body)
         try:
-            translated = claude_request(parsed, self._history, previous_model=self._previous_model)
+            translated = claude_request(
+                parsed, self.history, previous_model=self._previous_model, generate=self._generate
+            )
         except OpenAIError as error:
             raise ChatError(error) from None
         frame = ResponseFrame(self.response_id, translated.request.model, echoed_settings(parsed))
-        self.call = ResponsesCall(translated, frame)
+        self.call = ResponsesCall(translated, frame, self._framing, self._conversation_key)
         return self.call
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:

@@ -10,7 +10,9 @@ construction). Each Claude content block becomes one output item:
   `reasoning_summary_text.delta`…, `.done`, `reasoning_summary_part.done`) when the request asked
   for `reasoning.summary`, else as reasoning text (`content_part.added`, `reasoning_text.delta`…,
   `.done`, `content_part.done`); the signature is its `encrypted_content` when asked for;
-* `tool_use` → a `function_call` item: `function_call_arguments.delta`…, `.done`;
+* `tool_use` → a `function_call` item: `function_call_arguments.delta`…, `.done`; of a custom tool,
+  a `custom_tool_call` item: `custom_tool_call_input.delta`… (the input text as the model writes
+  it, custom_tools.InputStream), `.done`;
 * the gateway's web search (`server_tool_use` named `web_search`, then its `web_search_tool_result`)
   → a `web_search_call` item: `web_search_call.in_progress` when the call starts, `.searching`
   while the search runs, `.completed` and `output_item.done` with the result; a failed search is
@@ -39,6 +41,7 @@ import orjson
 
 from q2api.anthropic.events import StreamEvent, Usage
 from q2api.frontdoors.chat.reply import INVALID_RESPONSE_STATUS, NO_RETRY
+from q2api.frontdoors.responses.custom_tools import InputStream
 from q2api.frontdoors.responses.request import ReplyOptions, new_id
 from q2api.frontdoors.responses.tools import ToolName
 from q2api.frontdoors.responses.web_search import WEB_SEARCH
@@ -87,6 +90,7 @@ class Kind(enum.Enum):
     MESSAGE = "message"
     REASONING = "reasoning"
     FUNCTION_CALL = "function_call"
+    CUSTOM_TOOL_CALL = "custom_tool_call"
     WEB_SEARCH = "web_search_call"
 
 
@@ -102,6 +106,7 @@ class _OpenItem:
     part_open: bool = False  # a reasoning item's summary part or text part was added
     citations: list[dict[str, Any]] = field(default_factory=list)  # a message's Claude citations
     sources: list[str] = field(default_factory=list)  # a web search's result URLs
+    custom_input: InputStream | None = None  # a custom tool call's input text, read from its JSON
     done: dict[str, Any] | None = None  # the finished item
 
     @property
@@ -190,7 +195,11 @@ class ResponseBuilder:
                 self._open_reasoning_part(item, out)
         elif kind == "tool_use":
             name = self._options.tool_names.get(block["name"], ToolName(block["name"]))
-            item = _OpenItem(Kind.FUNCTION_CALL, position, new_id("fc"), call_id=block["id"], name=name)
+            if name.custom:
+                item = _OpenItem(Kind.CUSTOM_TOOL_CALL, position, new_id("ctc"), call_id=block["id"], name=name)
+                item.custom_input = InputStream()
+            else:
+                item = _OpenItem(Kind.FUNCTION_CALL, position, new_id("fc"), call_id=block["id"], name=name)
             self._open(index, item, out)
         elif kind == "server_tool_use" and block.get("name") == WEB_SEARCH:
             item = _OpenItem(Kind.WEB_SEARCH, position, new_id("ws"), call_id=block["id"])
@@ -244,6 +253,11 @@ class ResponseBuilder:
             item.signature = delta["signature"]
         elif kind == "citations_delta":
             item.citations.append(delta["citation"])
+        elif kind == "input_json_delta" and item.custom_input is not None:
+            item.pieces.append(delta["partial_json"])
+            text = item.custom_input.feed(delta["partial_json"])
+            if text:
+                self._emit(out, "response.custom_tool_call_input.delta", **self._where(item, None), delta=text)
         elif kind == "input_json_delta" and delta["partial_json"]:
             item.pieces.append(delta["partial_json"])
             self._emit(
@@ -315,6 +329,13 @@ class ResponseBuilder:
                 **self._where(item, None),
                 name=item.name.name,
                 arguments=text,
+            )
+        elif item.custom_input is not None:
+            rest = item.custom_input.finish(item.text)
+            if rest:
+                self._emit(out, "response.custom_tool_call_input.delta", **self._where(item, None), delta=rest)
+            self._emit(
+                out, "response.custom_tool_call_input.done", **self._where(item, None), input=item.custom_input.input
             )
         item.done = self._item(item, status)
         self._emit(out, "response.output_item.done", output_index=item.output_index, item=item.done)
@@ -391,6 +412,15 @@ class ResponseBuilder:
                 content=None if summaries else ([text] if has_text else []),
                 encrypted_content=item.signature if self._options.encrypted_reasoning or item.pieces == [] else None,
             )
+        if item.custom_input is not None:
+            return shapes.custom_tool_call_item(
+                item.item_id,
+                status,
+                call_id=item.call_id,
+                name=item.name.name,
+                input=(item.custom_input.input or "") if finished else "",
+                namespace=item.name.namespace,
+            )
         return shapes.function_call_item(
             item.item_id,
             status,
@@ -463,13 +493,6 @@ def _url_citation(citation: dict[str, Any], text: str) -> dict[str, Any]:
     start = text.find(cited) if isinstance(cited, str) and cited else -1
     start, end = (start, start + len(cited)) if start >= 0 else (0, len(text))
     return shapes.url_citation(url, str(citation.get("title") or url), start, end)
-
-
-def sse_bytes(events: Sequence[Event]) -> bytes:
-    """Responses stream events as SSE: `event: <type>` and the JSON, as the API writes them."""
-    return b"".join(
-        b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n" for event in events
-    )
 
 
 def claude_events_of(message: dict[str, Any]) -> list[StreamEvent]:

@@ -14,11 +14,12 @@ The mapping, item by item, in order (the stored conversation first, then `input`
   fetched) and `input_file` (`file_data`) → text, image and document blocks;
 * `assistant` messages → text; `reasoning` items → thinking (their text, their
   `encrypted_content` as the signature);
-* `function_call` items → `tool_use` blocks of the assistant turn, `function_call_output` items →
-  `tool_result` blocks of one user turn (consecutive items of one kind share their turn, so a
-  round of parallel calls and its outputs stay together); `web_search_call` items → the Claude
-  door's search blocks of the assistant turn (web_search.py);
-* function tools (tools.py: a `namespace` tool's functions included, named `namespace__name`;
+* `function_call` and `custom_tool_call` items → `tool_use` blocks of the assistant turn (a custom
+  call's input text as `{"input": text}`, custom_tools.py), `function_call_output` and
+  `custom_tool_call_output` items → `tool_result` blocks of one user turn (consecutive items of one
+  kind share their turn, so a round of parallel calls and its outputs stay together);
+  `web_search_call` items → the Claude door's search blocks of the assistant turn (web_search.py);
+* function and custom tools (tools.py: a `namespace` tool's included, named `namespace__name`;
   the web search tool onto the Claude door's, web_search.py; other hosted tools refused),
   `tool_choice`, `parallel_tool_calls`, `max_output_tokens`, `reasoning.effort` and `text.format`
   → their Claude counterparts; free-form JSON nested too
@@ -50,11 +51,14 @@ from q2api.anthropic.types import (
 )
 from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS, arguments_object, data_url_parts
 from q2api.frontdoors.chat.response_format import ResponseCheck, response_check
+from q2api.frontdoors.responses.custom_tools import claude_tool_input
 from q2api.frontdoors.responses.depth import refuse_too_deep
 from q2api.frontdoors.responses.tools import ToolName, claude_tool_choice, claude_tool_name, claude_tools
 from q2api.frontdoors.responses.web_search import SOURCES_INCLUDE, history_blocks
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import (
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputAudio,
@@ -85,6 +89,8 @@ ITEM_ID_PREFIXES = {
     "message": "msg",
     "function_call": "fc",
     "function_call_output": "fco",
+    "custom_tool_call": "ctc",
+    "custom_tool_call_output": "ctco",
     "reasoning": "rs",
     "web_search_call": "ws",
 }
@@ -123,9 +129,15 @@ class TranslatedResponses:
 
 
 def claude_request(
-    responses: ResponsesRequest, history: Sequence[dict[str, Any]] = (), *, previous_model: str | None = None
+    responses: ResponsesRequest,
+    history: Sequence[dict[str, Any]] = (),
+    *,
+    previous_model: str | None = None,
+    generate: bool = True,
 ) -> TranslatedResponses:
-    """`history`: the stored items of the conversation `previous_response_id` continues, oldest first."""
+    """`history`: the stored items of the conversation `previous_response_id` continues, oldest first.
+    `generate` False: a turn prepared without a model call (the WebSocket's `generate: false`), which
+    may hold no message yet (Codex prepares its instructions and tools alone)."""
     _refuse_unsupported(responses)
     model = responses.model or previous_model
     if not model:
@@ -138,7 +150,7 @@ def claude_request(
     items = input_items(responses)
     for index, item in enumerate(items):
         builder.add(item, f"input[{index}]")
-    if not builder.messages:
+    if not builder.messages and generate:
         raise InvalidChatRequest("input", "the request holds no user or assistant message")
     tools, tool_names, tool_origins = claude_tools(responses)
     check = _text_check(responses)
@@ -213,7 +225,11 @@ class _MessagesBuilder:
             tool_input = arguments_object(item.arguments, f"{where}.arguments")
             name = claude_tool_name(item.name, item.namespace)
             self._append("assistant", [(ToolUseBlock(id=item.call_id, name=name, input=tool_input), where)], where)
-        elif isinstance(item, FunctionCallOutputItem):
+        elif isinstance(item, CustomToolCallItem):
+            name = claude_tool_name(item.name, item.namespace)
+            call = ToolUseBlock(id=item.call_id, name=name, input=claude_tool_input(item.input))
+            self._append("assistant", [(call, where)], where)
+        elif isinstance(item, FunctionCallOutputItem | CustomToolCallOutputItem):
             content = item.output if isinstance(item.output, str) else _result_blocks(item.output, f"{where}.output")
             self._append("user", [(ToolResultBlock(tool_use_id=item.call_id, content=content), where)], where)
         elif isinstance(item, ReasoningItem):
@@ -260,8 +276,8 @@ def _unsupported_item(kind: str) -> str:
     if kind == "item_reference":
         return "item references are not supported; send the item itself, or continue with previous_response_id"
     return (
-        f"{kind!r} items are not supported: the gateway carries messages, function calls and their "
-        "outputs, reasoning and web searches"
+        f"{kind!r} items are not supported: the gateway carries messages, function and custom tool calls "
+        "and their outputs, reasoning and web searches"
     )
 
 

@@ -1,9 +1,10 @@
 """Responses tools → Claude tools, and `tool_choice`. Pure.
 
-Function tools become Claude tools; the functions of Codex's `namespace` tools too, named
-`namespace__name` on the Claude side and given back to the client under both names (`ToolName`).
-The hosted web search becomes the Claude door's web search tool (web_search.py); OpenAI's other
-hosted tools (`file_search`, `code_interpreter`, …) are refused: Amazon Q runs none of them.
+Function tools become Claude tools; custom (freeform) tools become Claude tools whose input is one
+string (custom_tools.py); the tools of Codex's `namespace` tools too, named `namespace__name` on
+the Claude side and given back to the client under both names (`ToolName`). The hosted web search
+becomes the Claude door's web search tool (web_search.py); OpenAI's other hosted tools
+(`file_search`, `code_interpreter`, …) are refused: Amazon Q runs none of them.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from q2api.anthropic.types import Tool, ToolChoice
+from q2api.frontdoors.responses.custom_tools import claude_custom_tool
 from q2api.frontdoors.responses.depth import refuse_too_deep
 from q2api.frontdoors.responses.web_search import claude_web_search_tool, web_search_choice, web_search_origins
 from q2api.openai.errors import InvalidChatRequest
-from q2api.openai.responses_types import FunctionTool, NamespaceTool, ResponsesRequest, WebSearchTool, read_tool
+from q2api.openai.responses_types import (
+    CustomTool,
+    FunctionTool,
+    NamespaceTool,
+    ResponsesRequest,
+    WebSearchTool,
+    read_tool,
+)
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 NAMESPACE_SEPARATOR = "__"
@@ -23,10 +32,12 @@ NAMESPACE_SEPARATOR = "__"
 
 @dataclass(frozen=True, slots=True)
 class ToolName:
-    """A tool as the client named it (a function of a namespace carries both names)."""
+    """A tool as the client named it (a function of a namespace carries both names); `custom`: a
+    custom tool, whose calls are `custom_tool_call` items with one input string."""
 
     name: str
     namespace: str | None = None
+    custom: bool = False
 
 
 def claude_tool_name(name: str, namespace: str | None) -> str:
@@ -38,25 +49,29 @@ def claude_tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, Too
     names: dict[str, ToolName] = {}
     origins: dict[str, str] = {}
 
-    def add(function: FunctionTool, namespace: str | None, origin: str) -> None:
-        name = claude_tool_name(function.name, namespace)
+    def add(tool: FunctionTool | CustomTool, namespace: str | None, origin: str) -> None:
+        name = claude_tool_name(tool.name, namespace)
         origins[f"tools.{len(tools)}"] = origin
-        names[name] = ToolName(function.name, namespace)
-        schema = function.parameters or dict(_EMPTY_SCHEMA)
+        if isinstance(tool, CustomTool):
+            names[name] = ToolName(tool.name, namespace, custom=True)
+            tools.append(claude_custom_tool(tool, name))
+            return
+        names[name] = ToolName(tool.name, namespace)
+        schema = tool.parameters or dict(_EMPTY_SCHEMA)
         refuse_too_deep(schema, f"{origin}.parameters")
-        tools.append(Tool(name=name, input_schema=schema, description=function.description))
+        tools.append(Tool(name=name, input_schema=schema, description=tool.description))
 
     for index, raw in enumerate(responses.tools or ()):
         where = f"tools[{index}]"
         tool = read_tool(raw, where)
-        if isinstance(tool, FunctionTool):
+        if isinstance(tool, FunctionTool | CustomTool):
             add(tool, None, where)
         elif isinstance(tool, NamespaceTool):
             for number, inner_raw in enumerate(tool.tools):
                 inner_where = f"{where}.tools[{number}]"
                 inner = read_tool(inner_raw, inner_where)
-                if not isinstance(inner, FunctionTool):
-                    raise InvalidChatRequest(f"{inner_where}.type", "a namespace holds function tools only")
+                if not isinstance(inner, FunctionTool | CustomTool):
+                    raise InvalidChatRequest(f"{inner_where}.type", "a namespace holds function and custom tools only")
                 add(inner, tool.name, inner_where)
         elif isinstance(tool, WebSearchTool):
             origins.update(web_search_origins(tool, f"tools.{len(tools)}", where))
@@ -65,7 +80,7 @@ def claude_tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, Too
             raise InvalidChatRequest(
                 f"{where}.type",
                 f"hosted tool {tool.type!r} is not supported: the Amazon Q backend runs none of OpenAI's hosted "
-                "tools but web search; the client runs function tools itself.",
+                "tools but web search; the client runs function and custom tools itself.",
                 code="unsupported_tool",
             )
     return tools, names, origins
@@ -87,14 +102,16 @@ def claude_tool_choice(
         search = web_search_choice(kind, offered, no_parallel)
         if search is not None:
             return search
-    if kind != "function":
+    if kind not in ("function", "custom"):
         raise InvalidChatRequest(
             "tool_choice.type",
-            f"{kind!r} is not supported: tool_choice takes auto, none, required, a function by name or web search",
+            f"{kind!r} is not supported: tool_choice takes auto, none, required, a function or custom tool by "
+            "name, or web search",
         )
     name = choice.get("name")
     namespace = choice.get("namespace")
     claude_name = claude_tool_name(name, namespace) if isinstance(name, str) else None
-    if claude_name is None or claude_name not in names:
-        raise InvalidChatRequest("tool_choice.name", f"{name!r} is not one of the request's function tools")
+    chosen = names.get(claude_name) if claude_name is not None else None
+    if chosen is None or chosen.custom != (kind == "custom"):
+        raise InvalidChatRequest("tool_choice.name", f"{name!r} is not one of the request's {kind} tools")
     return ToolChoice(type="tool", name=claude_name, disable_parallel_tool_use=no_parallel)

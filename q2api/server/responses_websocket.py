@@ -1,0 +1,381 @@
+"""The Responses API over a WebSocket: `GET /v1/responses` upgraded, as Codex's `openai` provider uses it.
+
+One connection carries a conversation's turns (OpenAI's "WebSocket mode", Codex's
+`responses_websockets=2026-02-06`). The client sends one JSON message per turn and gets back the
+very events of the SSE stream, one per message:
+
+    → {"type": "response.create", "model": …, "input": […], "previous_response_id": …, …}
+    ← {"type": "response.created", …} … {"type": "response.completed", …}
+
+Each `response.create` is the body of a `POST /v1/responses` (`stream` is implied) and runs the
+same way: the client key checked again (a key revoked meanwhile stops the next turn), its
+store-key limits and usage ledger row, the relay with its log line (`POST /v1/responses`),
+`previous_response_id` and the stored responses. Two things are the socket's own:
+
+* `previous_response_id` may name the connection's last response even when it was not stored
+  (`store: false`, what Codex sends): the connection keeps that one conversation in memory, as
+  OpenAI's does, so Codex sends only the new items of each turn;
+* `generate: false` prepares a turn without calling Amazon Q (Codex's "prewarm"): the request is
+  read and checked, and answered with an empty completed response the next turn continues.
+
+Messages are answered one at a time, in order. An error is an `error` message in OpenAI's
+WebSocket form, `{"type": "error", "status": 400, "error": {…}, "headers": {…}}`, which Codex
+reads as the HTTP status it stands for; the connection stays open. A client that closes the
+connection stops its turn at once: the relay hears a disconnect, as over HTTP, and closes the
+Amazon Q stream.
+
+The handshake is admitted as an HTTP request is (Host, client key); a refusal is an HTTP answer
+in the OpenAI envelope, before any upgrade (Codex shows its message, and falls back to HTTP for
+a 426 only). A browser page could open a WebSocket to a gateway on loopback, so a gateway
+without client keys refuses a handshake that carries an `Origin` header (browsers always send
+one; Codex and the SDKs never do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from loguru import logger
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message, Scope
+from starlette.websockets import WebSocket
+
+from q2api.accounts.response_store import Conversation
+from q2api.anthropic.errors import AnthropicError
+from q2api.frontdoors.chat.errors import ChatError
+from q2api.frontdoors.responses.conversation_key import conversation_key
+from q2api.frontdoors.responses.door import (
+    RESPONSES_DOOR,
+    RESPONSES_ROUTE,
+    ResponsesDoor,
+    read_responses_request,
+    responses_error_reply,
+)
+from q2api.frontdoors.responses.framing import json_lines
+from q2api.frontdoors.responses.reply import ResponseBuilder, claude_events_of
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.responses_types import ResponsesRequest
+from q2api.server.cross_site import HostAllowList, refuse_browser_websocket
+from q2api.server.edge import REQUEST_ID_HEADER, log_gateway_bug, new_request_id
+from q2api.server.gateway import Gateway, gateway_of
+from q2api.server.responses_routes import ResponsesRoutes, response_owner
+from q2api.server.tenancy import Caller, Tenancy
+from q2api.settings import Settings
+
+CREATE = "response.create"
+# Codex tells the server it has handled a response (some versions): there is nothing to do for it.
+PROCESSED = "response.processed"
+# Messages waiting while a turn runs. Codex sends one at a time; a client that floods the socket
+# is told so, message by message, instead of growing the queue without end.
+MAX_WAITING = 8
+# The headers of a refused turn its error message repeats (Codex reads `retry-after` there).
+_ERROR_HEADERS = ("retry-after", "x-should-retry", REQUEST_ID_HEADER)
+_INTERNAL = AnthropicError(500, "internal error in the gateway; the connection is closed", error_type="api_error")
+
+
+@dataclass(slots=True)
+class _Connection:
+    """One socket: the client's messages waiting, whether it left, and the last response its turns continue."""
+
+    websocket: WebSocket
+    gateway: Gateway
+    waiting: asyncio.Queue[str | bytes] = field(default_factory=lambda: asyncio.Queue(MAX_WAITING))
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    last: dict[str, Conversation] = field(default_factory=dict)  # the last response's id → its conversation
+
+    async def disconnected(self) -> Message:
+        """The `receive` of each turn's request: the client leaving is its disconnect."""
+        await self.closed.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, event: bytes | dict[str, Any]) -> None:
+        """One message to the client; nothing once it has left (nobody would read it)."""
+        if self.closed.is_set():
+            return
+        text = (event if isinstance(event, bytes) else orjson.dumps(event)).decode()
+        with contextlib.suppress(Exception):  # it left meanwhile: the reader says so
+            await self.websocket.send_text(text)
+
+    def remember(self, door: ResponsesDoor) -> None:
+        """The response `door` answered is the one the next turn may continue, stored or not."""
+        call = door.call
+        if call is None or call.outcome is None:
+            return
+        outcome = call.outcome
+        items = [*door.history, *call.translated.items, *outcome["output"]]
+        self.last = {outcome["id"]: Conversation(items, outcome["model"])}
+
+
+class ResponsesSocket:
+    """The WebSocket endpoint of `/v1/responses`."""
+
+    def __init__(self, settings: Settings, hosts: HostAllowList, routes: ResponsesRoutes) -> None:
+        self._settings = settings
+        self._hosts = hosts
+        self._routes = routes
+
+    async def serve(self, websocket: WebSocket) -> None:
+        connection = await self._admit(websocket)
+        if connection is None:
+            return
+        reader = asyncio.ensure_future(self._read(connection))
+        try:
+            while (message := await self._next(connection)) is not None:
+                if not await self._answer(connection, message):
+                    with contextlib.suppress(Exception):  # the client may be gone already
+                        await websocket.close(1011)
+                    return
+        finally:
+            connection.closed.set()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    # ------------------------------------------------------------ the handshake
+
+    async def _admit(self, websocket: WebSocket) -> _Connection | None:
+        """The connection, once its Host and client key are admitted; else the refusal, answered in HTTP."""
+        if (await websocket.receive())["type"] != "websocket.connect":
+            return None  # gone before the handshake was answered
+        gateway = gateway_of(websocket)
+        request_id = new_request_id()
+        caller: Caller | None = None
+        try:
+            self._hosts.check(websocket)
+            caller = await gateway.tenancy.identify(websocket)
+            if caller.presented is None:  # an open gateway: a browser page must not get in
+                refuse_browser_websocket(websocket.headers)
+        except AnthropicError as error:
+            with logger.contextualize(request_id=request_id):
+                refusal = gateway.relay.refuse(request_id, error, RESPONSES_DOOR, caller)
+            if "websocket.http.response" in websocket.scope.get("extensions", {}):
+                await websocket.send_denial_response(refusal)
+            else:
+                await websocket.close(1008)  # the server answers the handshake 403
+            return None
+        await websocket.accept()
+        return _Connection(websocket, gateway)
+
+    # ------------------------------------------------------------ reading
+
+    async def _read(self, connection: _Connection) -> None:
+        """Put the client's messages in the queue until it leaves; then `closed` is set."""
+        try:
+            while True:
+                message = await connection.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                data = message.get("text")
+                try:
+                    connection.waiting.put_nowait(data if data is not None else message.get("bytes") or b"")
+                except asyncio.QueueFull:
+                    busy = OpenAIError(
+                        429,
+                        f"{MAX_WAITING} messages are already waiting for their turn: send the next one once a "
+                        "response is answered",
+                        code="rate_limit_exceeded",
+                    )
+                    await connection.send(_error_event(ChatError(busy)))
+        except Exception:  # the connection broke: the client is gone all the same
+            return
+        finally:
+            connection.closed.set()
+
+    @staticmethod
+    async def _next(connection: _Connection) -> str | bytes | None:
+        """The next message, or None once the client left (what still waited has nobody to answer)."""
+        got = asyncio.ensure_future(connection.waiting.get())
+        left = asyncio.ensure_future(connection.closed.wait())
+        try:
+            await asyncio.wait((got, left), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            got.cancel()
+            left.cancel()
+        if connection.closed.is_set() or got.cancelled():
+            return None
+        return got.result()
+
+    # ------------------------------------------------------------ one message
+
+    async def _answer(self, connection: _Connection, data: str | bytes) -> bool:
+        """Answer one message; False after a gateway bug (the connection's state is then unknown)."""
+        request_id = new_request_id()
+        # The turn's log lines (its `POST /v1/responses` line too) say it came over the socket.
+        with logger.contextualize(request_id=request_id, transport="websocket"):
+            try:
+                await self._turn(connection, data, request_id)
+            except Exception as exc:
+                log_gateway_bug(exc, "WEBSOCKET", RESPONSES_ROUTE)
+                await connection.send(_error_event(_INTERNAL))
+                return False
+        return True
+
+    async def _turn(self, connection: _Connection, data: str | bytes, request_id: str) -> None:
+        gateway = connection.gateway
+        request = Request(_turn_scope(connection.websocket.scope, request_id), connection.disconnected)
+        caller: Caller | None = None
+        stream_id: str | None = None
+        try:
+            caller = await gateway.tenancy.identify(request)  # again: a key revoked meanwhile stops here
+            fields = _message_fields(data)
+            kind = fields.pop("type")
+            if kind == PROCESSED:
+                return
+            if kind != CREATE:
+                raise ChatError(
+                    InvalidChatRequest(
+                        "type", f"{kind!r} is not supported: this gateway answers {CREATE!r} messages, one at a time"
+                    )
+                )
+            stream_id = _optional(fields, "stream_id", str)
+            generate = _optional(fields, "generate", bool) is not False
+            fields["stream"] = True  # implied over the socket
+            body = orjson.dumps(fields)
+            if len(body) > self._settings.max_body_bytes:
+                raise AnthropicError(
+                    413,
+                    f"the response.create message exceeds the gateway limit of {self._settings.max_body_bytes} bytes",
+                )
+            parsed = read_responses_request(body)
+            owner = response_owner(caller.presented)
+            door = await self._routes.door_for(
+                gateway.responses,
+                parsed,
+                owner,
+                key=conversation_key(connection.websocket.headers, parsed.prompt_cache_key),
+                framing=json_lines({"stream_id": stream_id} if stream_id else None),
+                remembered=connection.last,
+                generate=generate,
+            )
+            if not generate:
+                await self._warm_up(connection, door, body, parsed, owner, caller)
+                return
+        except AnthropicError as error:
+            refusal = gateway.relay.refuse(request_id, error, RESPONSES_DOOR, caller)
+            await _relay_answer(connection, refusal, request.scope, stream_id)
+            return
+
+        async def store_finished() -> None:
+            await self._routes.keep(gateway.responses, door, parsed, owner)
+
+        answer = await gateway.relay.handle(request, body, request_id, door, finishing=store_finished, caller=caller)
+        await _relay_answer(connection, answer, request.scope, stream_id)
+        connection.remember(door)
+
+    async def _warm_up(
+        self,
+        connection: _Connection,
+        door: ResponsesDoor,
+        body: bytes,
+        parsed: ResponsesRequest,
+        owner: str,
+        caller: Caller,
+    ) -> None:
+        """`generate: false`: read and check the turn, call no model, and answer an empty completed
+        response for the next turn to continue (stored like any other, unless `store: false`)."""
+        gateway = connection.gateway
+        call = door.read(body)
+        Tenancy.check_model(caller, call.request.model)
+        gateway.models.resolve(call.request.model)  # a model the gateway cannot serve is refused now
+        builder = ResponseBuilder(call.frame, call.translated.options, report=lambda problem: None)
+        nothing = {
+            "id": door.response_id,
+            "type": "message",
+            "role": "assistant",
+            "model": call.request.model,
+            "content": [],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        for line in call.framing.frame(builder.add_all(claude_events_of(nothing))).splitlines():
+            await connection.send(line)
+        call.outcome = builder.final
+        await self._routes.keep(gateway.responses, door, parsed, owner)
+        connection.remember(door)
+        logger.debug("responses websocket: a turn prepared without generating (generate: false)")
+
+
+def _turn_scope(socket: Scope, request_id: str) -> Scope:
+    """The HTTP request a turn is to the relay: the handshake's headers, a JSON body, its own id."""
+    return {
+        **socket,
+        "type": "http",
+        "method": "POST",
+        "http_version": "1.1",
+        "scheme": "https" if socket.get("scheme") == "wss" else "http",
+        "headers": [*socket["headers"], (b"content-type", b"application/json")],
+        "state": {**socket.get("state", {}), "request_id": request_id},
+    }
+
+
+def _message_fields(data: str | bytes) -> dict[str, Any]:
+    try:
+        fields = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ChatError(InvalidChatRequest(None, f"the message is not valid JSON: {exc}")) from None
+    if not isinstance(fields, dict):
+        raise ChatError(InvalidChatRequest(None, "the message must be a JSON object with a `type`"))
+    if not isinstance(fields.get("type"), str):
+        raise ChatError(InvalidChatRequest("type", "Field required: the kind of message (response.create)"))
+    return fields
+
+
+def _optional(fields: dict[str, Any], name: str, kind: type) -> Any:
+    """Take the socket's own field `name` out of the body; a value of another type is refused by name."""
+    value = fields.pop(name, None)
+    if value is not None and not isinstance(value, kind):
+        raise ChatError(InvalidChatRequest(name, f"must be a {'boolean' if kind is bool else 'string'}"))
+    return value
+
+
+def _error_event(error: AnthropicError) -> dict[str, Any]:
+    """An error the socket itself answers (no turn of the relay's): in OpenAI's WebSocket form."""
+    reply = responses_error_reply(error)
+    return _error_message(reply.status, reply.envelope, dict(reply.headers), None)
+
+
+def _error_message(status: int, envelope: Any, headers: dict[str, str], stream_id: str | None) -> dict[str, Any]:
+    """An error as OpenAI's WebSocket mode sends it: the HTTP status it stands for, and the headers
+    a client acts on (Codex reads `status` and `headers`, the SDK `error`)."""
+    event: dict[str, Any] = {"type": "error", "status": status, "error": envelope.get("error", envelope)}
+    kept = {name: value for name, value in headers.items() if name.lower() in _ERROR_HEADERS}
+    if kept:
+        event["headers"] = kept
+    if stream_id:
+        event["stream_id"] = stream_id
+    return event
+
+
+async def _relay_answer(connection: _Connection, answer: Response, scope: Scope, stream_id: str | None) -> None:
+    """Play the relay's HTTP answer onto the socket: a stream's lines as messages, an error status
+    as an error message (a client that left gets nothing)."""
+    status = 0
+    headers: dict[str, str] = {}
+    pending = b""
+    body: list[bytes] = []
+
+    async def send(message: Message) -> None:
+        nonlocal status, pending
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers.update((name.decode("latin-1"), value.decode("latin-1")) for name, value in message["headers"])
+            return
+        chunk = message.get("body", b"")
+        if status != 200:
+            body.append(chunk)
+            return
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()  # an unfinished line waits for the rest (the encoder writes whole lines)
+        for line in lines:
+            if line:
+                await connection.send(line)
+
+    await answer(scope, connection.disconnected, send)
+    if status != 200 and body and not connection.closed.is_set():
+        envelope = orjson.loads(b"".join(body))
+        await connection.send(_error_message(status, envelope, headers, stream_id))
