@@ -23,7 +23,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from loguru import logger
 
@@ -95,6 +95,31 @@ class GlibcAllocator:
         self._libc.malloc_trim(0)
 
 
+class IdleGiveBack:
+    """Gives freed memory back once per stretch in which no request came: `check` once a period."""
+
+    def __init__(self, allocator: GlibcAllocator, requests_received: Callable[[], int]) -> None:
+        self._allocator = allocator
+        self._requests_received = requests_received
+        self._seen = requests_received()
+        self._given_back = True  # nothing to give back before the first request
+
+    async def check(self) -> None:
+        now = self._requests_received()
+        if now != self._seen:
+            self._seen, self._given_back = now, False
+            return
+        if self._given_back or self._allocator.free_bytes() < TRIM_FROM_BYTES:
+            return
+        self._given_back = True  # once per idle stretch: the bytes stay counted free after a trim
+        try:
+            gc.collect()
+            # A trim walks every heap: in a thread, since its ctypes call lets the loop go on.
+            await asyncio.to_thread(self._allocator.give_back)
+        except Exception as exc:  # never worth a worker
+            logger.opt(exception=exc).warning(f"giving freed memory back failed: {exc}")
+
+
 @contextlib.asynccontextmanager
 async def returning_idle_memory(
     requests_received: Callable[[], int], allocator: GlibcAllocator | None = None, period: float = IDLE_PERIOD
@@ -105,7 +130,7 @@ async def returning_idle_memory(
     if allocator is None or not allocator.keep_freed_blocks():
         yield
         return
-    watcher = asyncio.create_task(_give_back_when_idle(allocator, requests_received, period))
+    watcher = asyncio.create_task(_every(period, IdleGiveBack(allocator, requests_received).check))
     try:
         yield
     finally:
@@ -114,19 +139,7 @@ async def returning_idle_memory(
             await watcher
 
 
-async def _give_back_when_idle(allocator: GlibcAllocator, requests_received: Callable[[], int], period: float) -> None:
-    seen, given_back = requests_received(), True
+async def _every(period: float, check: Callable[[], Awaitable[None]]) -> None:
     while True:
         await asyncio.sleep(period)
-        now = requests_received()
-        if now != seen:
-            given_back = False
-        elif not given_back and allocator.free_bytes() >= TRIM_FROM_BYTES:
-            given_back = True  # once per idle stretch: the free bytes stay counted free after a trim
-            try:
-                gc.collect()
-                # A trim walks every heap: in a thread, since its ctypes call lets the loop go on.
-                await asyncio.to_thread(allocator.give_back)
-            except Exception as exc:  # never worth a worker
-                logger.opt(exception=exc).warning(f"giving freed memory back failed: {exc}")
-        seen = now
+        await check()

@@ -28,7 +28,9 @@ BROKEN_VALUES: list[Any] = [
 
 def convert(body: dict[str, Any], messages: list[dict[str, Any]], resume: Any = None) -> Any:
     try:
-        return convert_claude_request(parse_messages_request(orjson.dumps({**body, "messages": messages})), OPTIONS, resume)
+        return convert_claude_request(
+            parse_messages_request(orjson.dumps({**body, "messages": messages})), OPTIONS, resume
+        )
     except InvalidRequest:
         return None
 

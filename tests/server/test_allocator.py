@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from q2api.server.allocator import TRIM_FROM_BYTES, GlibcAllocator, returning_idle_memory
+from q2api.server.allocator import TRIM_FROM_BYTES, GlibcAllocator, IdleGiveBack, returning_idle_memory
 
 glibc_only = pytest.mark.skipif(GlibcAllocator.load() is None, reason="glibc's malloc calls are not available")
 
@@ -34,25 +34,42 @@ class FakeAllocator:
 async def test_freed_memory_is_given_back_once_per_idle_stretch_never_while_requests_come() -> None:
     allocator = FakeAllocator()
     received = 0
-    period = 0.02
-    async with returning_idle_memory(lambda: received, allocator, period=period):  # type: ignore[arg-type]
-        assert allocator.kept
-        for _ in range(10):  # a request in every period: never idle
-            received += 1
-            await asyncio.sleep(period)
-        assert allocator.given_back == 0
-        await asyncio.sleep(period * 6)  # idle: given back once, not again while nothing changes
-        assert allocator.given_back == 1
-        received += 1  # requests again, then idle again: a second time
-        await asyncio.sleep(period * 6)
-        assert allocator.given_back == 2
+    watcher = IdleGiveBack(allocator, lambda: received)  # type: ignore[arg-type]
+    await watcher.check()  # idle since the start: nothing to give back yet
+    for _ in range(5):  # a request in every period: never idle
+        received += 1
+        await watcher.check()
+    assert allocator.given_back == 0
+    for _ in range(3):  # idle: given back once, not again while nothing changes
+        await watcher.check()
+    assert allocator.given_back == 1
+    received += 1  # requests again, then idle again: a second time
+    await watcher.check()
+    await watcher.check()
+    assert allocator.given_back == 2
 
 
 async def test_little_free_memory_is_not_worth_a_trim() -> None:
     allocator = FakeAllocator(free=TRIM_FROM_BYTES - 1)
-    async with returning_idle_memory(lambda: 0, allocator, period=0.01):  # type: ignore[arg-type]
-        await asyncio.sleep(0.1)
+    received = 1
+    watcher = IdleGiveBack(allocator, lambda: received)  # type: ignore[arg-type]
+    received += 1
+    for _ in range(3):
+        await watcher.check()
     assert allocator.given_back == 0
+
+
+async def test_the_watcher_keeps_freed_blocks_and_checks_every_period() -> None:
+    allocator = FakeAllocator()
+    received = 0
+    async with returning_idle_memory(lambda: received, allocator, period=0.01):  # type: ignore[arg-type]
+        assert allocator.kept
+        received += 1
+        for _ in range(500):  # idle after that one request: given back within a few periods
+            if allocator.given_back:
+                break
+            await asyncio.sleep(0.01)
+    assert allocator.given_back == 1
 
 
 @glibc_only
