@@ -60,6 +60,7 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
     sections = [name for name in SECTIONS if name in args.only]
     scratch = Path(tempfile.mkdtemp(prefix="q2api-big-turns-"))
     rig = Rig(args, report, scratch, pool)
+    rig.gateway_env["LOOP_PROBE_FILE"] = str(scratch / "loop-probe.json")  # read by the loop section
     for name in WORKLOADS:
         rig.bodies[name] = workload_body(name)
     try:
@@ -119,6 +120,9 @@ def parse_args() -> argparse.Namespace:
     args.workloads = [name.strip() for name in args.workloads.split(",") if name.strip()]
     if set(args.workloads) - set(WORKLOADS):
         parser.error(f"workloads are {', '.join(WORKLOADS)}")
+    if not args.gateway_command:
+        # This checkout's gateway through the launcher that can install the loop section's probe.
+        args.gateway_command = f"{sys.executable} {BENCH / 'launch_checkout.py'} {BENCH.parent}"
     # What Rig reads of bench_gateway.py's options.
     args.size_kb, args.pin, args.max_connections = WORKLOADS["200kb"], False, 20000
     return args

@@ -17,7 +17,10 @@ the machine's own share), and the gateway with the tiny requests alone (what the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -48,13 +51,29 @@ def _run_queue_wait(pid: int) -> float:
         return 0.0
 
 
-async def _load(rig: Rig, tiny: Target, large: Target | None) -> tuple[WaveSummary, WaveSummary | None, float, float]:
+async def _probe_figures(rig: Rig) -> dict[str, float] | None:
+    """The gateway's loop probe's figures for the window just ended (None: the gateway has no probe)."""
+    assert rig.gateway is not None
+    output = Path(rig.gateway_env["LOOP_PROBE_FILE"])
+    output.unlink(missing_ok=True)
+    os.kill(rig.gateway.pid, signal.SIGUSR2)
+    for _ in range(50):
+        await asyncio.sleep(0.02)
+        with contextlib.suppress(OSError, ValueError):
+            return dict(json.loads(output.read_text()))
+    return None
+
+
+async def _load(
+    rig: Rig, tiny: Target, large: Target | None
+) -> tuple[WaveSummary, WaveSummary | None, float, float, dict[str, float] | None]:
     """The tiny requests' summary, the large ones' (None without them), the cores others used meanwhile, and
     how long the gateway's event loop thread waited for a CPU, per second of the load (the machine's share
     of the gaps: a loop that is runnable but not running is not held by the gateway's own work)."""
     args = rig.args
     assert rig.gateway is not None
     waited, began = _run_queue_wait(rig.gateway.pid), time.monotonic()
+    os.kill(rig.gateway.pid, signal.SIGUSR1)  # the gateway's loop probe (bench/support/loop_probe.py) starts
     tiny_streams = round(args.loop_seconds * args.loop_rate)
     timeout = args.loop_seconds + targets.LOOP_CHUNKS * targets.LOOP_DELAY + 60.0
     load = ForeignLoad()
@@ -69,9 +88,10 @@ async def _load(rig: Rig, tiny: Target, large: Target | None) -> tuple[WaveSumma
             )
     others, _steal, _ours = load.cores()
     waited = (_run_queue_wait(rig.gateway.pid) - waited) / (time.monotonic() - began)
+    probe = await _probe_figures(rig)
     await rig.gateway.settle()
     large_summary = WaveSummary.of(large_results) if large_results is not None else None
-    return WaveSummary.of(outcome.results), large_summary, others, waited
+    return WaveSummary.of(outcome.results), large_summary, others, waited, probe
 
 
 async def run(rig: Rig) -> None:
@@ -90,9 +110,16 @@ async def run(rig: Rig) -> None:
         "gateway, tiny alone": (rig.gateway_target("tiny"), None),
     }
     for name, (tiny, large) in runs.items():
-        tiny_summary, large_summary, others, waited = await _load(rig, tiny, large)
+        tiny_summary, large_summary, others, waited, probe = await _load(rig, tiny, large)
         gap_p99 = tiny_summary.gap_p99 if large_summary is None else max(tiny_summary.gap_p99, large_summary.gap_p99)
         figure = f"tiny TTFT p50 {ms(tiny_summary.ttft_p50)} p99 {ms(tiny_summary.ttft_p99)}; gap p99 {ms(gap_p99)}"
+        if probe is not None and name != "simulator alone":
+            report.row(
+                f"{name}: loop held by the gateway itself",
+                f"p99 {probe['held_p99'] * 1000:6.2f} ms   max {probe['held_max'] * 1000:6.2f} ms; less the other "
+                f"threads' run-queue wait too: p99 {probe['held_lower_p99'] * 1000:.2f}, max "
+                f"{probe['held_lower_max'] * 1000:.2f} ms ({probe['samples']:.0f} samples of a 1 ms probe)",
+            )
         if name == "gateway":
             report.judge(
                 f"{name}: tiny TTFT p99",
