@@ -57,7 +57,7 @@ from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import Settings
 
 # Bodies larger than this are parsed and converted off the event loop, so that no stream waits for
-# another's body: a 1 MB Claude Code turn holds the loop ~4 ms (four arriving together, 16 ms), a
+# another's body: a 1 MB Claude Code turn holds the loop ~3 ms (four arriving together, 12 ms), a
 # 30 MiB one ~0.5 s. A 200 KB turn (~1 ms) stays on the loop, where a thread hop would cost more
 # than it saves (bench/bench_big_turns.py, section loop).
 OFF_LOOP_BODY_BYTES = 256 << 10
