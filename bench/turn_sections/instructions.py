@@ -23,7 +23,7 @@ async def run(rig: Rig) -> None:
     rig.stop_gateway()  # one gateway at a time: the one under callgrind is started here
     report = rig.report
     report.section(
-        f"2. Instructions per Claude Code turn (instructions): callgrind, {args.callgrind_requests} requests each"
+        f"1b. Instructions per Claude Code turn (instructions): callgrind, {args.callgrind_requests} requests each"
     )
     per_mb = {}
     for kind in args.workloads:

@@ -99,7 +99,7 @@ async def run(rig: Rig) -> None:
     await rig.use_gateway(1)
     report = rig.report
     report.section(
-        f"3. The loop while 1 MB bodies arrive {targets.LOOP_BURST} at a time (loop): {args.loop_seconds:g} s, tiny "
+        f"2. The loop while 1 MB bodies arrive {targets.LOOP_BURST} at a time (loop): {args.loop_seconds:g} s, tiny "
         f"requests {args.loop_rate:g}/s, {targets.LOOP_BURST} x 1 MB every {args.loop_period:g} s, every reply "
         f"{targets.LOOP_CHUNKS} chunks {targets.LOOP_DELAY * 1000:g} ms apart, one worker"
     )

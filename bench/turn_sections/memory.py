@@ -20,7 +20,7 @@ async def run(rig: Rig) -> None:
     rig.stop_gateway()  # a fresh worker: its idle figure is not what earlier sections left
     gateway = await rig.use_gateway(1)
     report = rig.report
-    report.section("4. Memory of one worker (memory): VmRSS and VmHWM from /proc")
+    report.section("3. Memory of one worker (memory): VmRSS and VmHWM from /proc")
     load = ForeignLoad()
     idle = max(rig.idle_rss[1])
     report.judge(

@@ -27,7 +27,7 @@ async def run(rig: Rig) -> None:
     process = await rig.use_gateway(1)
     report = rig.report
     report.section(
-        f"1. TTFT and CPU per Claude Code turn (ttft): {args.runs} runs each, one at a time, one worker; "
+        f"1a. TTFT and CPU per Claude Code turn (ttft): {args.runs} runs each, one at a time, one worker; "
         "gateway vs the simulator alone, same upstream body"
     )
     rig.sim.reply(SHORT_REPLY_CHUNKS)
