@@ -17,10 +17,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
-from q2api.accounts.database_url import mask_database_url, parse_database_url
-from q2api.accounts.secret_box import SecretBox
 from q2api.amazonq.account_proxies import check_proxy_url
 from q2api.amazonq.hosts import parse_override, write_override
+from q2api.store.database_url import mask_database_url, parse_database_url
+from q2api.store.secret_box import SecretBox
 
 T = TypeVar("T")
 Number_ = TypeVar("Number_", int, float)

@@ -255,4 +255,30 @@ async def test_a_counter_store_that_is_down_lets_requests_through(tmp_path: Path
             for _ in range(2):
                 gw.sim.enqueue(scripts.text_reply("ok"))
                 assert (await call(gw, "claude", key)).status_code == 200
-        assert "could not be checked" in logs.text and key not in logs.text
+        assert "the client keys' counters cannot be used" in logs.text and key not in logs.text
+
+
+async def test_replies_cut_at_max_tokens_cost_an_estimate_above_zero_so_a_budget_stops_them(tmp_path: Path) -> None:
+    """A reply cut at the client's max_tokens ends before Amazon Q's metering: its credits are estimated.
+    Before any metered reply the estimate was 0, and a budgeted key with a small max_tokens was never
+    stopped; it is at least what Amazon Q meters a reply to (0.01)."""
+    long_reply = scripts.stream(
+        scripts.conversation_event(),
+        scripts.text_events("word " * 400, chunks=40),
+        scripts.usage_event(10, 400),
+        scripts.metering_event(0.4),  # never reached: the reply is cut long before
+    )
+    async with open_gateway(tmp_path) as gw:
+        key = await make_key(tmp_path, "small-budget", credits_per_day=0.03)
+        statuses = []
+        async with httpx2.AsyncClient(base_url=gw.base_url, timeout=20) as http:
+            for _ in range(8):
+                gw.sim.enqueue(long_reply)
+                body = {"model": MODEL, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
+                response = await http.post("/v1/messages", json=body, headers=headers_for("claude", key))
+                statuses.append(response.status_code)
+                if response.status_code == 200:
+                    assert response.json()["stop_reason"] == "max_tokens"
+                await asyncio.sleep(0.2)  # the spend is counted just after the reply
+        assert statuses[:3] == [200, 200, 200] and 429 in statuses, statuses
+        assert statuses.index(429) <= 4  # 0.01 a reply at least: 0.03 spent after three

@@ -28,10 +28,11 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from q2api.accounts import database, store_schema, tokens
+from q2api.accounts import store_schema, tokens
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import ENV_ACCOUNT_ID
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store import database
+from q2api.store.errors import StoreUnavailable
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, run_sql, scratch_database_url

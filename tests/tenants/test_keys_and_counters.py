@@ -231,3 +231,52 @@ async def test_a_label_taken_between_the_check_and_the_write_is_a_conflict_not_a
         assert (await keys.find("free")).limits.rpm == 5
     finally:
         await database.close()
+
+
+async def test_a_place_in_flight_is_held_while_renewed_and_expires_when_it_is_not(
+    database_url, tmp_path, counter_kind, monkeypatch
+):
+    """A place lives LEASE_SECONDS past its taking or last renewal: a worker that dies (renewing nothing)
+    blocks a key's concurrency that long at most, where it blocked it for 30 minutes."""
+    from q2api.tenants import counters as counters_module
+    from q2api.tenants import redis_counters
+
+    monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(redis_counters, "LEASE_SECONDS", 1.0)
+    database = await open_tenant_database(database_url, tmp_path)
+    counters = await _counters(counter_kind, database)
+    gate = LimitGate(counters)
+    try:
+        _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
+        running = await gate.admit(one, "m", 1)
+        for _ in range(3):  # 1.8 s in all, past LEASE_SECONDS: renewed, the place is still taken
+            await asyncio.sleep(0.6)
+            await gate.renew_leases()
+            with pytest.raises(AnthropicError, match="concurrent"):
+                await gate.admit(one, "m", 1)
+        await asyncio.sleep(1.3)  # not renewed (as if its worker had died): the place is free again
+        await gate.admit(one, "m", 1)
+        await gate.settle(running, 0, 0.0)
+    finally:
+        await counters.close()
+        await database.close()
+
+
+async def test_a_place_is_renewed_no_longer_than_any_request_runs(tmp_path, monkeypatch):
+    """A request whose end is never settled (a bug) must not hold its key's place for ever."""
+    from q2api.tenants import counters as counters_module
+    from q2api.tenants import gate as gate_module
+
+    monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(gate_module, "LEASE_MAX_SECONDS", 0.5)
+    database = await open_tenant_database(None, tmp_path)
+    gate = LimitGate(StoreCounters(database))
+    try:
+        _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
+        await gate.admit(one, "m", 1)  # never settled
+        for _ in range(4):  # renewed while younger than LEASE_MAX_SECONDS, then no more
+            await asyncio.sleep(0.5)
+            await gate.renew_leases()
+        await gate.admit(one, "m", 1)  # its place expired a LEASE_SECONDS after its last renewal
+    finally:
+        await database.close()
