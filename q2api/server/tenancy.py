@@ -167,7 +167,7 @@ class Tenancy:
                 exchange.key_label, exchange.status, exchange.input_tokens, exchange.output_tokens, credits
             )
         if admission is not None:
-            task = asyncio.get_running_loop().create_task(self.gate.settle(admission, tokens, credits))
+            task = self.gate.settle_soon(admission, tokens, credits)
             self._settling.add(task)
             task.add_done_callback(self._settling.discard)
         duration = time.perf_counter() - exchange.started

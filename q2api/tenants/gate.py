@@ -48,6 +48,8 @@ COUNTERS_DOWN_RETRY_SECONDS = 2  # the retry-after of a request refused while th
 # A place in flight is renewed this long at most, whatever becomes of its request: a request whose end
 # was never settled (a bug) must not hold its key's place for ever.
 LEASE_MAX_SECONDS = 6 * 3600.0
+# How long an admission refused for its key's concurrency waits for a place this process is giving back.
+GIVE_BACK_WAIT_SECONDS = 2.0
 WhenStoreDown = Literal["admit", "refuse"]
 
 
@@ -168,6 +170,8 @@ class LimitGate:
         )
         # The places in flight of this process's running requests: lease → (key id, when it was taken).
         self._held: dict[str, tuple[str, float]] = {}
+        # The places this process is giving back, by key id: settles of requests that just ended.
+        self._giving_back: dict[str, set[asyncio.Task[None]]] = {}
         self._renewing: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -210,6 +214,25 @@ class LimitGate:
         windows = windows_for(key.limits, now, input_tokens)
         if not windows and key.limits.max_concurrent is None:
             return Admission(key, now, None, 0, {})
+        outcome = await self._count(key, windows, now)
+        if outcome is None:
+            return Admission(key, now, None, 0, {})
+        if isinstance(outcome, Refused) and outcome.window is None and await self._given_back(key.id):
+            # A request of this key ended here a moment ago and its place is on its way back: a client
+            # that sends its next turn as soon as the last one ends is not refused for its own.
+            outcome = await self._count(key, windows, now)
+            if outcome is None:
+                return Admission(key, now, None, 0, {})
+        if isinstance(outcome, Refused):
+            raise _refusal(key, outcome)
+        assert isinstance(outcome, Admitted)
+        counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
+        if outcome.lease is not None:
+            self._held[outcome.lease] = (key.id, time.monotonic())
+        return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
+
+    async def _count(self, key: KeyRecord, windows: list[Window], now: float) -> Admitted | Refused | None:
+        """The counters' verdict; None when they are down and Q2API_LIMITS_WHEN_STORE_DOWN admits unchecked."""
         try:
             outcome = await self.counters.admit(key.id, windows, key.limits.max_concurrent, now)
         except Exception as exc:  # the counters' store (or Redis) is down: Q2API_LIMITS_WHEN_STORE_DOWN says
@@ -218,15 +241,33 @@ class LimitGate:
                 self._observer.limits_unchecked(key.label, "refused")
                 raise LimitsUnchecked(key.label) from None
             self._observer.limits_unchecked(key.label, "admitted")
-            return Admission(key, now, None, 0, {})
+            return None
         self.outage.answered()
-        if isinstance(outcome, Refused):
-            raise _refusal(key, outcome)
-        assert isinstance(outcome, Admitted)
-        counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
-        if outcome.lease is not None:
-            self._held[outcome.lease] = (key.id, time.monotonic())
-        return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
+        return outcome
+
+    async def _given_back(self, key_id: str) -> bool:
+        """Wait (briefly) for the places this process is giving back for `key_id`; whether there were any."""
+        pending = self._giving_back.get(key_id)
+        if not pending:
+            return False
+        await asyncio.wait(set(pending), timeout=GIVE_BACK_WAIT_SECONDS)
+        return True
+
+    def settle_soon(self, admission: Admission, tokens: int, credits: float) -> asyncio.Task[None]:
+        """`settle` as a task, known at once to this process's next admissions of the key (`_given_back`)."""
+        task = asyncio.get_running_loop().create_task(self.settle(admission, tokens, credits))
+        if admission.lease is not None:
+            key_id = admission.key.id
+            pending = self._giving_back.setdefault(key_id, set())
+            pending.add(task)
+
+            def given_back(done: asyncio.Task[None]) -> None:
+                pending.discard(done)
+                if not pending and self._giving_back.get(key_id) is pending:
+                    del self._giving_back[key_id]
+
+            task.add_done_callback(given_back)
+        return task
 
     async def settle(self, admission: Admission, tokens: int, credits: float) -> None:
         """Count what the request really used, and give its place in flight back (once; never raises)."""

@@ -175,7 +175,8 @@ async def streamed_events(gw: Gateway) -> list[RawEvent]:
 
 async def test_pings_keep_a_stalled_stream_alive(tmp_path):
     async with open_gateway(tmp_path, Q2API_PING_INTERVAL="0.05") as gw:
-        gw.sim.enqueue(scripts.stalled_reply(0.4, text_before="Working", text_after=" done"))
+        # A stall of forty ping intervals: a busy machine may skip some pings, never all of them.
+        gw.sim.enqueue(scripts.stalled_reply(2.0, text_before="Working", text_after=" done"))
         events = await streamed_events(gw)
 
     names = [event.name for event in events]

@@ -300,7 +300,8 @@ async def test_a_throttled_stream_says_rate_limit_exceeded(gw: Gateway):
 
 async def test_pings_are_sse_comments(tmp_path):
     async with open_gateway(tmp_path, Q2API_PING_INTERVAL="0.05") as gw:
-        gw.sim.enqueue(scripts.stalled_reply(0.4, text_before="Working", text_after=" done"))
+        # A stall of forty ping intervals: a busy machine may skip some pings, never all of them.
+        gw.sim.enqueue(scripts.stalled_reply(2.0, text_before="Working", text_after=" done"))
         async with (
             gw.http() as http,
             http.stream("POST", "/v1/responses", json={"model": MODEL, "stream": True, "input": "hi"}) as response,

@@ -312,3 +312,24 @@ async def test_redis_counters_keep_every_key_under_their_prefix(tmp_path):
         finally:
             await counters.close()
             await database.close()
+
+
+async def test_a_turn_sent_as_soon_as_the_last_one_ended_is_not_refused_for_its_own_place(
+    database_url, tmp_path, redis_place
+):
+    """Claude Code sends its next turn the moment the last one ends: the last one's place, still on its way
+    back (its settle a task not yet run), is waited for rather than counted against the key."""
+    database = await open_tenant_database(database_url, tmp_path)
+    counters = _counters(redis_place, database)
+    gate = LimitGate(counters, clock=lambda: MID_MINUTE)
+    try:
+        _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
+        last = await gate.admit(one, "m", 1)
+        gate.settle_soon(last, 10, 0.0)  # the request is over; its place not yet given back
+        following = await gate.admit(one, "m", 1)
+        with pytest.raises(AnthropicError, match="concurrent"):  # a second request in flight is still refused
+            await gate.admit(one, "m", 1)
+        await gate.settle(following, 10, 0.0)
+    finally:
+        await counters.close()
+        await database.close()
