@@ -230,8 +230,9 @@ def revocation_everywhere(journal: Journal, workers: dict[str, list[int]]) -> Ve
 def import_picked_up(
     journal: Journal, joins: Sequence[float], processes: int, first_use: float | None, interval: float
 ) -> Verdict:
-    """The account the command line imported joins every serving process's pool within the reload interval of
-    the command's end (its commit came before), and serves requests. `joins`: when each process logged it."""
+    """The account the command line imported joins every worker's pool within the reload interval of the
+    command's end (its commit came before), and serves requests. `joins`: when each worker's /metrics first
+    listed it (polled every 0.2 s)."""
     name = "an imported account joins every worker within the reload interval, and serves"
     imported_at = next(iter(journal.imported.values()), None)
     if imported_at is None:
@@ -239,7 +240,7 @@ def import_picked_up(
     latest = max((join - imported_at for join in joins), default=float("nan"))
     held = len(joins) >= processes and latest <= interval and first_use is not None
     detail = (
-        f"{len(joins)}/{processes} processes joined it, the last {latest:.1f} s after the command ended "
+        f"{len(joins)}/{processes} workers took it into their pool, the last {latest:.1f} s after the command ended "
         f"(interval {interval:g} s); {'served' if first_use is not None else 'never served'}"
     )
     return Verdict(name, held, detail)

@@ -53,6 +53,7 @@ class Journal:
         self.polls: list[Answer] = []  # admin API, console, /metrics, /readyz
         self.revoked: dict[str, float] = {}  # key label → when its revocation was acknowledged
         self.imported: dict[str, float] = {}  # account label → when its import was acknowledged
+        self.joined: dict[str, float] = {}  # "target pid N" → when that worker's pool was seen to hold the import
 
     def answer(self, **fields: object) -> Answer:
         fields.setdefault("ended", time.time())

@@ -17,6 +17,7 @@ import aiohttp
 from bench.soak.clients import KEY_LIMITS, Traffic
 from bench.soak.deployments import ADMIN_KEY, Fleet
 from bench.soak.journal import Answer, CommandRun, Journal
+from bench.soak.workers import KeptConnection, connections_to_every_worker
 from tests.support.credential_files import cli_database, kiro_cli_social_entries
 
 ADMIN_PAGES = (
@@ -100,6 +101,31 @@ async def _import_account(traffic: Traffic) -> None:
     )
     if run.returncode == 0:
         traffic.journal.imported[IMPORTED_LABEL] = run.ended
+        await _watch_joins(traffic, IMPORTED_LABEL)
+
+
+async def _watch_joins(traffic: Traffic, label: str, interval: float = 0.2, patience: float = 30.0) -> None:
+    """When each worker's pool took the account in: its series appears in the /metrics that worker answers."""
+    series = f'account="{label}"'.encode()
+
+    async def scrape(connection: KeptConnection) -> bytes:
+        return (await connection.request("GET", "/metrics"))[1]
+
+    pins = await connections_to_every_worker(traffic.fleet, scrape)
+    pids = traffic.fleet.worker_pids()
+    try:
+        deadline = time.monotonic() + patience
+        waiting = list(pins)
+        while waiting and time.monotonic() < deadline:
+            for pin in list(waiting):
+                if series in await scrape(pin):
+                    worker = await pin.worker(pids[pin.target])
+                    traffic.journal.joined[f"{pin.target} pid {worker}"] = time.time()
+                    waiting.remove(pin)
+            await asyncio.sleep(interval)
+    finally:
+        for pin in pins:
+            pin.close()
 
 
 async def _revoke(traffic: Traffic) -> None:

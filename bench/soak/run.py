@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import random
 import shutil
 import sqlite3
@@ -27,7 +26,7 @@ from bench.soak.clients import CLIENTS, MODEL, TIMEOUT, Traffic
 from bench.soak.deployments import Deployment, Fleet, running
 from bench.soak.invariants import Verdict
 from bench.soak.journal import Journal
-from bench.soak.operators import IMPORTED_LABEL, admin_polls, command_line, create_keys, imported_access_token
+from bench.soak.operators import admin_polls, command_line, create_keys, imported_access_token
 from bench.soak.resources import DATABASE_PORTS, Holdings, RssSamples, holdings
 from bench.soak.upstream import marker
 from bench.soak.workers import KeptConnection, connections_to_every_worker
@@ -35,7 +34,7 @@ from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import run_sql
 
 RELOAD_INTERVAL = 2.0  # q2api.accounts.reload.DEFAULT_RELOAD_INTERVAL
-IMPORT_SLACK = 1.0  # seconds past the reload interval for a busy worker to read the store and log the join
+IMPORT_SLACK = 1.0  # seconds past the reload interval for a busy worker to read the store, and for us to see it
 WARM_UP_SECONDS = 3.0
 DRAIN_SECONDS = 20.0
 TASKS_METRIC = "q2api_event_loop_tasks"
@@ -159,16 +158,6 @@ async def _read_back(traffic: Traffic) -> tuple[dict[str, int], dict[str, int]]:
     return retrieved, continued
 
 
-def _joins(fleet: Fleet, label: str) -> list[float]:
-    """When each worker logged that the account `label` joined its pool (wall-clock seconds)."""
-    joined = f"account joined the pool account={label} "
-    return [
-        datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
-        for line in fleet.log_lines()
-        if joined in line + " "
-    ]
-
-
 def _slow_arrivals(sim: SimulationThread, since: float) -> list[float]:
     """When the concurrency key's slow requests reached the simulator since `since` (wall-clock seconds)."""
     offset = time.time() - time.monotonic()
@@ -252,7 +241,7 @@ async def soak(
         invariants.limits_held(rows, _slow_arrivals(sim, began_at)),
         invariants.revocation_everywhere(journal, workers),
         invariants.import_picked_up(
-            journal, _joins(fleet, IMPORTED_LABEL), len(pids), first_use, RELOAD_INTERVAL + IMPORT_SLACK
+            journal, list(journal.joined.values()), len(pids), first_use, RELOAD_INTERVAL + IMPORT_SLACK
         ),
         invariants.memory_flat(rss.growth_after(warm_until)),
         invariants.nothing_leaked(
