@@ -1,7 +1,7 @@
 """Claude Messages API request types, validated at the edge with msgspec.
 
 Every field of the current SDK's request types is declared here (the front door's field table,
-q2api.frontdoors.claude_fields, says what the gateway does with each: honoured, emulated,
+q2api.frontdoors.claude.fields, says what the gateway does with each: honoured, emulated,
 ignored for a stated reason, or refused), and `null` is accepted wherever a field is optional.
 A field no type declares — a client newer than this gateway — is not dropped unseen: the
 strict decoder stops at it, and the body is read again without it (`read_messages_request`),
@@ -267,7 +267,7 @@ class Tool(Struct, kw_only=True, forbid_unknown_fields=True):
     (`web_search_20250305`, `bash_20250124`, …) carry a versioned `type` and no schema.
     The web search tool's options (`max_uses`, `allowed_domains`, `blocked_domains`,
     `user_location`) are kept; what the gateway does with each tool type and field is the
-    field table's (q2api.frontdoors.claude_fields)."""
+    field table's (q2api.frontdoors.claude.fields)."""
 
     name: str = ""  # required of every tool but an `mcp_toolset`, which the door refuses by its type
     input_schema: JSONObject | None = None
@@ -422,15 +422,6 @@ class _RequestCommon(Struct, kw_only=True, forbid_unknown_fields=True):
     workspace_id: str | None = None
     billing_policy: JSONObject | None = None
     mcp_servers: list[Any] | None = None
-
-
-# The `max_tokens` a door sets for a client that gave no limit (the OpenAI APIs make it optional):
-# "as much as the model gives", lowered to the model's output limit without a word in the log.
-UNSTATED_MAX_TOKENS = 128_000
-
-
-class MessagesRequest(_RequestCommon, kw_only=True):
-    max_tokens: Annotated[int, Meta(ge=0)]
     stream: bool | None = None
     stop_sequences: list[str] | None = None
     temperature: float | None = None
@@ -446,8 +437,19 @@ class MessagesRequest(_RequestCommon, kw_only=True):
     thread: JSONObject | None = None
 
 
+# The `max_tokens` a door sets for a client that gave no limit (the OpenAI APIs make it optional):
+# "as much as the model gives", lowered to the model's output limit without a word in the log.
+UNSTATED_MAX_TOKENS = 128_000
+
+
+class MessagesRequest(_RequestCommon, kw_only=True):
+    max_tokens: Annotated[int, Meta(ge=0)]
+
+
 class CountTokensRequest(_RequestCommon, kw_only=True):
-    pass
+    """The fields of a Messages request, `max_tokens` optional: a client may count the very body it will send."""
+
+    max_tokens: Annotated[int, Meta(ge=0)] | None = None
 
 
 # ---------------------------------------------------------------- parsing
@@ -511,6 +513,8 @@ def _decode_without_unknown_fields(request_type: Any, body: bytes) -> tuple[Any,
         return msgspec.convert(document, request_type), tuple(unknown)
     except msgspec.MsgspecError as exc:
         raise _invalid_from(exc) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest("", f"request body is not valid UTF-8 (byte {exc.start})") from None
     except RecursionError:
         raise InvalidRequest("", "request body is nested too deeply to parse") from None
 

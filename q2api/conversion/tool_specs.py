@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+import orjson
+
 from q2api.amazonq import types as q
 from q2api.amazonq.types import MAX_TOOL_DESCRIPTION_LENGTH
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import Tool, ToolChoice
+from q2api.conversion.anthropic_tools import anthropic_tool
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.json_clean import cleaned_schema
 from q2api.conversion.report import Finding, FindingKind
@@ -59,7 +63,10 @@ def tool_specs(
             specs.append(web_search_spec(options_of(tool)))
             offered[WEB_SEARCH_TOOL.casefold()] = tool.name
             continue
-        if tool.is_server_tool:
+        described = anthropic_tool(tool.type) if tool.is_server_tool and tool.type else None
+        if described is not None:
+            tool = msgspec.structs.replace(tool, description=tool.description or described[0], input_schema=described[1])
+        elif tool.is_server_tool:
             report.append(
                 Finding(
                     FindingKind.SERVER_TOOL_DROPPED,
@@ -116,6 +123,9 @@ def _spec(name: str, description: str, schema: dict[str, Any]) -> q.Tool:
 
 def _description(tool: Tool, index: int, report: list[Finding], context_sections: list[str]) -> str:
     description = tool.description or ""
+    if tool.input_examples:
+        examples = "\n".join(orjson.dumps(example).decode() for example in tool.input_examples)
+        description = f"{description}\n\nExamples of input:\n{examples}".lstrip()
     if not description.strip():
         report.append(Finding(FindingKind.TOOL_DESCRIPTION_PLACEHOLDER, detail=f"tools.{index}: {tool.name}"))
         return placeholder_description(tool.name)

@@ -50,6 +50,7 @@ from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.off_loop import run_off_loop
+from q2api.server.compaction_plan import compaction_plan
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.streaming import ReplyStream
 from q2api.server.tenancy import Caller, Tenancy
@@ -77,6 +78,7 @@ class Prepared:
     conversion: Conversion
     input_tokens: int
     payload: GenerateAssistantResponseRequest  # the conversion's body, with cache points where asked
+    options: ConversionOptions
 
 
 class MessagesRelay:
@@ -147,7 +149,7 @@ class MessagesRelay:
         payload = conversion.payload
         if self._settings.prompt_cache == "auto" and conversion.model.prompt_cache:
             payload = with_cache_points(conversion, request, call.cache_breakpoints())
-        return Prepared(call, request, conversion, input_tokens, payload)
+        return Prepared(call, request, conversion, input_tokens, payload, options)
 
     # ------------------------------------------------------------ the endpoint
 
@@ -218,6 +220,9 @@ class MessagesRelay:
             thinking_tags=request.thinking is not None and request.thinking.enabled,
             web_search=prepared.conversion.web_search,
             first_search=requested_search(request, prepared.conversion.web_search),
+            check=call.reply_check,
+            context_management=call.context_management,
+            compaction=compaction_plan(prepared.request, call.compaction, prepared.options),
         )
         try:
             reply = await Reply.open(

@@ -12,7 +12,7 @@ import anthropic.types
 import anthropic.types.beta
 import pytest
 
-from q2api.frontdoors.claude_fields import CLAUDE_FIELDS
+from q2api.frontdoors.claude.fields import CLAUDE_FIELDS
 from q2api.frontdoors.field_table import FieldTable, Treatment
 from tests.support.sdk_shapes import sdk_fields
 

@@ -22,6 +22,7 @@ from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
+from q2api.frontdoors.chat.response_format import HeldResponseCheck
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.openai.errors import OpenAIError
 from q2api.openai.types import parse_chat_request
@@ -62,6 +63,19 @@ class ChatCall:
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
         return client_error_of(error, self.translated.param_for)
+
+    @property
+    def reply_check(self) -> HeldResponseCheck | None:
+        check = self.translated.options.check
+        return HeldResponseCheck(check) if check is not None else None
+
+    @property
+    def context_management(self) -> None:
+        return None  # an OpenAI request asks for no context editing
+
+    @property
+    def compaction(self) -> None:
+        return None
 
 
 class ChatDoor:

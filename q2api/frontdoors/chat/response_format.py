@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.reply_content import ReplyContent
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, ResponseFormat
 
@@ -43,6 +45,27 @@ class ResponseCheck:
         if self.schema is None:
             return None if isinstance(value, dict) else "the reply is JSON but not a JSON object"
         return self.schema.mismatch(value)
+
+
+# The Claude stop reasons whose reply text the check judges: those OpenAI calls `stop`.
+_JUDGED_ENDINGS = ("end_turn", "stop_sequence", "pause_turn")
+
+
+@dataclass(frozen=True, slots=True)
+class HeldResponseCheck:
+    """The check as the reply is held to it (q2api.translation.held_reply): one repair turn, then the
+    reply as it is, for the door's own 422 (`invalid_response_format`) to judge."""
+
+    check: ResponseCheck
+
+    def problem(self, content: ReplyContent) -> str | None:
+        return self.check.problem(content.text) if content.stop_reason in _JUDGED_ENDINGS else None
+
+    def repair_prompt(self, problem: str) -> str:
+        return f"Your reply was not valid: {problem}. Answer again with the whole reply. {self.check.instruction}"
+
+    def failure(self, problem: str) -> AnthropicError | None:
+        return None
 
 
 SCHEMA_PARAM = "response_format.json_schema.schema"

@@ -22,6 +22,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import StreamEvent
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
+from q2api.frontdoors.chat.response_format import HeldResponseCheck
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
@@ -110,6 +111,19 @@ class ResponsesCall:
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
         return client_error_of(error, self.translated.param_for)
+
+    @property
+    def reply_check(self) -> HeldResponseCheck | None:
+        check = self.translated.options.check
+        return HeldResponseCheck(check) if check is not None else None
+
+    @property
+    def context_management(self) -> None:
+        return None  # an OpenAI request asks for no context editing
+
+    @property
+    def compaction(self) -> None:
+        return None
 
 
 class ResponsesEncoder:
