@@ -367,7 +367,9 @@ class AllThinkingTurns(Struct, tag_field="type", tag="all", forbid_unknown_field
     pass
 
 
-class ClearToolUsesEdit(Struct, tag_field="type", tag="clear_tool_uses_20250919", kw_only=True, forbid_unknown_fields=True):
+class ClearToolUsesEdit(
+    Struct, tag_field="type", tag="clear_tool_uses_20250919", kw_only=True, forbid_unknown_fields=True
+):
     """Clear the oldest tool results (and, when asked, tool inputs) once the trigger is reached."""
 
     trigger: InputTokens | ToolUses | None = None
@@ -377,7 +379,9 @@ class ClearToolUsesEdit(Struct, tag_field="type", tag="clear_tool_uses_20250919"
     clear_tool_inputs: bool | list[str] | None = None
 
 
-class ClearThinkingEdit(Struct, tag_field="type", tag="clear_thinking_20251015", kw_only=True, forbid_unknown_fields=True):
+class ClearThinkingEdit(
+    Struct, tag_field="type", tag="clear_thinking_20251015", kw_only=True, forbid_unknown_fields=True
+):
     """Clear the thinking of all but the most recent assistant turns."""
 
     keep: ThinkingTurns | AllThinkingTurns | Literal["all"] | None = None

@@ -58,15 +58,20 @@ def tool_specs(
         if tool_choice.disable_parallel_tool_use:
             wanted += " with disable_parallel_tool_use"
         report.append(Finding(FindingKind.TOOL_CHOICE_IGNORED, detail=f"{wanted} cannot be enforced upstream"))
-    for index, tool in enumerate(tools or ()):
+    for index, offered_tool in enumerate(tools or ()):
+        described = anthropic_tool(offered_tool.type) if offered_tool.is_server_tool and offered_tool.type else None
+        tool = (
+            msgspec.structs.replace(
+                offered_tool, description=offered_tool.description or described[0], input_schema=described[1]
+            )
+            if described is not None
+            else offered_tool
+        )
         if tool.is_web_search and WEB_SEARCH_TOOL.casefold() not in offered:
             specs.append(web_search_spec(options_of(tool)))
             offered[WEB_SEARCH_TOOL.casefold()] = tool.name
             continue
-        described = anthropic_tool(tool.type) if tool.is_server_tool and tool.type else None
-        if described is not None:
-            tool = msgspec.structs.replace(tool, description=tool.description or described[0], input_schema=described[1])
-        elif tool.is_server_tool:
+        if tool.is_server_tool:
             report.append(
                 Finding(
                     FindingKind.SERVER_TOOL_DROPPED,

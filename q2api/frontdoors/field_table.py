@@ -14,13 +14,24 @@ A whole shape may take one treatment (a tool the gateway refuses, an artefact it
 fields then need no rows of their own. A test walks the installed SDKs' request types and fails
 on any field no table classifies (tests/frontdoors/test_field_tables.py), so a new SDK release says
 what it added; the tables are printed in docs/clients.md (`markdown`, checked by tests/test_docs.py).
+
+A field in no table — a client newer than the gateway — is taken out by the door's parser and
+named by `report_unknown_fields` (a WARNING once per field per process): never dropped unseen.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from loguru import logger
+
+# A path's list indices (`messages.3.content`, `input[2]`), replaced by `*` to name a field once for all its places.
+_INDEX = re.compile(r"\.\d+(?=\.|\[|$)|\[\d+\]")
+_REPORTED_LIMIT = 256  # distinct unknown fields remembered for the once-per-process WARNING
+_reported: set[str] = set()
 
 
 class Treatment(StrEnum):
@@ -108,6 +119,26 @@ class FieldTable:
             for name, rule in shape.fields.items():
                 lines.append(_row(where, f"`{name}`", rule))
         return "\n".join(lines)
+
+
+def report_unknown_fields(paths: tuple[str, ...]) -> None:
+    """Name fields no request type declares: a WARNING the first time a field is seen, DEBUG after."""
+    if not paths:
+        return
+    fields = sorted({_INDEX.sub(_any_index, path) for path in paths})
+    new = [field for field in fields if field not in _reported]
+    if new and len(_reported) < _REPORTED_LIMIT:
+        _reported.update(new)
+        logger.warning(
+            f"request fields q2api does not know were ignored: {', '.join(new)} (a client newer than the gateway; "
+            "they are left out of the request and nothing else changes)"
+        )
+    else:
+        logger.debug(f"request fields q2api does not know were ignored: {', '.join(fields)}")
+
+
+def _any_index(match: re.Match[str]) -> str:
+    return "[*]" if match[0].startswith("[") else ".*"
 
 
 def _row(where: str, name: str, rule: Rule) -> str:

@@ -45,12 +45,12 @@ from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.captures.recorder import CaptureRecorder, Captures
+from q2api.server.compaction_plan import compaction_plan
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.off_loop import run_off_loop
-from q2api.server.compaction_plan import compaction_plan
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.streaming import ReplyStream
 from q2api.server.tenancy import Caller, Tenancy

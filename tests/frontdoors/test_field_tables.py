@@ -10,10 +10,14 @@ from typing import Any
 
 import anthropic.types
 import anthropic.types.beta
+import openai.types.chat
+import openai.types.responses
 import pytest
 
+from q2api.frontdoors.chat.fields import CHAT_FIELDS
 from q2api.frontdoors.claude.fields import CLAUDE_FIELDS
 from q2api.frontdoors.field_table import FieldTable, Treatment
+from q2api.frontdoors.responses.fields import RESPONSES_FIELDS
 from tests.support.sdk_shapes import sdk_fields
 
 CLAUDE_ROOTS = (
@@ -43,6 +47,14 @@ def unclassified(table: FieldTable, roots: tuple[Any, ...]) -> list[str]:
     return sorted(set(missing))
 
 
-@pytest.mark.parametrize(("table", "roots"), [(CLAUDE_FIELDS, CLAUDE_ROOTS)], ids=["claude"])
+CHAT_ROOTS = (openai.types.chat.CompletionCreateParams,)
+RESPONSES_ROOTS = (openai.types.responses.ResponseCreateParams,)
+
+
+@pytest.mark.parametrize(
+    ("table", "roots"),
+    [(CLAUDE_FIELDS, CLAUDE_ROOTS), (CHAT_FIELDS, CHAT_ROOTS), (RESPONSES_FIELDS, RESPONSES_ROOTS)],
+    ids=["claude", "chat", "responses"],
+)
 def test_every_sdk_field_is_classified(table: FieldTable, roots: tuple[Any, ...]) -> None:
     assert unclassified(table, roots) == []

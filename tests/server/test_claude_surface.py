@@ -46,7 +46,9 @@ async def test_claude_codes_billing_line_never_reaches_amazon_q(gw: Gateway) -> 
     # The first cache point still covers the system prompt (its context turn), now without the line.
     first = gw.sim.requests[0].body["conversationState"]["history"][0]["userInputMessage"]
     assert first.get("cachePoint") == {"type": "default"}
-    assert any(line.level == "DEBUG" and "x-anthropic-billing-header: line removed" in line.message for line in logs.lines)
+    assert any(
+        line.level == "DEBUG" and "x-anthropic-billing-header: line removed" in line.message for line in logs.lines
+    )
 
 
 async def test_a_top_level_cache_control_marks_the_last_block(gw: Gateway) -> None:
@@ -102,7 +104,9 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("extra", "starts"), [(extra, starts) for _, extra, starts in REFUSED], ids=[r[0] for r in REFUSED])
+@pytest.mark.parametrize(
+    ("extra", "starts"), [(extra, starts) for _, extra, starts in REFUSED], ids=[r[0] for r in REFUSED]
+)
 async def test_what_cannot_be_served_is_refused_by_name(gw: Gateway, extra: dict[str, Any], starts: str) -> None:
     with pytest.raises(anthropic.BadRequestError) as caught:
         await gw.client.beta.messages.create(model=MODEL, max_tokens=50, messages=[user("hi")], **extra)
@@ -144,7 +148,11 @@ async def test_amazon_qs_content_filter_is_a_refusal_with_its_details(gw: Gatewa
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 async def test_a_full_context_window_is_model_context_window_exceeded(gw: Gateway, stream: bool) -> None:
-    gw.sim.enqueue(scripts.stream(scripts.conversation_event(), scripts.text_events("and then"), scripts.context_usage_event(100.0)))
+    gw.sim.enqueue(
+        scripts.stream(
+            scripts.conversation_event(), scripts.text_events("and then"), scripts.context_usage_event(100.0)
+        )
+    )
     if stream:
         async with gw.client.messages.stream(model=MODEL, max_tokens=50, messages=[user("go on")]) as events:
             message = await events.get_final_message()

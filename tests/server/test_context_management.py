@@ -35,7 +35,10 @@ def tool_round(number: int, tool: str = "Read", result: str = "file contents " *
     call_id = f"toolu_{number:02d}"
     return [
         {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": tool, "input": {"n": number}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": f"{result} #{number}"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": f"{result} #{number}"}],
+        },
     ]
 
 
@@ -75,7 +78,9 @@ async def test_clear_tool_uses_clears_the_oldest_results_and_reports_it(gw: Gate
     assert sent[0].endswith("#0") and sent[4].endswith("#4") and sent[5].endswith("#5")
     assert sent[1:4] == [CLEARED_RESULT] * 3
     history = gw.upstream_body()["conversationState"]["history"]
-    inputs = [use["input"] for entry in history for use in entry.get("assistantResponseMessage", {}).get("toolUses", ())]
+    inputs = [
+        use["input"] for entry in history for use in entry.get("assistantResponseMessage", {}).get("toolUses", ())
+    ]
     assert inputs == [{"n": 0}, {}, {}, {}, {"n": 4}, {"n": 5}]
     assert message.context_management is not None
     (applied,) = message.context_management.applied_edits
@@ -112,7 +117,10 @@ async def test_clear_thinking_keeps_the_newest_turns_thinking(gw: Gateway):
             }
         )
         messages.append({"role": "user", "content": f"And then {turn}?"})
-    edit: BetaClearThinking20251015EditParam = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+    edit: BetaClearThinking20251015EditParam = {
+        "type": "clear_thinking_20251015",
+        "keep": {"type": "thinking_turns", "value": 1},
+    }
     gw.sim.enqueue(scripts.thinking_reply("hmm", "Final."))
     message = await gw.client.beta.messages.create(
         model=MODEL,
@@ -142,8 +150,13 @@ def long_conversation() -> list[BetaMessageParam]:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 async def test_compaction_summarises_then_goes_on_from_the_summary(gw: Gateway, stream: bool):
-    edit: BetaCompact20260112EditParam = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}
-    gw.sim.enqueue(scripts.text_reply("<summary>Read 20 files; all lorem ipsum.</summary>"), scripts.text_reply("Next step."))
+    edit: BetaCompact20260112EditParam = {
+        "type": "compact_20260112",
+        "trigger": {"type": "input_tokens", "value": 50_000},
+    }
+    gw.sim.enqueue(
+        scripts.text_reply("<summary>Read 20 files; all lorem ipsum.</summary>"), scripts.text_reply("Next step.")
+    )
     request: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 500,
@@ -159,9 +172,15 @@ async def test_compaction_summarises_then_goes_on_from_the_summary(gw: Gateway, 
     assert [block.type for block in message.content] == ["compaction", "text"]
     assert message.content[0].content == "Read 20 files; all lorem ipsum."
     assert message.stop_reason == "end_turn"
-    assert message.usage.iterations is not None and [it.type for it in message.usage.iterations] == ["compaction", "message"]
+    assert message.usage.iterations is not None and [it.type for it in message.usage.iterations] == [
+        "compaction",
+        "message",
+    ]
     summarising, continued = gw.upstream_body(0), gw.upstream_body(1)
-    assert "Your context is about to be compacted" in summarising["conversationState"]["currentMessage"]["userInputMessage"]["content"]
+    assert (
+        "Your context is about to be compacted"
+        in summarising["conversationState"]["currentMessage"]["userInputMessage"]["content"]
+    )
     going_on = continued["conversationState"]
     assert "consectetur" not in str(going_on)  # the summary alone, not the twenty results
     assert "Read 20 files; all lorem ipsum." in str(going_on)
@@ -219,6 +238,10 @@ async def test_a_trigger_below_the_minimum_is_a_400_naming_it(gw: Gateway):
             max_tokens=10,
             messages=conversation(1),
             betas=BETAS,
-            context_management={"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1000}}]},
+            context_management={
+                "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1000}}]
+            },
         )
-    assert caught.value.body["error"]["message"].startswith("context_management.edits.0.trigger.value: must be at least")
+    assert caught.value.body["error"]["message"].startswith(
+        "context_management.edits.0.trigger.value: must be at least"
+    )

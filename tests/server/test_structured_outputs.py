@@ -97,7 +97,9 @@ async def test_a_reply_wrong_after_its_repair_turn_is_a_422_never_passed_off(gw:
             ) as events:
                 await events.get_final_message()
         else:
-            await gw.client.messages.parse(model=MODEL, max_tokens=200, messages=[user("Weather?")], output_format=Weather)
+            await gw.client.messages.parse(
+                model=MODEL, max_tokens=200, messages=[user("Weather?")], output_format=Weather
+            )
     assert caught.value.status_code == 422
     assert caught.value.response.headers["x-should-retry"] == "false"
     message = caught.value.body["error"]["message"]
@@ -117,8 +119,9 @@ async def test_a_strict_tools_bad_input_is_repaired_before_the_client_sees_it(gw
     assert [(call.name, call.input) for call in calls] == [("get_weather", {"city": "Paris"})]
     assert message.stop_reason == "tool_use"
     repair = gw.upstream_body(1)["conversationState"]
-    assert '[I called the tool get_weather with the input {"town":"Paris"}]' in (
-        repair["history"][-1]["assistantResponseMessage"]["content"]
+    assert (
+        '[I called the tool get_weather with the input {"town":"Paris"}]'
+        in (repair["history"][-1]["assistantResponseMessage"]["content"])
     )
     assert "does not match its input_schema" in repair["currentMessage"]["userInputMessage"]["content"]
 

@@ -64,6 +64,10 @@ def _typed_dicts(annotation: Any) -> Iterator[type]:
 
 
 def _is_literal(annotation: Any) -> bool:
-    while typing.get_origin(annotation) in (typing_extensions.Required, typing_extensions.NotRequired, typing.Annotated):
+    while typing.get_origin(annotation) in (
+        typing_extensions.Required,
+        typing_extensions.NotRequired,
+        typing.Annotated,
+    ):
         annotation = typing.get_args(annotation)[0]
     return typing.get_origin(annotation) is typing.Literal

@@ -17,15 +17,18 @@ import msgspec
 from loguru import logger
 
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
-from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
+from q2api.frontdoors.chat.fields import refused_tag
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
-from q2api.frontdoors.chat.response_format import HeldResponseCheck
+from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
+from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
-from q2api.openai.errors import OpenAIError
-from q2api.openai.types import parse_chat_request
+from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.types import read_chat_request
 
 CHAT_ROUTE = "/v1/chat/completions"
 
@@ -38,6 +41,7 @@ def _report(problem: str) -> None:
 class ChatCall:
     translated: TranslatedRequest
     created: int = field(default_factory=lambda: int(time.time()))
+    strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
 
     @property
     def request(self) -> MessagesRequest:
@@ -66,8 +70,7 @@ class ChatCall:
 
     @property
     def reply_check(self) -> HeldResponseCheck | None:
-        check = self.translated.options.check
-        return HeldResponseCheck(check) if check is not None else None
+        return held_check(self.translated.options.check, self.strict_tools)
 
     @property
     def context_management(self) -> None:
@@ -83,9 +86,17 @@ class ChatDoor:
 
     def read(self, body: bytes) -> ChatCall:
         try:
-            return ChatCall(claude_request(parse_chat_request(body)))
+            parsed, unknown = read_chat_request(body)
+            report_unknown_fields(unknown)
+            translated = claude_request(parsed)
+        except InvalidChatRequest as error:
+            raise ChatError(refused_tag(error) or error) from None
         except OpenAIError as error:
             raise ChatError(error) from None
+        try:
+            return ChatCall(translated, strict_tools=strict_tools_check(translated.request))
+        except InvalidRequest as error:  # a strict tool's schema that cannot be checked
+            raise client_error_of(error, translated.param_for) from None
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
         openai = openai_error(error)

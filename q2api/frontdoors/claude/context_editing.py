@@ -117,7 +117,11 @@ def _clear_tool_uses(request: MessagesRequest, edit: ClearToolUsesEdit) -> tuple
     at_least = edit.clear_at_least.value if edit.clear_at_least is not None else 0
     if saved < at_least:
         return request, None
-    report = {"type": "clear_tool_uses_20250919", "cleared_tool_uses": len(cleared), "cleared_input_tokens": max(saved, 0)}
+    report = {
+        "type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": len(cleared),
+        "cleared_input_tokens": max(saved, 0),
+    }
     return msgspec.structs.replace(request, messages=messages), report
 
 

@@ -68,9 +68,7 @@ def _anthropic_tool(how: str) -> dict[str, Rule]:
     }
 
 
-_TOOL_SCHEMA = (
-    "offered to the model as a client tool with the input schema Anthropic documents for it; the client runs it as before"
-)
+_TOOL_SCHEMA = "offered to the model as a client tool with the input schema Anthropic documents for it; the client runs it as before"
 
 CLAUDE_FIELDS = FieldTable(
     "/v1/messages",
@@ -80,18 +78,26 @@ CLAUDE_FIELDS = FieldTable(
             "the request",
             aliases=("MessageCreateParamsNonStreaming", "MessageCreateParamsStreaming", "MessageCountTokensParams"),
             fields={
-                "model": honoured("resolved against the live catalogue; a substitute is named in `x-q2api-upstream-model`"),
+                "model": honoured(
+                    "resolved against the live catalogue; a substitute is named in `x-q2api-upstream-model`"
+                ),
                 "messages": honoured(),
-                "max_tokens": emulated("Amazon Q has no output limit: the reply is cut locally (`stop_reason: max_tokens`)"),
+                "max_tokens": emulated(
+                    "Amazon Q has no output limit: the reply is cut locally (`stop_reason: max_tokens`)"
+                ),
                 "stream": honoured(),
-                "system": honoured("sent as the conversation's first, stable context turn (Amazon Q has no system field)"),
+                "system": honoured(
+                    "sent as the conversation's first, stable context turn (Amazon Q has no system field)"
+                ),
                 "metadata": honoured(),
                 "stop_sequences": emulated("matched on the streamed text (`stop_reason: stop_sequence`)"),
                 "thinking": honoured(),
                 "tools": honoured(),
                 "tool_choice": honoured(),
                 "output_config": honoured(),
-                "cache_control": emulated("marks the last block of the last message, as Anthropic's automatic caching does"),
+                "cache_control": emulated(
+                    "marks the last block of the last message, as Anthropic's automatic caching does"
+                ),
                 "context_management": emulated("the gateway applies the edits itself (below)"),
                 "compaction": emulated(
                     "the gateway asks the model for a summary of the conversation and answers with that `compaction` "
@@ -104,10 +110,16 @@ CLAUDE_FIELDS = FieldTable(
                 "service_tier": ignored("Amazon Q has no service tiers; each account's own limits apply"),
                 "inference_geo": ignored("the region is the account's (`AMAZONQ_REGION`), not the request's"),
                 "diagnostics": ignored("asks Anthropic's cache for why it missed; nothing about the reply changes"),
-                "user_profile_id": ignored("Anthropic's attribution of the request to a profile; q2api's keys attribute it"),
+                "user_profile_id": ignored(
+                    "Anthropic's attribution of the request to a profile; q2api's keys attribute it"
+                ),
                 "workspace_id": ignored("Anthropic's workspaces; q2api's client keys take their place"),
-                "billing_policy": ignored("who Anthropic bills; the gateway's accounts pay, and its usage ledger counts"),
-                "fallback_credit_token": ignored("a credit for a retry after an Anthropic refusal; nothing to redeem here"),
+                "billing_policy": ignored(
+                    "who Anthropic bills; the gateway's accounts pay, and its usage ledger counts"
+                ),
+                "fallback_credit_token": ignored(
+                    "a credit for a retry after an Anthropic refusal; nothing to redeem here"
+                ),
                 "fallbacks": ignored(
                     "models to retry on after a refusal: q2api serves the one model `model` resolves to, and a refusal "
                     "is answered as one"
@@ -124,7 +136,11 @@ CLAUDE_FIELDS = FieldTable(
                 "thread": refused("q2api keeps no server-side threads: send the whole conversation in `messages`"),
             },
         ),
-        Shape("MetadataParam", "`metadata`", fields={"user_id": honoured("Claude Code's session keeps its conversation (and account) across turns")}),
+        Shape(
+            "MetadataParam",
+            "`metadata`",
+            fields={"user_id": honoured("Claude Code's session keeps its conversation (and account) across turns")},
+        ),
         Shape(
             "OutputConfigParam",
             "`output_config`",
@@ -134,10 +150,16 @@ CLAUDE_FIELDS = FieldTable(
                     "the schema is given to the model and the reply checked against it: one repair turn, then a 422 "
                     "(`messages.parse()` gets the parsed object)"
                 ),
-                "task_budget": ignored("advisory: the model is shown no countdown; `max_tokens` still bounds each reply"),
+                "task_budget": ignored(
+                    "advisory: the model is shown no countdown; `max_tokens` still bounds each reply"
+                ),
             },
         ),
-        Shape("JSONOutputFormatParam", "`output_config.format`", fields={"schema": emulated("checked within limits (no retrieval, RE2 patterns, a deadline)")}),
+        Shape(
+            "JSONOutputFormatParam",
+            "`output_config.format`",
+            fields={"schema": emulated("checked within limits (no retrieval, RE2 patterns, a deadline)")},
+        ),
         Shape("CacheControlEphemeralParam", "`cache_control`", fields={"ttl": _CACHE_TTL}),
         # -- thinking
         Shape(
@@ -146,7 +168,9 @@ CLAUDE_FIELDS = FieldTable(
             fields={
                 "budget_tokens": honoured("natively, or as the thinking hint's length"),
                 "display": honoured("passed to a model that reasons natively and takes it; tag-form thinking is shown"),
-                "block_binding": ignored("how Anthropic binds signed thinking to a prefix; Amazon Q checks its own signatures"),
+                "block_binding": ignored(
+                    "how Anthropic binds signed thinking to a prefix; Amazon Q checks its own signatures"
+                ),
             },
         ),
         Shape(
@@ -154,7 +178,9 @@ CLAUDE_FIELDS = FieldTable(
             "`thinking` `adaptive`",
             fields={
                 "display": honoured("passed to a model that reasons natively and takes it; tag-form thinking is shown"),
-                "block_binding": ignored("how Anthropic binds signed thinking to a prefix; Amazon Q checks its own signatures"),
+                "block_binding": ignored(
+                    "how Anthropic binds signed thinking to a prefix; Amazon Q checks its own signatures"
+                ),
             },
         ),
         Shape("ThinkingConfigDisabledParam", "`thinking` `disabled`", rule=honoured()),
@@ -185,7 +211,11 @@ CLAUDE_FIELDS = FieldTable(
         Shape(
             "SystemMessageOutputConfigParam",
             "a system message's `output_config`",
-            fields={"effort": emulated("the effort of the reply that follows, when the message stands after the last assistant message")},
+            fields={
+                "effort": emulated(
+                    "the effort of the reply that follows, when the message stands after the last assistant message"
+                )
+            },
         ),
         # -- content blocks
         Shape(
@@ -199,12 +229,26 @@ CLAUDE_FIELDS = FieldTable(
             fields={
                 "source": honoured("base64 images; URL and file sources are refused (the gateway fetches nothing)"),
                 "cache_control": _CACHE,
-                "transformations": ignored("an image Amazon Q cannot take is refused with a 400 naming it, never scaled unseen"),
+                "transformations": ignored(
+                    "an image Amazon Q cannot take is refused with a 400 naming it, never scaled unseen"
+                ),
             },
         ),
-        Shape("Base64ImageSourceParam", "an image's `base64` source", fields={"data": honoured(), "media_type": honoured()}),
-        Shape("URLImageSourceParam", "an image's `url` source", rule=refused("the gateway fetches nothing: send the image as base64")),
-        Shape("FileImageSourceParam", "an image's `file` source", rule=refused("the Files API is not served: send the image as base64")),
+        Shape(
+            "Base64ImageSourceParam",
+            "an image's `base64` source",
+            fields={"data": honoured(), "media_type": honoured()},
+        ),
+        Shape(
+            "URLImageSourceParam",
+            "an image's `url` source",
+            rule=refused("the gateway fetches nothing: send the image as base64"),
+        ),
+        Shape(
+            "FileImageSourceParam",
+            "an image's `file` source",
+            rule=refused("the Files API is not served: send the image as base64"),
+        ),
         Shape(
             "DocumentBlockParam",
             "a `document` block",
@@ -217,15 +261,35 @@ CLAUDE_FIELDS = FieldTable(
                 "citations": _NO_CITATIONS,
             },
         ),
-        Shape("Base64PDFSourceParam", "a document's `base64` source", fields={"data": emulated("the PDF's text, extracted by the gateway"), "media_type": honoured()}),
-        Shape("PlainTextSourceParam", "a document's `text` source", fields={"data": honoured(), "media_type": honoured()}),
+        Shape(
+            "Base64PDFSourceParam",
+            "a document's `base64` source",
+            fields={"data": emulated("the PDF's text, extracted by the gateway"), "media_type": honoured()},
+        ),
+        Shape(
+            "PlainTextSourceParam", "a document's `text` source", fields={"data": honoured(), "media_type": honoured()}
+        ),
         Shape("ContentBlockSourceParam", "a document's `content` source", fields={"content": honoured()}),
-        Shape("URLPDFSourceParam", "a document's `url` source", rule=refused("the gateway fetches nothing: send the document as base64 or text")),
-        Shape("FileDocumentSourceParam", "a document's `file` source", rule=refused("the Files API is not served: send the document as base64 or text")),
+        Shape(
+            "URLPDFSourceParam",
+            "a document's `url` source",
+            rule=refused("the gateway fetches nothing: send the document as base64 or text"),
+        ),
+        Shape(
+            "FileDocumentSourceParam",
+            "a document's `file` source",
+            rule=refused("the Files API is not served: send the document as base64 or text"),
+        ),
         Shape(
             "SearchResultBlockParam",
             "a `search_result` block",
-            fields={"source": honoured(), "title": honoured(), "content": honoured("as text"), "cache_control": _CACHE, "citations": _NO_CITATIONS},
+            fields={
+                "source": honoured(),
+                "title": honoured(),
+                "content": honoured("as text"),
+                "cache_control": _CACHE,
+                "citations": _NO_CITATIONS,
+            },
         ),
         Shape(
             "ToolUseBlockParam",
@@ -250,13 +314,24 @@ CLAUDE_FIELDS = FieldTable(
                 "toolset_name": ignored("the toolset of an MCP tool; the result answers its call by id"),
             },
         ),
-        Shape("ToolReferenceBlockParam", "a `tool_reference` block", fields={"tool_name": honoured("as text naming the tool"), "cache_control": _CACHE}),
+        Shape(
+            "ToolReferenceBlockParam",
+            "a `tool_reference` block",
+            fields={"tool_name": honoured("as text naming the tool"), "cache_control": _CACHE},
+        ),
         Shape(
             "ThinkingBlockParam",
             "a `thinking` block",
-            fields={"thinking": honoured(), "signature": honoured("an upstream signature sends the thinking back natively")},
+            fields={
+                "thinking": honoured(),
+                "signature": honoured("an upstream signature sends the thinking back natively"),
+            },
         ),
-        Shape("RedactedThinkingBlockParam", "a `redacted_thinking` block", fields={"data": honoured("back to a model that reasons natively; else left out and reported")}),
+        Shape(
+            "RedactedThinkingBlockParam",
+            "a `redacted_thinking` block",
+            fields={"data": honoured("back to a model that reasons natively; else left out and reported")},
+        ),
         Shape(
             "ServerToolUseBlockParam",
             "a `server_tool_use` block",
@@ -271,20 +346,46 @@ CLAUDE_FIELDS = FieldTable(
         Shape(
             "WebSearchToolResultBlockParam",
             "a `web_search_tool_result` block",
-            fields={"tool_use_id": honoured(), "content": emulated("the results travel as text"), "cache_control": _CACHE, "caller": _CALLERS},
+            fields={
+                "tool_use_id": honoured(),
+                "content": emulated("the results travel as text"),
+                "cache_control": _CACHE,
+                "caller": _CALLERS,
+            },
         ),
-        Shape("WebSearchResultBlockParam", "a web search result", fields={"url": honoured(), "title": honoured(), "page_age": honoured(), "encrypted_content": ignored("Anthropic's encrypted page text; the title and URL travel")}),
+        Shape(
+            "WebSearchResultBlockParam",
+            "a web search result",
+            fields={
+                "url": honoured(),
+                "title": honoured(),
+                "page_age": honoured(),
+                "encrypted_content": ignored("Anthropic's encrypted page text; the title and URL travel"),
+            },
+        ),
         Shape("WebSearchToolRequestErrorObjectParam", "a web search error", fields={"error_code": honoured()}),
         Shape("WebFetchToolResultBlockParam", "a `web_fetch_tool_result` block", rule=_SERVER_ARTEFACT),
         Shape("CodeExecutionToolResultBlockParam", "a `code_execution_tool_result` block", rule=_SERVER_ARTEFACT),
-        Shape("BashCodeExecutionToolResultBlockParam", "a `bash_code_execution_tool_result` block", rule=_SERVER_ARTEFACT),
-        Shape("TextEditorCodeExecutionToolResultBlockParam", "a `text_editor_code_execution_tool_result` block", rule=_SERVER_ARTEFACT),
+        Shape(
+            "BashCodeExecutionToolResultBlockParam", "a `bash_code_execution_tool_result` block", rule=_SERVER_ARTEFACT
+        ),
+        Shape(
+            "TextEditorCodeExecutionToolResultBlockParam",
+            "a `text_editor_code_execution_tool_result` block",
+            rule=_SERVER_ARTEFACT,
+        ),
         Shape("ToolSearchToolResultBlockParam", "a `tool_search_tool_result` block", rule=_SERVER_ARTEFACT),
-        Shape("FallbackBlockParam", "a `fallback` block", rule=ignored("a record that Anthropic switched models; it holds nothing for the model")),
+        Shape(
+            "FallbackBlockParam",
+            "a `fallback` block",
+            rule=ignored("a record that Anthropic switched models; it holds nothing for the model"),
+        ),
         Shape(
             "ContainerUploadBlockParam",
             "a `container_upload` block",
-            rule=refused("there is no code execution container to upload to: send the file's content as a document or text"),
+            rule=refused(
+                "there is no code execution container to upload to: send the file's content as a document or text"
+            ),
         ),
         Shape(
             "CompactionBlockParam",
@@ -292,7 +393,9 @@ CLAUDE_FIELDS = FieldTable(
             fields={
                 "content": emulated("the conversation starts again from this summary: what came before it is left out"),
                 "cache_control": _CACHE,
-                "encrypted_content": ignored("Anthropic's opaque compaction data; q2api's blocks carry their summary in `content`"),
+                "encrypted_content": ignored(
+                    "Anthropic's opaque compaction data; q2api's blocks carry their summary in `content`"
+                ),
                 "signature": ignored("sent back unchanged by clients; the summary is read as it is"),
                 "tool_changes": ignored("q2api's compaction blocks carry none; the request's `tools` stand"),
             },
@@ -312,7 +415,9 @@ CLAUDE_FIELDS = FieldTable(
                 "type": honoured("`custom`, or left out"),
                 "name": honoured("renamed for Amazon Q where needed (64 characters, its alphabet), and back"),
                 "input_schema": honoured("cleaned of nulls, with an object root"),
-                "description": honoured("a description over Amazon Q's limit is cut, its whole text kept in the context"),
+                "description": honoured(
+                    "a description over Amazon Q's limit is cut, its whole text kept in the context"
+                ),
                 "cache_control": _CACHE,
                 "strict": _STRICT,
                 "input_examples": _EXAMPLES,
@@ -321,8 +426,17 @@ CLAUDE_FIELDS = FieldTable(
                 "allowed_callers": _CALLERS,
             },
         ),
-        Shape("InputSchemaTyped", "a tool's `input_schema`", fields={"type": honoured(), "properties": honoured(), "required": honoured()}),
-        Shape("ToolBash20250124Param", "`tools[]` `bash_20250124`", aliases=("ToolBash20241022Param",), fields=_anthropic_tool(_TOOL_SCHEMA)),
+        Shape(
+            "InputSchemaTyped",
+            "a tool's `input_schema`",
+            fields={"type": honoured(), "properties": honoured(), "required": honoured()},
+        ),
+        Shape(
+            "ToolBash20250124Param",
+            "`tools[]` `bash_20250124`",
+            aliases=("ToolBash20241022Param",),
+            fields=_anthropic_tool(_TOOL_SCHEMA),
+        ),
         Shape(
             "ToolTextEditor20250728Param",
             "`tools[]` `text_editor_*`",
@@ -343,12 +457,18 @@ CLAUDE_FIELDS = FieldTable(
             "ToolSearchToolRegex20251119Param",
             "`tools[]` `tool_search_tool_*`",
             aliases=("ToolSearchToolBm25_20251119Param",),
-            rule=ignored("every tool is offered to the model up front, deferred or not: there is nothing to search for"),
+            rule=ignored(
+                "every tool is offered to the model up front, deferred or not: there is nothing to search for"
+            ),
         ),
         Shape(
             "CodeExecutionTool20250825Param",
             "`tools[]` `code_execution_*`",
-            aliases=("CodeExecutionTool20250522Param", "CodeExecutionTool20260120Param", "CodeExecutionTool20260521Param"),
+            aliases=(
+                "CodeExecutionTool20250522Param",
+                "CodeExecutionTool20260120Param",
+                "CodeExecutionTool20260521Param",
+            ),
             rule=_NO_CODE_EXECUTION,
         ),
         Shape(
@@ -366,46 +486,110 @@ CLAUDE_FIELDS = FieldTable(
         Shape("BrowserToolset20260801Param", "`tools[]` `browser_*`", rule=_NO_COMPUTER),
         Shape("MCPToolsetParam", "`tools[]` `mcp_toolset`", rule=_NO_MCP),
         Shape("AdvisorTool20260301Param", "`tools[]` `advisor_*`", rule=_NO_ADVISOR),
-        Shape("UserLocationParam", "a web search's `user_location`", fields={name: honoured() for name in ("city", "region", "country", "timezone")}),
+        Shape(
+            "UserLocationParam",
+            "a web search's `user_location`",
+            fields={name: honoured() for name in ("city", "region", "country", "timezone")},
+        ),
         # -- tool choice
-        Shape("ToolChoiceAutoParam", "`tool_choice` `auto`", fields={"disable_parallel_tool_use": emulated("asked of the model in the current message (Amazon Q cannot enforce it)")}),
-        Shape("ToolChoiceAnyParam", "`tool_choice` `any`", fields={"disable_parallel_tool_use": emulated("asked of the model in the current message (Amazon Q cannot enforce it)")}),
+        Shape(
+            "ToolChoiceAutoParam",
+            "`tool_choice` `auto`",
+            fields={
+                "disable_parallel_tool_use": emulated(
+                    "asked of the model in the current message (Amazon Q cannot enforce it)"
+                )
+            },
+        ),
+        Shape(
+            "ToolChoiceAnyParam",
+            "`tool_choice` `any`",
+            fields={
+                "disable_parallel_tool_use": emulated(
+                    "asked of the model in the current message (Amazon Q cannot enforce it)"
+                )
+            },
+        ),
         Shape(
             "ToolChoiceToolParam",
             "`tool_choice` `tool`",
             fields={
-                "name": emulated("the model is told to call this tool in the current message (Amazon Q cannot force a tool)"),
-                "disable_parallel_tool_use": emulated("asked of the model in the current message (Amazon Q cannot enforce it)"),
+                "name": emulated(
+                    "the model is told to call this tool in the current message (Amazon Q cannot force a tool)"
+                ),
+                "disable_parallel_tool_use": emulated(
+                    "asked of the model in the current message (Amazon Q cannot enforce it)"
+                ),
             },
         ),
         Shape("ToolChoiceNoneParam", "`tool_choice` `none`", rule=honoured("no tool is offered")),
         # -- context management
-        Shape("ContextManagementConfigParam", "`context_management`", fields={"edits": emulated("applied by the gateway in order, before conversion; reported in `context_management.applied_edits`")}),
+        Shape(
+            "ContextManagementConfigParam",
+            "`context_management`",
+            fields={
+                "edits": emulated(
+                    "applied by the gateway in order, before conversion; reported in `context_management.applied_edits`"
+                )
+            },
+        ),
         Shape(
             "ClearToolUses20250919EditParam",
             "`context_management.edits[]` `clear_tool_uses_20250919`",
             fields={
-                "trigger": emulated("input tokens (estimated) or tool uses past which it clears; 100,000 input tokens by default"),
+                "trigger": emulated(
+                    "input tokens (estimated) or tool uses past which it clears; 100,000 input tokens by default"
+                ),
                 "keep": emulated("the most recent tool uses kept; 3 by default"),
                 "clear_at_least": emulated("clears nothing unless at least this many input tokens go"),
                 "exclude_tools": emulated("uses of these tools are never cleared"),
                 "clear_tool_inputs": emulated("also clear the inputs of the cleared uses (all, or of the tools named)"),
             },
         ),
-        Shape("ClearThinking20251015EditParam", "`context_management.edits[]` `clear_thinking_20251015`", fields={"keep": emulated("the thinking of this many most recent assistant turns is kept; 1 by default, or `all`")}),
+        Shape(
+            "ClearThinking20251015EditParam",
+            "`context_management.edits[]` `clear_thinking_20251015`",
+            fields={
+                "keep": emulated(
+                    "the thinking of this many most recent assistant turns is kept; 1 by default, or `all`"
+                )
+            },
+        ),
         Shape(
             "Compact20260112EditParam",
             "`context_management.edits[]` `compact_20260112`",
             fields={
-                "trigger": emulated("input tokens (estimated) past which the conversation is summarised; 150,000 by default, at least 50,000"),
+                "trigger": emulated(
+                    "input tokens (estimated) past which the conversation is summarised; 150,000 by default, at least 50,000"
+                ),
                 "instructions": emulated("replace the gateway's summarising prompt"),
-                "pause_after_compaction": emulated("answer with the `compaction` block alone (`stop_reason: compaction`)"),
+                "pause_after_compaction": emulated(
+                    "answer with the `compaction` block alone (`stop_reason: compaction`)"
+                ),
             },
         ),
-        Shape("InputTokensTriggerParam", "an `input_tokens` trigger", aliases=("InputTokensClearAtLeastParam",), fields={"value": emulated("counted with the gateway's token estimate")}),
-        Shape("ToolUsesTriggerParam", "a `tool_uses` trigger", aliases=("ToolUsesKeepParam",), fields={"value": emulated("counted over the conversation's tool uses")}),
-        Shape("ThinkingTurnsParam", "a `thinking_turns` keep", fields={"value": emulated("assistant turns with thinking, newest first")}),
+        Shape(
+            "InputTokensTriggerParam",
+            "an `input_tokens` trigger",
+            aliases=("InputTokensClearAtLeastParam",),
+            fields={"value": emulated("counted with the gateway's token estimate")},
+        ),
+        Shape(
+            "ToolUsesTriggerParam",
+            "a `tool_uses` trigger",
+            aliases=("ToolUsesKeepParam",),
+            fields={"value": emulated("counted over the conversation's tool uses")},
+        ),
+        Shape(
+            "ThinkingTurnsParam",
+            "a `thinking_turns` keep",
+            fields={"value": emulated("assistant turns with thinking, newest first")},
+        ),
         Shape("AllThinkingTurnsParam", "an `all` keep", rule=emulated("no thinking is cleared")),
-        Shape("CompactionConfigParam", "`compaction`", fields={"instructions": emulated("replace the gateway's summarising prompt (blank is none)")}),
+        Shape(
+            "CompactionConfigParam",
+            "`compaction`",
+            fields={"instructions": emulated("replace the gateway's summarising prompt (blank is none)")},
+        ),
     ],
 )

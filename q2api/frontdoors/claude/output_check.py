@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 INVALID_REPLY_STATUS = 422
 NO_RETRY = {"x-should-retry": "false"}
 _JUDGED_ENDINGS = ("end_turn", "stop_sequence")
+STRICT_TOOL_PROBLEM = "the input of the call"  # how a strict tool's problem starts
 
 
 def format_instruction(schema: dict[str, Any]) -> str:
@@ -72,7 +73,7 @@ class ClaudeReplyCheck:
         return self._format.mismatch(value)
 
     def repair_prompt(self, problem: str) -> str:
-        if problem.startswith("the input of the call"):
+        if problem.startswith(STRICT_TOOL_PROBLEM):
             return (
                 f"That tool call was not valid: {problem}. Make the call again, with an input that matches the "
                 "tool's input_schema exactly."
@@ -83,7 +84,7 @@ class ClaudeReplyCheck:
         )
 
     def failure(self, problem: str) -> AnthropicError:
-        field = "strict tool" if problem.startswith("the input of the call") else "output_config.format"
+        field = "strict tool" if problem.startswith(STRICT_TOOL_PROBLEM) else "output_config.format"
         return AnthropicError(
             INVALID_REPLY_STATUS,
             f"{field} could not be honoured: {problem}. Amazon Q has no structured-output mode; q2api gives the "
@@ -110,7 +111,9 @@ def reply_check(request: MessagesRequest) -> tuple[MessagesRequest, ClaudeReplyC
         try:
             compiled_tools[tool.name] = compile_client_schema(tool.input_schema)
         except SchemaRefused as exc:
-            raise InvalidRequest(f"tools.{index}.input_schema", f"a strict tool's schema must be checkable: {exc}") from None
+            raise InvalidRequest(
+                f"tools.{index}.input_schema", f"a strict tool's schema must be checkable: {exc}"
+            ) from None
     format_schema = None
     if output is not None and output.format is not None:
         try:
@@ -126,3 +129,10 @@ def reply_check(request: MessagesRequest) -> tuple[MessagesRequest, ClaudeReplyC
 
 def _input_problem(mismatch: str) -> str:
     return mismatch.replace("the reply does not match the JSON schema", "the input").removeprefix("the reply ")
+
+
+def strict_tools_check(request: MessagesRequest) -> ClaudeReplyCheck | None:
+    """The check of a request's strict tools alone (an OpenAI door's function tools with `strict`)."""
+    if not any(tool.strict for tool in request.tools or ()):
+        return None
+    return reply_check(msgspec.structs.replace(request, output_config=None))[1]

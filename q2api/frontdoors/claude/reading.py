@@ -33,6 +33,7 @@ from q2api.anthropic.types import (
     read_messages_request,
 )
 from q2api.frontdoors.claude.fields import CLAUDE_FIELDS
+from q2api.frontdoors.field_table import report_unknown_fields
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 
@@ -63,9 +64,6 @@ REFUSED_BLOCK_TYPES = {
 REFUSED_FIELDS = ("container", "mcp_servers", "thread")
 
 _INVALID_TAG = re.compile(r"^Invalid value '(?P<tag>[^']*)'$")
-_INDEX = re.compile(r"\.\d+(?=\.|$)")
-_REPORTED_LIMIT = 256  # distinct unknown fields remembered for the once-per-process WARNING
-_reported: set[str] = set()
 
 
 def read_claude_request(body: bytes) -> tuple[MessagesRequest, CacheBreakpoints]:
@@ -138,22 +136,6 @@ def _why(rule: object) -> str:
     return note or "not supported by this gateway"
 
 
-def report_unknown_fields(paths: tuple[str, ...]) -> None:
-    """Name fields no request type declares: a WARNING the first time a field is seen, DEBUG after."""
-    if not paths:
-        return
-    fields = sorted({_INDEX.sub(".*", path) for path in paths})
-    new = [field for field in fields if field not in _reported]
-    if new and len(_reported) < _REPORTED_LIMIT:
-        _reported.update(new)
-        logger.warning(
-            f"request fields q2api does not know were ignored: {', '.join(new)} (a client newer than the gateway; "
-            "they are left out of the request and nothing else changes)"
-        )
-    else:
-        logger.debug(f"request fields q2api does not know were ignored: {', '.join(fields)}")
-
-
 def without_billing_header(
     request: MessagesRequest, breakpoints: CacheBreakpoints
 ) -> tuple[MessagesRequest, CacheBreakpoints]:
@@ -176,4 +158,3 @@ def without_billing_header(
     request.system = system[1:] or None
     shifted = tuple(index - 1 for index in breakpoints.system if index > 0)
     return request, CacheBreakpoints(shifted, breakpoints.tools, breakpoints.messages)
-
