@@ -57,7 +57,12 @@ def tool_specs(
         wanted = f"tool {tool_choice.name!r}" if tool_choice.type == "tool" else f"tool_choice {tool_choice.type!r}"
         if tool_choice.disable_parallel_tool_use:
             wanted += " with disable_parallel_tool_use"
-        report.append(Finding(FindingKind.TOOL_CHOICE_IGNORED, detail=f"{wanted} cannot be enforced upstream"))
+        report.append(
+            Finding(
+                FindingKind.TOOL_CHOICE_IGNORED,
+                detail=f"{wanted} cannot be enforced upstream; asked of the model in the current message",
+            )
+        )
     for index, offered_tool in enumerate(tools or ()):
         described = anthropic_tool(offered_tool.type) if offered_tool.is_server_tool and offered_tool.type else None
         tool = (
@@ -120,6 +125,20 @@ def tool_specs(
         specs.append(_spec(name, description, _EMPTY_SCHEMA))
         offered[name.casefold()] = client_name
     return specs
+
+
+def tool_choice_instruction(tool_choice: ToolChoice | None) -> str | None:
+    """What the current message asks of the model for a `tool_choice` Amazon Q cannot enforce (None: nothing)."""
+    if tool_choice is None or tool_choice.type == "none":
+        return None
+    asks = []
+    if tool_choice.type == "any":
+        asks.append("Call one of your tools in this reply.")
+    elif tool_choice.type == "tool" and tool_choice.name:
+        asks.append(f"Call the tool {tool_choice.name} in this reply.")
+    if tool_choice.disable_parallel_tool_use:
+        asks.append("Call at most one tool in this reply.")
+    return " ".join(asks) or None
 
 
 def _spec(name: str, description: str, schema: dict[str, Any]) -> q.Tool:
