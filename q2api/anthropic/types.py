@@ -192,7 +192,7 @@ class ContainerUploadBlock(_Block, tag="container_upload"):
 
 class CompactionBlock(_Block, tag="compaction"):
     """A summary of the conversation before it (context management's compaction): the conversation
-    starts again from it (q2api.conversion.compaction). `content` None is a compaction that failed,
+    starts again from it (q2api.frontdoors.claude.compaction). `content` None is a compaction that failed,
     which changes nothing; the other fields are Anthropic's, kept only to be accepted."""
 
     content: str | None = None

@@ -387,7 +387,7 @@ class StreamTranslator:
         self.lifecycle = _STREAMING
 
     def compaction(self, summary: str | None) -> list[Event]:
-        """The `compaction` block that opens a reply which summarised the conversation (q2api.conversion.compaction)."""
+        """The `compaction` block that opens a reply which summarised the conversation (q2api.frontdoors.claude.compaction)."""
         out = self.start()
         self._blocks.compaction(summary, out)
         return out

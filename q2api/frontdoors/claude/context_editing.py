@@ -15,7 +15,7 @@ request before conversion and reports what it did as the API does, in the respon
   that have any (default 1; `all` keeps every one) are left out.
   Reported as `{"type", "cleared_thinking_turns", "cleared_input_tokens"}`.
 * `compact_20260112` is not an edit of the request: the reply summarises the conversation when
-  its trigger is reached (q2api.conversion.compaction), and is left to it here.
+  its trigger is reached (q2api.frontdoors.claude.compaction), and is left to it here.
 
 The request is never changed in place: edited messages are copies (the client's may be shared
 with conversion checkpoints). Message and block positions stay as they were.
