@@ -66,9 +66,9 @@ def open_aiosqlite_store(data_dir: Path) -> Any:
     import sqlalchemy as sa
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from q2api.accounts import sqlite_database
-    from q2api.accounts.database import StoreDatabase
     from q2api.accounts.store import PlainSecrets, SqlAccountStore, SqliteAccountStore
+    from q2api.store import sqlite_database
+    from q2api.store.database import StoreDatabase
 
     SqliteAccountStore(data_dir)  # creates and migrates the file
 
@@ -81,7 +81,7 @@ def open_aiosqlite_store(data_dir: Path) -> Any:
             sa.event.listen(self.engine.sync_engine, "connect", sqlite_database._driver_autocommit)
             sa.event.listen(self.engine.sync_engine, "begin", sqlite_database._begin)
 
-        async def _run(self, work: Any, *, write: bool) -> Any:
+        async def _run(self, work: Any, *, write: bool, durable: bool = True) -> Any:
             with self.failures():
                 async with self.engine.connect() as connection:
                     if write:

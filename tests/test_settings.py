@@ -97,6 +97,8 @@ def test_lists_and_model_map_are_parsed() -> None:
         ("Q2API_ALLOWED_HOSTS", "gateway.lan:8000"),
         ("Q2API_ALLOWED_HOSTS", "http://gateway.lan"),
         ("Q2API_ALLOWED_HOSTS", "*gateway"),
+        ("Q2API_REDIS_PREFIX", "team {a}"),
+        ("Q2API_REDIS_PREFIX", "{q2api}"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:

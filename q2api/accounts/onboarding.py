@@ -27,12 +27,13 @@ from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.logins import account_id_for_label
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
-from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
+from q2api.accounts.store_protocol import CredentialStore
 from q2api.amazonq.account_proxies import AccountProxies, check_proxy_url
 from q2api.amazonq.bearer import API_KEY_AUTH, API_KEY_TOKEN_TYPE
 from q2api.amazonq.credits import fetch_credits
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, UpstreamError, UpstreamHTTPError
 from q2api.amazonq.service_api import ServiceApi
+from q2api.store.errors import STORE_ERRORS
 
 # An API key's "expiry" in its verifying answer: none (it is used until Amazon Q refuses it).
 NO_EXPIRY = float("inf")

@@ -22,7 +22,8 @@ from typing import Protocol
 from loguru import logger
 
 from q2api.accounts.pool import AccountPool
-from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore, TelemetryStore
+from q2api.accounts.store_protocol import CredentialStore, TelemetryStore
+from q2api.store.errors import STORE_ERRORS
 
 DEFAULT_RELOAD_INTERVAL = 2.0
 MAX_RETRY_DELAY = 60.0  # seconds between ticks at most while ticks crash

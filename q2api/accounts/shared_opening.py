@@ -1,71 +1,32 @@
-"""Opening the store on a shared database (PostgreSQL, MySQL/MariaDB): connect, migrate, lock refreshes there.
+"""The account store on a shared database (PostgreSQL, MySQL/MariaDB): its refresh locks live there.
 
 Every replica migrates at start-up under a database lock, so replicas that
-start together neither race nor apply a step twice. A token refresh holds a
-database lock (database_locks.py) that dies with its connection: a replica
-killed mid-refresh blocks nobody. Secrets are Fernet-encrypted (secret_box.py).
+start together neither race nor apply a step twice (q2api.store.shared_database).
+A token refresh holds a database lock (q2api.store.database_locks) that dies with
+its connection: a replica killed mid-refresh blocks nobody. Secrets are
+Fernet-encrypted (q2api.store.secret_box).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from q2api.accounts.database_locks import DatabaseLocks, lock_namespace
-from q2api.accounts.database_url import DatabaseUrl
-from q2api.accounts.migrations import MigrationChain, apply_chains
-from q2api.accounts.secret_box import SecretBox
-from q2api.accounts.shared_database import SharedDatabase
-from q2api.accounts.store import DEFAULT_CHAINS, SqlAccountStore
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.accounts.store import RefreshLock
+from q2api.store.database_locks import DatabaseLocks
+from q2api.store.shared_database import SharedDatabase
 
-MIGRATION_LOCK = "migrate"
-MIGRATION_LOCK_TIMEOUT = 120.0  # seconds a replica waits for another one's migration
 _LOCK_POLL_INTERVAL = 0.05  # seconds between attempts at a refresh lock another replica holds
 
 
-async def open_shared_store(
-    url: DatabaseUrl, secrets: SecretBox, chains: Sequence[MigrationChain] = DEFAULT_CHAINS
-) -> SqlAccountStore:
-    """Connect and bring the schema up to date (raises StoreUnavailable, SchemaTooNew)."""
-    db = SharedDatabase(url)
-    try:
-        locks = await migrate_shared_database(db, chains)
-    except BaseException:
-        await db.dispose()
-        raise
-    return SqlAccountStore(db, secrets, _DatabaseRefreshLock(db, locks), url.masked)
-
-
-async def migrate_shared_database(db: SharedDatabase, chains: Sequence[MigrationChain]) -> DatabaseLocks:
-    """Bring `chains` up to date under the database's migration lock; the database's locks, for later use.
-
-    Tables kept beside the accounts (client keys) are migrated through here too, with their own chain.
-    Raises StoreUnavailable, SchemaTooNew.
-    """
-    url = db.url
-    with db.failures():
-        # The first contact is bounded like any unit of work: a server that accepts the connection
-        # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
-        # covers the TCP connect only).
-        async with db.bounded(), db.engine.connect() as connection:
-            locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
-        migration_bound = MIGRATION_LOCK_TIMEOUT + (db.deadline or 0.0)  # it may wait for another replica's
-        try:
-            async with (
-                asyncio.timeout(migration_bound),
-                db.engine.connect() as connection,
-                locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
-            ):
-                await connection.run_sync(apply_chains, chains)
-        except TimeoutError:
-            raise StoreUnavailable(
-                f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
-            ) from None
-    return locks
+def database_refresh_lock(db: SharedDatabase) -> RefreshLock:
+    """The refresh lock of the account store on `db` (migrated: its locks' namespace is known)."""
+    if db.locks is None:
+        raise RuntimeError("the shared database must be migrated (migrate_shared_database) before it is used")
+    return _DatabaseRefreshLock(db, db.locks)
 
 
 class _DatabaseRefreshLock:

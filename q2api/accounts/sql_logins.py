@@ -12,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from q2api.accounts import store_schema as tables
-from q2api.accounts.database import StoreDatabase, affected_rows, first_row
 from q2api.accounts.records import LOGIN_RECORD_LIFETIME, LoginRecord, LoginStatus, login_record
+from q2api.store.database import StoreDatabase, affected_rows, first_row
 
 
 class SqlLogins:

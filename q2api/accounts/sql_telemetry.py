@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from q2api.accounts import store_schema as tables
-from q2api.accounts.database import StoreDatabase, all_rows, first_row
 from q2api.accounts.records import AccountRest, AccountStats, StatsDelta
+from q2api.store.database import StoreDatabase, all_rows, first_row
 
 
 class SqlTelemetry:

@@ -38,11 +38,7 @@ import sqlalchemy as sa
 from loguru import logger
 
 from q2api.accounts import store_schema as tables
-from q2api.accounts.database import StoreDatabase, affected_rows, all_rows, first_row
 from q2api.accounts.field_limits import check_account_fields
-from q2api.accounts.file_lock import exclusive_lock, exclusive_lock_async
-from q2api.accounts.migrations import MigrationChain
-from q2api.accounts.private_files import create_private_dir, create_private_file
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
     Account,
@@ -51,16 +47,16 @@ from q2api.accounts.records import (
     EnvAccount,
     check_new_credentials,
 )
-from q2api.accounts.secret_box import SecretKeyMismatch
 from q2api.accounts.sql_logins import SqlLogins
 from q2api.accounts.sql_telemetry import SqlTelemetry
-from q2api.accounts.sqlite_database import SqliteDatabase
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.database import StoreDatabase, affected_rows, all_rows, first_row
+from q2api.store.errors import StoreUnavailable
+from q2api.store.file_lock import exclusive_lock_async
+from q2api.store.migrations import MigrationChain
+from q2api.store.secret_box import SecretKeyMismatch
+from q2api.store.sqlite_database import BUSY_TIMEOUT, DB_FILENAME, open_sqlite_file
 
 T = TypeVar("T")
-DB_FILENAME = "q2api.sqlite3"
-INIT_LOCK_FILENAME = "store-init.lock"
-_BUSY_TIMEOUT = 10.0  # seconds a SQLite call waits for another worker's write
 # The schema chains a store is migrated with unless told otherwise: the account store's own (a module
 # keeping tables beside it runs its chain on its own connection: docs/architecture.md, "The store").
 DEFAULT_CHAINS: tuple[MigrationChain, ...] = (tables.STORE_MIGRATIONS,)
@@ -106,7 +102,7 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
 
     @property
     def database(self) -> StoreDatabase:
-        """Its connections, for the stores that share its database (q2api.accounts.sql_responses)."""
+        """Its connections, for the stores that share its database (q2api.stored_responses.sql_store)."""
         return self._db
 
     async def close(self) -> None:
@@ -378,53 +374,36 @@ class SqlAccountStore(SqlTelemetry, SqlLogins):
 
 
 class SqliteAccountStore(SqlAccountStore):
-    """The store in one SQLite file of `data_dir`, shared by the `--workers` of one machine.
+    """The store in one SQLite file of `data_dir`, shared by the `--workers` of one machine, on a
+    database of its own (tests, and tools that want the accounts alone; a process that keeps other
+    tables there opens the file once and puts the store on it: `account_store_on`, opening.py).
 
     Opening creates the directory (0700) and the file (0600), and migrates the
     file; it may wait for another worker's set-up (a file lock), so an event
-    loop opens it in a thread (`open_account_store` does).
+    loop opens it in a thread.
     """
 
     def __init__(
         self,
         data_dir: str | Path,
         *,
-        busy_timeout: float = _BUSY_TIMEOUT,
+        busy_timeout: float = BUSY_TIMEOUT,
         chains: Sequence[MigrationChain] = DEFAULT_CHAINS,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.path = self.data_dir / DB_FILENAME
         db = open_sqlite_file(self.data_dir, chains, busy_timeout=busy_timeout)
-        super().__init__(db, PlainSecrets(), self._file_refresh_lock, str(self.path.resolve()))
-
-    def _file_refresh_lock(self, account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
-        # An fcntl lock: released by the kernel when its process dies, however it dies.
-        return exclusive_lock_async(self.data_dir / f"refresh-{_safe_name(account_id)}.lock")
+        super().__init__(db, PlainSecrets(), file_refresh_lock(self.data_dir), str(self.path.resolve()))
 
 
-def open_sqlite_file(
-    data_dir: Path, chains: Sequence[MigrationChain], *, busy_timeout: float = _BUSY_TIMEOUT
-) -> SqliteDatabase:
-    """The store's SQLite file in `data_dir` (directory 0700, file 0600), in WAL mode, `chains` migrated.
+def file_refresh_lock(data_dir: Path) -> RefreshLock:
+    """The SQLite store's refresh lock: an fcntl lock per account in the data directory, shared by the
+    `--workers` of a machine, and released by the kernel when its process dies, however it dies."""
 
-    It may wait for another worker's set-up (a file lock): an event loop calls it in a thread. Tables
-    kept beside the accounts (client keys) are set up through here too, with their own chain.
-    """
-    create_private_dir(data_dir)
-    path = data_dir / DB_FILENAME
-    db = SqliteDatabase(path, busy_timeout=busy_timeout)
-    # `--workers` processes start together, and SQLite answers a second simultaneous switch to
-    # WAL with "database is locked" at once (the busy timeout does not cover it): set the file up
-    # one process at a time.
-    with exclusive_lock(data_dir / INIT_LOCK_FILENAME):
-        try:
-            create_private_file(path)
-            db.set_wal_mode()
-            db.migrate(chains)
-        except BaseException:
-            db.engine.dispose()  # a file that cannot be the store keeps no pooled connection open
-            raise
-    return db
+    def lock(account_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return exclusive_lock_async(data_dir / f"refresh-{_safe_name(account_id)}.lock")
+
+    return lock
 
 
 def _safe_name(account_id: str) -> str:

@@ -4,7 +4,7 @@
   device-code logins, imports);
 * `TelemetryStore`: request counters and cool-downs shared by every worker (the reloader);
 * `LoginStore`: device-code logins under way (the admin API);
-* `ResponseStore` (response_store.py): stored Responses API conversations;
+* `ResponseStore` (q2api.stored_responses.store): stored Responses API conversations;
 * `AccountStore`: the three account concerns together with `location` and `close`, as
   `open_account_store` (opening.py) returns the store.
 
@@ -16,7 +16,6 @@ loop that opened it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -32,7 +31,6 @@ from q2api.accounts.records import (
     LoginStatus,
     StatsDelta,
 )
-from q2api.accounts.secret_box import SecretKeyMismatch
 
 
 class CredentialStore(Protocol):
@@ -174,12 +172,3 @@ class AccountStore(CredentialStore, TelemetryStore, LoginStore, Protocol):
     async def close(self) -> None:
         """Release the connections once running writes have finished (for a while: a hung database must not hang a shutdown)."""
         ...
-
-
-class StoreUnavailable(Exception):
-    """The shared database could not be reached or refused the query (the message names no secret)."""
-
-
-# What a store call may raise when the store itself fails (not the caller's input).
-# SecretKeyMismatch: a row written with another key cannot be read, as if the store failed on it.
-STORE_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error, StoreUnavailable, SecretKeyMismatch)

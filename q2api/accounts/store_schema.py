@@ -10,7 +10,7 @@ applications' tables too. The tables:
 * `q2api_account_stats`: per-account request counters, added to by every worker;
 * `q2api_logins`: device-code logins under way, so any worker can answer for one;
 * `q2api_account_rests`: cool-downs (throttled, quota spent…), so every worker rests the account;
-* `q2api_responses`: stored Responses API conversations (q2api.accounts.sql_responses).
+* `q2api_responses`: stored Responses API conversations (declared with them, q2api.stored_responses.table).
 
 `STORE_MIGRATIONS` is the chain that builds them (migrations.py runs it). Adding a column or a
 table: declare it here, and append a step that adds it to stores already in use
@@ -20,11 +20,11 @@ table: declare it here, and append a step that adds it to stores already in use
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from q2api.accounts.field_limits import CLIENT_ID_CHARS, ID_CHARS, LABEL_CHARS, PROFILE_ARN_CHARS, REGION_CHARS
 from q2api.accounts.legacy_sqlite import adopt_legacy_sqlite_tables
-from q2api.accounts.migrations import Migration, MigrationChain, add_column, bookkeeping_table, create
+from q2api.store.migrations import Migration, MigrationChain, add_column, bookkeeping_table, create
+from q2api.stored_responses.table import responses
 
 metadata = sa.MetaData()
 
@@ -96,20 +96,6 @@ account_rests = sa.Table(
     sa.Column("account_id", ID, primary_key=True),
     sa.Column("until", TIMESTAMP, nullable=False),
     sa.Column("reason", sa.String(32), nullable=False),
-)
-
-# One row per response: its input items and `response` object as JSON text. MySQL's TEXT stops at
-# 64 KiB, and a Codex turn is larger.
-responses = sa.Table(
-    "q2api_responses",
-    metadata,
-    sa.Column("id", ID, primary_key=True),
-    sa.Column("owner", sa.String(64), nullable=False),
-    sa.Column("previous_response_id", ID),
-    sa.Column("created_at", TIMESTAMP, nullable=False),
-    sa.Column("expires_at", TIMESTAMP, nullable=False, index=True),
-    sa.Column("model", sa.String(255), nullable=False),
-    sa.Column("record", sa.Text().with_variant(mysql.LONGTEXT(), "mysql"), nullable=False),
 )
 
 

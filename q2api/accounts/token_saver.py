@@ -22,7 +22,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken
-from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
+from q2api.accounts.store_protocol import CredentialStore
+from q2api.store.errors import STORE_ERRORS
 
 
 @dataclasses.dataclass(frozen=True)

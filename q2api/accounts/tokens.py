@@ -30,7 +30,7 @@ from loguru import logger
 
 from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken
-from q2api.accounts.store_protocol import STORE_ERRORS, CredentialStore
+from q2api.accounts.store_protocol import CredentialStore
 from q2api.accounts.token_saver import TokenSaver
 from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
@@ -42,6 +42,7 @@ from q2api.amazonq.observer import (
     REFRESH_UNAVAILABLE,
     UpstreamObserver,
 )
+from q2api.store.errors import STORE_ERRORS
 
 RefreshCall = Callable[[Account], Awaitable[RefreshedToken]]
 

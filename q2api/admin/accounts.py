@@ -18,7 +18,6 @@ from q2api.accounts.device_login import is_aws_region
 from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.onboarding import BackgroundWrites, NewAccount, store_new_account, verify_new_account
 from q2api.accounts.records import Account, AccountStats, AccountStatus
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.amazonq.account_proxies import describe_proxy
@@ -27,6 +26,7 @@ from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.server.cross_site import is_json_content_type
 from q2api.server.gateway import Gateway
 from q2api.server.wiring import api_key_check_url
+from q2api.store.errors import STORE_ERRORS
 
 _MAX_BODY_BYTES = 64 * 1024
 T = TypeVar("T")

@@ -12,11 +12,11 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.accounts import decode_body
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, iso_time, json_answer
 from q2api.server.gateway import Gateway
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.keys import KeyProblem, KeyRecord, limits_as_given, parse_expiry, parse_models
 
 Unset = msgspec.UnsetType

@@ -31,11 +31,11 @@ from q2api.accounts.device_login import (
 from q2api.accounts.field_limits import check_account_fields
 from q2api.accounts.logins import complete_device_login, new_login_id, status_of_failure
 from q2api.accounts.records import LoginStatus
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.accounts import decode_body
 from q2api.admin.audit import audit
 from q2api.admin.responses import AdminError, json_answer
 from q2api.server.gateway import Gateway
+from q2api.store.errors import STORE_ERRORS
 
 
 class StartLoginBody(msgspec.Struct, forbid_unknown_fields=True):

@@ -10,11 +10,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from q2api.accounts.onboarding import BackgroundWrites
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin import accounts, activity, captures, keys, logins, models, usage
 from q2api.admin.auth import AdminKey
 from q2api.admin.responses import AdminError
 from q2api.server.gateway import Gateway, gateway_of
+from q2api.store.errors import STORE_ERRORS
 
 Handler = Callable[[Request, Gateway], Awaitable[Response]]
 PREFIX = "/admin/api"

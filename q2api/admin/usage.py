@@ -8,9 +8,9 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.responses import AdminError, json_answer
 from q2api.server.gateway import Gateway
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.usage_report import GROUPS, parse_since, usage_by, usage_overview
 
 RANGES = {"24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400}

@@ -30,7 +30,7 @@ from q2api.accounts.onboarding import NewAccount, store_new_account, verify_new_
 from q2api.accounts.opening import opened_account_store
 from q2api.accounts.records import ENV_ACCOUNT_ID, AccountStats, AccountView
 from q2api.accounts.refresh import RefreshedToken
-from q2api.accounts.store_protocol import STORE_ERRORS, AccountStore
+from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.credits import Credits
@@ -42,6 +42,7 @@ from q2api.log_text import one_line
 from q2api.server.wiring import api_key_check_url, refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 from q2api.settings.command_inputs import NEW_API_KEY, NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
+from q2api.store.errors import STORE_ERRORS
 
 # Environment variables that carry the secrets of `accounts add` (argv is visible in `ps`).
 NEW_REFRESH_TOKEN_VARIABLE = NEW_REFRESH_TOKEN.name

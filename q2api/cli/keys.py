@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 
 import orjson
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.admin.responses import iso_time
 from q2api.settings import Settings, SettingsError, load_settings
+from q2api.store.database import StoreDatabase
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters, StoreCounters
-from q2api.tenants.database import TenantDatabase, open_tenant_database
+from q2api.tenants.database import open_tenant_database
 from q2api.tenants.gate import LimitGate
 from q2api.tenants.keys import (
     LIMIT_FIELDS,
@@ -134,7 +135,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         await database.close()
 
 
-async def _command(settings: Settings, database: TenantDatabase, args: argparse.Namespace) -> int:
+async def _command(settings: Settings, database: StoreDatabase, args: argparse.Namespace) -> int:
     store = KeyStore(database)
     command = args.keys_command
     if command == "create":
@@ -193,13 +194,13 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
-async def _spent(settings: Settings, database: TenantDatabase, records: list[KeyRecord]) -> dict[str, dict[str, float]]:
+async def _spent(settings: Settings, database: StoreDatabase, records: list[KeyRecord]) -> dict[str, dict[str, float]]:
     """Each key's spend by its id, read through one connection to the counters for them all."""
     counters: Counters
     if settings.redis_url:
         from q2api.tenants.redis_counters import RedisCounters
 
-        counters = RedisCounters(settings.redis_url)
+        counters = RedisCounters(settings.redis_url, settings.redis_prefix)
     else:
         counters = StoreCounters(database)
     try:

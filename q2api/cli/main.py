@@ -118,8 +118,8 @@ def _store_problem(settings: Settings) -> str | None:
     import asyncio
 
     from q2api.accounts.opening import opened_account_store
-    from q2api.accounts.secret_box import SecretKeyMismatch
-    from q2api.accounts.store_protocol import STORE_ERRORS
+    from q2api.store.errors import STORE_ERRORS
+    from q2api.store.secret_box import SecretKeyMismatch
 
     async def read_the_store() -> None:
         async with opened_account_store(settings.database_url, settings.data_dir, settings.secret_key) as store:

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.settings import SettingsError, load_settings
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.database import open_tenant_database
 from q2api.tenants.usage_report import GROUPS, TOTALS, parse_since, usage_by
 

@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page
 from q2api.anthropic.token_count import estimate_request_tokens
@@ -42,6 +41,7 @@ from q2api.server.responses_websocket import ResponsesSocket
 from q2api.server.tenancy import Caller, Tenancy
 from q2api.server.transport import transport_limits
 from q2api.settings import Settings
+from q2api.store.errors import STORE_ERRORS
 
 CHAT_PATHS = ("/v1/chat/",)  # where OpenAI clients are: their errors use the OpenAI envelope
 RESPONSES_PATHS = (RESPONSES_ROUTE,)

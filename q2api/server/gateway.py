@@ -1,6 +1,7 @@
 """The gateway's long-lived parts, built in the app's lifespan and kept in one typed container.
 
-One HTTP session, one account store, the pool of accounts serving from it (and the reloader that
+One HTTP session, one database (the store's: one engine per process, which the accounts, the stored
+responses, the client keys, their counters and the usage ledger share), the account store on it, the pool of accounts serving from it (and the reloader that
 keeps the pool in step with the store), each account's catalogue and credits, the model router,
 the relay every front door runs on, and the activity ring. Routes reach the container through
 their request (`gateway_of`), so nothing of it lives at module level.
@@ -11,18 +12,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+from loguru import logger
 from starlette.requests import HTTPConnection
 
 from q2api.accounts.discovery import AccountDiscovery
-from q2api.accounts.opening import open_account_store, response_store_for
+from q2api.accounts.opening import account_store_on
 from q2api.accounts.pool import AccountPool, build_account_pool
 from q2api.accounts.records import Account
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.reload import AccountReloader
-from q2api.accounts.response_store import ResponseStore
+from q2api.accounts.store import DEFAULT_CHAINS
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.upstream import UpstreamClient
@@ -46,13 +49,21 @@ from q2api.server.wiring import (
     web_searcher,
 )
 from q2api.settings import Settings
+from q2api.store.database import StoreDatabase
+from q2api.store.migrations import MigrationChain
+from q2api.store.opening import open_database
+from q2api.stored_responses.sql_store import SqlResponseStore
+from q2api.stored_responses.store import ResponseStore
 from q2api.tenants.counters import Counters, StoreCounters
-from q2api.tenants.database import open_tenant_database
 from q2api.tenants.gate import LimitGate
 from q2api.tenants.keys import KeyStore
 from q2api.tenants.ledger import UsageLedger
+from q2api.tenants.ledger_journal import LedgerJournal
+from q2api.tenants.tables import TENANT_MIGRATIONS
 
 STATE_KEY = "gateway"  # its name in the lifespan state every request's scope carries
+# Every chain of migrations of the tables the gateway keeps in its database, run when it opens it.
+STORE_CHAINS: tuple[MigrationChain, ...] = (*DEFAULT_CHAINS, TENANT_MIGRATIONS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,6 +71,7 @@ class Gateway:
     settings: Settings
     session: aiohttp.ClientSession  # every call to Amazon Q and its token services
     proxies: AccountProxies  # the sessions of accounts that have a proxy of their own
+    database: StoreDatabase  # the one engine on the store's database, which every store below shares
     store: AccountStore
     responses: ResponseStore  # stored Responses API conversations, beside the accounts
     pool: AccountPool
@@ -87,8 +99,9 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         session = await stack.enter_async_context(upstream_session(settings.upstream_keepalive_seconds))
         proxies = AccountProxies(session, keepalive_seconds=settings.upstream_keepalive_seconds)
         stack.push_async_callback(proxies.close)
-        store = await open_account_store(settings.database_url, settings.data_dir, settings.secret_key)
-        stack.push_async_callback(store.close)
+        database = await open_database(settings.database_url, settings.data_dir, STORE_CHAINS)
+        stack.push_async_callback(database.close)  # the account store's close would be the same
+        store = account_store_on(database, settings.secret_key)
         endpoints = refresh_endpoints(settings)
         pool = await build_account_pool(
             store,
@@ -108,7 +121,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER, proxies=proxies
         )
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
-        tenancy = await stack.enter_async_context(opened_tenancy(settings))
+        tenancy = await stack.enter_async_context(opened_tenancy(settings, database))
         activity = ActivityLog()
         captures = Captures(settings)
         stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
@@ -135,8 +148,9 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             settings=settings,
             session=session,
             proxies=proxies,
+            database=database,
             store=store,
-            responses=response_store_for(store),
+            responses=SqlResponseStore(database),
             pool=pool,
             reloader=reloader,
             endpoints=endpoints,
@@ -150,31 +164,44 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
 
 
 @contextlib.asynccontextmanager
-async def opened_tenancy(settings: Settings) -> AsyncIterator[Tenancy]:
+async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIterator[Tenancy]:
     """The client keys (environment and store), their limits' counters (Redis, else the store) and the
-    usage ledger, for the length of a block; the ledger's last rows are written at its end."""
-    database = await open_tenant_database(settings.database_url, settings.data_dir)
-    try:
-        counters: Counters
-        if settings.redis_url:
-            from q2api.tenants.redis_counters import RedisCounters  # redis is imported only when used
+    usage ledger on `database` (migrated with TENANT_MIGRATIONS), for the length of a block; the
+    ledger's last rows are written at its end. The database stays open: it is the caller's."""
+    counters: Counters
+    if settings.redis_url:
+        from q2api.tenants.redis_counters import RedisCounters  # redis is imported only when used
 
-            counters = RedisCounters(settings.redis_url)
-        else:
-            counters = StoreCounters(database)
-        ledger = UsageLedger(
-            database, retention_days=settings.usage_retention_days, on_lost=metrics.count_lost_usage_rows
-        )
-        ledger.start()
-        tenancy = Tenancy(
-            ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), LimitGate(counters), ledger
-        )
-        try:
-            yield tenancy
-        finally:
-            await tenancy.close()
+        counters = RedisCounters(settings.redis_url, settings.redis_prefix)
+    else:
+        counters = StoreCounters(database)
+    ledger = UsageLedger(
+        database,
+        retention_days=settings.usage_retention_days,
+        journal=_ledger_journal(Path(settings.data_dir)),
+        on_lost=metrics.count_lost_usage_rows,
+        on_waiting=metrics.set_waiting_usage_rows,
+    )
+    ledger.start()
+    gate = LimitGate(counters, when_down=settings.limits_when_store_down, observer=metrics.KEY_LIMITS_OBSERVER)
+    gate.start()
+    tenancy = Tenancy(ClientKeys(list(settings.api_keys)), KeyDirectory(KeyStore(database)), gate, ledger)
+    try:
+        yield tenancy
     finally:
-        await database.close()
+        await tenancy.close()
+
+
+def _ledger_journal(data_dir: Path) -> LedgerJournal | None:
+    """Where usage rows wait until the database has them, safe from a crash (None: in memory alone)."""
+    try:
+        return LedgerJournal(data_dir)
+    except OSError as exc:
+        logger.warning(
+            f"the usage ledger's journal cannot be kept in {data_dir} ({type(exc).__name__}: {exc}): rows wait "
+            "in memory alone, and a crash loses those not yet written"
+        )
+        return None
 
 
 def _after_each_request(

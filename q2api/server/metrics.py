@@ -23,7 +23,9 @@ spellings clients send are unbounded), accounts appear by id and label.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import dataclasses
 import os
 import re
@@ -155,6 +157,13 @@ ACTIVE_STREAMS = Gauge(
     registry=_REGISTRY,
     multiprocess_mode="livesum",
 )
+EVENT_LOOP_TASKS = Gauge(
+    "q2api_event_loop_tasks",
+    "Tasks alive on the event loop, summed over the live workers, each as of the last /metrics it answered: "
+    "a figure that keeps rising while the load does not is a leak.",
+    registry=_REGISTRY,
+    multiprocess_mode="livesum",
+)
 # Seed 001 §6.3: what the conversion repaired and what the guards found, counted.
 NORMALIZATIONS = Counter(
     "q2api_conversion_normalizations",
@@ -206,10 +215,31 @@ KEY_CREDITS = Counter(
     ["key"],
     registry=_REGISTRY,
 )
+KEY_LIMITS_UNCHECKED = Counter(
+    "q2api_key_limits_unchecked",
+    "Requests of a store key whose limits could not be checked (their counters' store or Redis was down), "
+    "by key label and what they got (admitted, refused: Q2API_LIMITS_WHEN_STORE_DOWN).",
+    ["key", "decision"],
+    registry=_REGISTRY,
+)
+KEY_USAGE_UNCOUNTED = Counter(
+    "q2api_key_usage_uncounted",
+    "Finished requests of a store key whose tokens and credits could not be added to its counters.",
+    ["key"],
+    registry=_REGISTRY,
+)
 USAGE_ROWS_LOST = Counter(
     "q2api_usage_rows_lost",
-    "Usage ledger rows that could not be written (the store failed for long, or at shutdown).",
+    "Usage ledger rows given up: refused by the database on their own, or past what may wait for a store "
+    "that is down (each one also logged).",
     registry=_REGISTRY,
+)
+USAGE_ROWS_WAITING = Gauge(
+    "q2api_usage_rows_waiting",
+    "Usage ledger rows not in the database yet (in memory, or in the journal of the data directory alone), "
+    "summed over the live workers.",
+    registry=_REGISTRY,
+    multiprocess_mode="livesum",
 )
 ACCOUNT_CREDITS_USED = Gauge(
     "q2api_account_credits_used",
@@ -297,6 +327,23 @@ def observe_key_request(key: str, status: int, input_tokens: int, output_tokens:
     KEY_CREDITS.labels(key).inc(max(credits, 0.0))
 
 
+class KeyLimitsObserver:
+    """The tenants' gate's observer (q2api.tenants.gate.GateObserver): requests its counters could not hold."""
+
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        KEY_LIMITS_UNCHECKED.labels(key=key_label, decision=decision).inc()
+
+    def usage_uncounted(self, key_label: str) -> None:
+        KEY_USAGE_UNCOUNTED.labels(key=key_label).inc()
+
+
+KEY_LIMITS_OBSERVER = KeyLimitsObserver()
+
+
+def set_waiting_usage_rows(count: int) -> None:
+    USAGE_ROWS_WAITING.set(count)
+
+
 def count_lost_usage_rows(count: int) -> None:
     USAGE_ROWS_LOST.inc(count)
 
@@ -363,6 +410,8 @@ class AccountState:
 
 def render(accounts: Sequence[AccountState] = ()) -> bytes:
     """The Prometheus text exposition of every q2api metric, merged across workers."""
+    with contextlib.suppress(RuntimeError):  # rendered outside an event loop: there is no loop to count
+        EVENT_LOOP_TASKS.set(len(asyncio.all_tasks()))
     registry = CollectorRegistry(auto_describe=False)
     directory = os.environ.get(MULTIPROC_DIR_VARIABLE)
     if directory and Path(directory).is_dir():

@@ -25,15 +25,6 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.accounts.response_store import (
-    Conversation,
-    ConversationGap,
-    ResponseStore,
-    StoredResponse,
-    items_page,
-    load_conversation,
-)
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.responses.conversation_key import ConversationKey, conversation_key
@@ -52,6 +43,15 @@ from q2api.server.edge import error_response, json_response, read_body, store_un
 from q2api.server.gateway import gateway_of
 from q2api.server.tenancy import Caller
 from q2api.settings import Settings
+from q2api.store.errors import STORE_ERRORS
+from q2api.stored_responses.store import (
+    Conversation,
+    ConversationGap,
+    ResponseStore,
+    StoredResponse,
+    items_page,
+    load_conversation,
+)
 
 OPEN_GATEWAY_OWNER = "-"  # with no client keys configured, every client is one owner
 _OWNER_SALT = b"q2api responses owner\0"

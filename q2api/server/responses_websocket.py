@@ -45,7 +45,6 @@ from starlette.responses import Response
 from starlette.types import Message, Scope
 from starlette.websockets import WebSocket
 
-from q2api.accounts.response_store import Conversation
 from q2api.anthropic.errors import AnthropicError
 from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.responses.conversation_key import conversation_key
@@ -66,6 +65,7 @@ from q2api.server.gateway import Gateway, gateway_of
 from q2api.server.responses_routes import ResponsesRoutes, response_owner
 from q2api.server.tenancy import Caller, Tenancy
 from q2api.settings import Settings
+from q2api.stored_responses.store import Conversation
 
 CREATE = "response.create"
 # Codex tells the server it has handled a response (some versions): there is nothing to do for it.

@@ -17,20 +17,27 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from loguru import logger
 from starlette.requests import HTTPConnection
 
-from q2api.accounts.store_protocol import STORE_ERRORS
 from q2api.anthropic.errors import AnthropicError
 from q2api.server import metrics
 from q2api.server.cross_site import NO_RETRY
 from q2api.server.edge import ClientKeys, key_refusal, presented_key, store_unavailable
 from q2api.server.exchange_log import Exchange
+from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters
 from q2api.tenants.credit_estimate import CreditEstimate
-from q2api.tenants.gate import Admission, LimitGate, check_model, check_standing
+from q2api.tenants.gate import (
+    COUNTERS_DOWN_RETRY_SECONDS,
+    Admission,
+    LimitGate,
+    LimitsUnchecked,
+    check_model,
+    check_standing,
+)
 from q2api.tenants.keys import KEY_PREFIX, KeyRecord, KeyStore, key_digest
 from q2api.tenants.ledger import UsageLedger, UsageRow
+from q2api.tenants.outage import Outage
 
 KEY_CACHE_SECONDS = 2.0  # how long a looked-up key (or its absence) is trusted: revocation takes this long
 _CACHED_KEYS = 4096  # a flood of made-up keys evicts the oldest answers, it does not grow memory
@@ -78,9 +85,14 @@ class KeyDirectory:
         return usable
 
 
-def _unavailable(exc: Exception) -> AnthropicError:
-    logger.warning(f"the key store failed: {type(exc).__name__}: {exc}")
-    return store_unavailable("the client key store is unavailable; try again shortly", retry_after=2)
+KEY_STORE_RETRY_SECONDS = 2  # the retry-after of a request whose key could not be read
+
+
+def _unavailable() -> AnthropicError:
+    # Logged by the outage's own lines (once a minute while it lasts), not once a request.
+    return store_unavailable(
+        "the client key store is unavailable; try again shortly", retry_after=KEY_STORE_RETRY_SECONDS
+    )
 
 
 class Tenancy:
@@ -97,6 +109,9 @@ class Tenancy:
         self.ledger = ledger
         self._estimate = CreditEstimate()
         self._settling: set[asyncio.Task[None]] = set()
+        self.key_store_outage = Outage(
+            "the client key store", "requests with a store key get 503 (the environment's keys keep working)"
+        )
 
     @property
     def counters(self) -> Counters:
@@ -115,7 +130,10 @@ class Tenancy:
                     return Caller(presented, record)
             open_gateway = not self._env_keys.required and not await self.directory.any_usable()
         except STORE_ERRORS as exc:
-            raise _unavailable(exc) from None
+            # Never served unchecked: what the key may do is in the record that could not be read.
+            self.key_store_outage.failed(exc, "refused")
+            raise _unavailable() from None
+        self.key_store_outage.answered()
         if open_gateway:
             return Caller(None)
         raise AnthropicError(401, key_refusal(request), headers=NO_RETRY)
@@ -129,7 +147,10 @@ class Tenancy:
         """Hold a store key's request to its limits before any upstream call (raises the error to answer)."""
         if caller.key is None:
             return None
-        return await self.gate.admit(caller.key, model, input_tokens)
+        try:
+            return await self.gate.admit(caller.key, model, input_tokens)
+        except LimitsUnchecked as refused:  # the counters are down, and Q2API_LIMITS_WHEN_STORE_DOWN=refuse
+            raise store_unavailable(str(refused), retry_after=COUNTERS_DOWN_RETRY_SECONDS) from None
 
     def finished(self, exchange: Exchange, admission: Admission | None) -> None:
         """The request is over (its line written): count it against its key, and into the ledger."""
@@ -177,4 +198,5 @@ class Tenancy:
         if self._settling:
             await asyncio.wait(set(self._settling), timeout=5.0)
         await self.ledger.close()
+        await self.gate.close()
         await self.gate.counters.close()

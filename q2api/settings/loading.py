@@ -9,10 +9,10 @@ from typing import Any
 
 from dotenv import dotenv_values
 
-from q2api.accounts.database_url import mask_database_url
-from q2api.accounts.secret_box import GENERATE_KEY_HINT
 from q2api.settings.parsers import SettingsError
 from q2api.settings.table import VARIABLES, Settings
+from q2api.store.database_url import mask_database_url
+from q2api.store.secret_box import GENERATE_KEY_HINT
 
 
 def merged_environment(env: Mapping[str, str] | None, env_file: str | Path | None) -> dict[str, str]:

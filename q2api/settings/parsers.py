@@ -17,10 +17,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
-from q2api.accounts.database_url import mask_database_url, parse_database_url
-from q2api.accounts.secret_box import SecretBox
 from q2api.amazonq.account_proxies import check_proxy_url
 from q2api.amazonq.hosts import parse_override, write_override
+from q2api.store.database_url import mask_database_url, parse_database_url
+from q2api.store.secret_box import SecretBox
 
 T = TypeVar("T")
 Number_ = TypeVar("Number_", int, float)
@@ -75,6 +75,23 @@ class RedisUrl:
 
     def write(self, value: str | None) -> str:
         return value or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RedisPrefix:
+    """The first part of every Redis key; braces are refused, since a Redis Cluster hashes the text
+    between the first `{` and `}` of a key to find its slot, and q2api's own hash tags come after it."""
+
+    accepts: str = "text without spaces or braces"
+
+    def __call__(self, name: str, raw: str) -> str:
+        value = raw.strip()
+        if not value or any(character.isspace() or character in "{}" for character in value):
+            raise SettingsError(f"{name} must be a non-empty prefix without spaces or braces, got {value!r}")
+        return value
+
+    def write(self, value: str) -> str:
+        return value
 
 
 def mask_redis_url(url: str) -> str:

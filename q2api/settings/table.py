@@ -19,7 +19,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from q2api.accounts.database_url import mask_database_url
 from q2api.conversion.loop_guard import LoopMode
 from q2api.conversion.trimming import TrimMode
 from q2api.settings.declaration import Group, Variable, declared_variables, setting
@@ -37,11 +36,13 @@ from q2api.settings.parsers import (
     Number,
     OptionalDirectory,
     ProxyUrl,
+    RedisPrefix,
     RedisUrl,
     Text,
     Url,
     mask_redis_url,
 )
+from q2api.store.database_url import mask_database_url
 
 AuthMethod = Literal["idc", "social", "api_key"]
 AuthMethodSetting = Literal["auto", "idc", "social"]
@@ -49,6 +50,7 @@ LogFormat = Literal["text", "json"]
 LogLevel = Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL"]
 UnknownModel = Literal["family", "reject", "default"]
 PromptCache = Literal["auto", "off"]
+LimitsWhenStoreDown = Literal["admit", "refuse"]
 
 DEFAULT_ENDPOINT = "https://q.us-east-1.amazonaws.com/"
 DEFAULT_OIDC_ENDPOINT = "https://oidc.us-east-1.amazonaws.com"
@@ -112,6 +114,28 @@ class Settings:
             every worker and replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in
             the store itself (SQLite, or the shared database). See
             [Keys and usage](keys-and-usage.md#limits).""",
+    )
+    limits_when_store_down: LimitsWhenStoreDown = setting(
+        "Q2API_LIMITS_WHEN_STORE_DOWN",
+        Choice[LimitsWhenStoreDown](("admit", "refuse")),
+        default="admit",
+        group=Group.CLIENT_ACCESS,
+        description="""
+            What a request of a store key gets while the counters of its limits (rates, tokens,
+            concurrency, budgets) cannot be read, in Redis or the store: `admit` (served without
+            them; a WARNING once a minute while it lasts, and `q2api_key_limits_unchecked_total` in
+            `/metrics`) or `refuse` (503 with `retry-after`). A key's models, expiry and revocation
+            are never skipped: a request whose key cannot be read at all gets 503. See
+            [Keys and usage](keys-and-usage.md#when-the-store-is-down).""",
+    )
+    redis_prefix: str = setting(
+        "Q2API_REDIS_PREFIX",
+        RedisPrefix(),
+        default="q2api",
+        group=Group.CLIENT_ACCESS,
+        description="""
+            The start of every Redis key q2api writes (`PREFIX:tenants:…`), so that deployments sharing
+            one Redis database keep their counters apart.""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",
@@ -499,12 +523,15 @@ class Settings:
     keep_alive_timeout: int = setting(
         "Q2API_KEEP_ALIVE_TIMEOUT",
         Number(int, 1, unit="seconds"),
-        default=5,
+        default=75,
         group=Group.TRANSPORT,
         flag_metavar=SECONDS,
         description="""
-            Seconds an idle kept-alive connection stays open between two requests. Behind a load
-            balancer, make it longer than the balancer's own idle timeout.""",
+            Seconds an idle kept-alive connection stays open between two requests: longer than the
+            clients' own idle expiry (5 s in httpx, which the Python SDKs use; 4 s in Node's undici),
+            so that the client closes first — a server closing a connection just as the client
+            reuses it fails that request. Behind a load balancer, make it longer than the
+            balancer's own idle timeout.""",
     )
     max_connections: int = setting(
         "Q2API_MAX_CONNECTIONS",

@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
 import sqlalchemy as sa
 
-from q2api.tenants.database import TenantDatabase
+from q2api.store.database import StoreDatabase
 from q2api.tenants.tables import client_keys, key_leases, key_windows
 from q2api.tenants.windows import Window
 
-# A request in flight holds its place this long at most: a worker that dies never releases its
-# leases, and they must not block the key for ever. Longer than any request the gateway lets run.
-LEASE_SECONDS = 30 * 60.0
+# A request in flight holds its place this long after it took it or last renewed it: the gate renews
+# the places of its requests still running every LEASE_RENEW_SECONDS, so a worker that dies (and
+# renews nothing more) blocks the key's places for LEASE_SECONDS at most.
+LEASE_SECONDS = 60.0
+LEASE_RENEW_SECONDS = 20.0
 CONCURRENCY_RETRY_SECONDS = 1.0  # the retry-after of a request refused for the key's concurrency
+
+
+class CountersLate(Exception):
+    """The counters answered too late for the request that asked (they changed nothing for it)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,6 +60,10 @@ class Counters(Protocol):
         only then (its real tokens, its credits), `amount` more in each of the windows, in one step."""
         ...
 
+    async def renew(self, key_id: str, leases: Sequence[str]) -> None:
+        """The places in flight `leases` of `key_id` (those still there) are held LEASE_SECONDS from now."""
+        ...
+
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]: ...
 
     async def close(self) -> None: ...
@@ -65,7 +76,7 @@ def new_lease() -> str:
 class StoreCounters:
     """The counters in the store's tables (SQLite, PostgreSQL or MySQL)."""
 
-    def __init__(self, database: TenantDatabase) -> None:
+    def __init__(self, database: StoreDatabase) -> None:
         self._database = database
 
     async def admit(
@@ -103,7 +114,7 @@ class StoreCounters:
                 )
             return Admitted(lease, used)
 
-        return await self._database.write(admit)
+        return await self._database.write(admit, durable=False)
 
     async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         counted = [(windows, amount) for windows, amount in additions if amount]
@@ -119,7 +130,14 @@ class StoreCounters:
             if lease is not None:
                 db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
 
-        await self._database.write(settle)
+        await self._database.write(settle, durable=False)
+
+    async def renew(self, key_id: str, leases: Sequence[str]) -> None:
+        if not leases:
+            return
+        until = time.time() + LEASE_SECONDS
+        statement = sa.update(key_leases).where(key_leases.c.id.in_(list(leases))).values(expires_at=until)
+        await self._database.write(lambda db: db.execute(statement), durable=False)
 
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
         def select(db: sa.Connection) -> dict[str, float]:

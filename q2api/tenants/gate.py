@@ -2,23 +2,35 @@
 still valid (else 401), allowed the model (else 403 naming its models), and within its rates,
 concurrency and budgets (else 429 with `retry-after` and Anthropic's rate-limit headers).
 
+What a key may do (its models, expiry, revocation) is part of its record, checked whenever the record
+is read, and never skipped: a request whose record cannot be read is not served at all (the server's
+tenancy answers it 503). Only the counters (rates, tokens, concurrency, budgets) live elsewhere (the
+store's tables or Redis); while they cannot be used, a request is admitted without them or refused
+(503, `retry-after`), as `Q2API_LIMITS_WHEN_STORE_DOWN` says, and the log says so once a minute
+(outage.py), the observer once a request.
+
 What the request really used (its tokens, its credits) is counted once it is over (`settle`), and
-its place in flight given back.
+its place in flight given back. A place in flight is held only while its request runs: the gate renews
+the places of its running requests every LEASE_RENEW_SECONDS, and one nobody renews (its worker died)
+expires LEASE_SECONDS after (counters.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import dataclasses
 import datetime
 import math
 import time
 from collections.abc import Callable
-
-from loguru import logger
+from typing import Literal, Protocol
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.tenants.counters import Addition, Admitted, Counters, Refused
+from q2api.tenants.counters import LEASE_RENEW_SECONDS, Addition, Admitted, Counters, Refused
 from q2api.tenants.keys import KeyRecord, models_text
+from q2api.tenants.outage import Outage
 from q2api.tenants.windows import (
     CREDITS_DAY,
     CREDITS_MONTH,
@@ -32,6 +44,39 @@ from q2api.tenants.windows import (
 
 # Bad keys are told so without `x-should-retry`-style hints: retrying will not help.
 _NO_RETRY = {"x-should-retry": "false"}
+COUNTERS_DOWN_RETRY_SECONDS = 2  # the retry-after of a request refused while the counters are down
+# A place in flight is renewed this long at most, whatever becomes of its request: a request whose end
+# was never settled (a bug) must not hold its key's place for ever.
+LEASE_MAX_SECONDS = 6 * 3600.0
+WhenStoreDown = Literal["admit", "refuse"]
+
+
+class LimitsUnchecked(Exception):
+    """Q2API_LIMITS_WHEN_STORE_DOWN=refuse, and the key's counters cannot be used: its door answers 503
+    with `retry-after` (COUNTERS_DOWN_RETRY_SECONDS), as for a store that cannot be read."""
+
+    def __init__(self, key_label: str) -> None:
+        super().__init__(f"the limits of the client key {key_label!r} cannot be checked now; try again shortly")
+
+
+class GateObserver(Protocol):
+    """Told of every request the counters could not hold (the server's /metrics)."""
+
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        """A request of `key_label` whose limits could not be checked: `admitted` or `refused`."""
+        ...
+
+    def usage_uncounted(self, key_label: str) -> None:
+        """A finished request of `key_label` whose use could not be counted (nor its place given back)."""
+        ...
+
+
+class _Unobserved:
+    def limits_unchecked(self, key_label: str, decision: str) -> None:
+        return None
+
+    def usage_uncounted(self, key_label: str) -> None:
+        return None
 
 
 @dataclasses.dataclass(slots=True)
@@ -103,13 +148,63 @@ def _refusal(key: KeyRecord, refused: Refused) -> AnthropicError:
 
 
 class LimitGate:
-    def __init__(self, counters: Counters, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        counters: Counters,
+        clock: Callable[[], float] = time.time,
+        *,
+        when_down: WhenStoreDown = "admit",
+        observer: GateObserver | None = None,
+    ) -> None:
         self.counters = counters
         self._clock = clock
+        self._when_down = when_down
+        self._observer = observer or _Unobserved()
+        meanwhile = "served without their limits" if when_down == "admit" else "refused (503)"
+        self.outage = Outage(
+            "the client keys' counters",
+            f"requests of store keys are {meanwhile} while it lasts (Q2API_LIMITS_WHEN_STORE_DOWN={when_down}), "
+            "their models, expiry and revocation still checked",
+        )
+        # The places in flight of this process's running requests: lease → (key id, when it was taken).
+        self._held: dict[str, tuple[str, float]] = {}
+        self._renewing: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Renew the places in flight of the running requests, every LEASE_RENEW_SECONDS, until `close`."""
+        self._renewing = asyncio.get_running_loop().create_task(self._renew_forever(), name="lease renewal")
+
+    async def close(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
+
+    async def renew_leases(self) -> None:
+        """Hold the places of the running requests LEASE_SECONDS more (a failure is left to the next round:
+        a place that expires meanwhile only lets the key one more request in)."""
+        by_key: dict[str, list[str]] = collections.defaultdict(list)
+        now = time.monotonic()
+        for lease, (key_id, taken) in list(self._held.items()):
+            if now - taken > LEASE_MAX_SECONDS:  # longer than any request runs: let it expire
+                del self._held[lease]
+                continue
+            by_key[key_id].append(lease)
+        for key_id, leases in by_key.items():
+            try:
+                await self.counters.renew(key_id, leases)
+            except Exception as exc:
+                self.outage.failed(exc, "with a place in flight not renewed")
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_RENEW_SECONDS)
+            await self.renew_leases()
 
     async def admit(self, key: KeyRecord, model: str, input_tokens: int) -> Admission:
         """Admit one request of `key` (raises the AnthropicError to answer it with)."""
         now = self._clock()
+        # The record's own rules first, whatever becomes of the counters below.
         check_standing(key, now)
         check_model(key, model)
         windows = windows_for(key.limits, now, input_tokens)
@@ -117,15 +212,20 @@ class LimitGate:
             return Admission(key, now, None, 0, {})
         try:
             outcome = await self.counters.admit(key.id, windows, key.limits.max_concurrent, now)
-        except Exception as exc:  # a counter store that is down degrades to no limit, said in the log
-            logger.warning(
-                f"the limits of key {key.label!r} could not be checked ({type(exc).__name__}: {exc}); admitted"
-            )
+        except Exception as exc:  # the counters' store (or Redis) is down: Q2API_LIMITS_WHEN_STORE_DOWN says
+            self.outage.failed(exc, "admitted unchecked" if self._when_down == "admit" else "refused")
+            if self._when_down == "refuse":
+                self._observer.limits_unchecked(key.label, "refused")
+                raise LimitsUnchecked(key.label) from None
+            self._observer.limits_unchecked(key.label, "admitted")
             return Admission(key, now, None, 0, {})
+        self.outage.answered()
         if isinstance(outcome, Refused):
             raise _refusal(key, outcome)
         assert isinstance(outcome, Admitted)
         counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
+        if outcome.lease is not None:
+            self._held[outcome.lease] = (key.id, time.monotonic())
         return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
 
     async def settle(self, admission: Admission, tokens: int, credits: float) -> None:
@@ -133,14 +233,21 @@ class LimitGate:
         if admission.settled:
             return
         admission.settled = True
+        if admission.lease is not None:
+            self._held.pop(admission.lease, None)
         key = admission.key
         additions: list[Addition] = [(budget_windows(admission.at), credits)]
         if key.limits.tpm is not None:
             additions.append(([(TOKENS, *minute(admission.at))], tokens - admission.tokens_counted))
+        if admission.lease is None and not any(amount for _windows, amount in additions):
+            return  # nothing to give back nor to count
         try:
             await self.counters.settle(key.id, admission.lease, additions)
         except Exception as exc:
-            logger.warning(f"the usage of key {key.label!r} could not be counted ({type(exc).__name__}: {exc})")
+            self.outage.failed(exc, "not counted")
+            self._observer.usage_uncounted(key.label)
+        else:
+            self.outage.answered()
 
     async def spent(self, key: KeyRecord) -> dict[str, float]:
         """Credits the key spent today and this month (UTC), for the keys panel."""

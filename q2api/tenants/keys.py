@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from q2api.tenants.database import TenantDatabase
+from q2api.store.database import StoreDatabase
 from q2api.tenants.tables import client_keys, key_leases, key_windows
 
 KEY_PREFIX = "q2k_"
@@ -251,7 +251,7 @@ def _write_label(db: sa.Connection, label: str, statement: sa.Executable) -> Non
 class KeyStore:
     """The keys in the store (SQLite or the shared database)."""
 
-    def __init__(self, database: TenantDatabase) -> None:
+    def __init__(self, database: StoreDatabase) -> None:
         self.database = database
 
     async def create(self, label: str, limits: KeyLimits) -> tuple[str, KeyRecord]:

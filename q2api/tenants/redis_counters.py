@@ -4,6 +4,16 @@ runs a script whole, with nothing of another client between its commands).
 
 Every Redis key of one client key shares a hash tag (`{key_…}`), so a Redis Cluster keeps them in
 one slot, which a script touching several keys needs.
+
+A Redis that stops answering (frozen, a network partition) fails an admission after `_SOCKET_TIMEOUT`,
+but the script already sent is still run when it answers again, for a request that no longer waits
+for it: it would take a place in flight that nobody gives back. So a script carries the moment it
+stops being useful, in Redis' own clock (its offset from this process's clock is measured with
+`TIME`, `_ClockOffset`), and a script that runs later changes nothing. Places in flight are scored
+in Redis' clock too, and expire LEASE_SECONDS after they were taken or last renewed (the gate renews
+the places of its requests still running). Every key starts with the prefix
+(`Q2API_REDIS_PREFIX`, `q2api` by default), so deployments (or test runs) sharing one Redis database
+keep apart, and each can find and delete its own keys.
 """
 
 from __future__ import annotations
@@ -19,21 +29,36 @@ from q2api.tenants.counters import (
     LEASE_SECONDS,
     Addition,
     Admitted,
+    CountersLate,
     Refused,
     WindowRef,
     new_lease,
 )
 from q2api.tenants.windows import Window
 
-_PREFIX = "q2api:tenants"
+DEFAULT_PREFIX = "q2api"
 _SOCKET_TIMEOUT = 2.0  # seconds: a Redis that stops answering fails the check, it does not hang it
+# A script is useful for this long after it is sent (the caller waits _SOCKET_TIMEOUT for the answer:
+# the margin is for the answer's way back and for the error of the measured clock offset).
+_USEFUL_FOR = _SOCKET_TIMEOUT / 2
+_OFFSET_EVERY = 60.0  # seconds between measures of Redis' clock
 _KEEP_AFTER_END = 3600  # seconds a window's counter outlives its window (read late by the keys panel)
 
+# Redis' clock in seconds (TIME: scripts may read it since Redis 5, replicated by their effects).
+_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+"""
+
 # KEYS: one per window, then the set of leases.
-# ARGV: now, number of windows, lease id ('' for none), concurrency (-1: no limit), lease seconds,
-#       then per window: cost, limit, seconds to keep it (Redis' own clock is not the gateway's).
-_ADMIT = """
-local now = tonumber(ARGV[1])
+# ARGV: useful until (Redis' clock), number of windows, lease id ('' for none), concurrency (-1: no
+#       limit), lease seconds, then per window: cost, limit, seconds to keep it.
+_ADMIT = (
+    _NOW
+    + """
+if now > tonumber(ARGV[1]) then
+  return {'late'}
+end
 local n = tonumber(ARGV[2])
 local used = {}
 for i = 1, n do
@@ -54,7 +79,7 @@ if concurrency >= 0 then
     return {'refused', '0', tostring(in_flight)}
   end
   redis.call('ZADD', leases, now + tonumber(ARGV[5]), ARGV[3])
-  redis.call('EXPIRE', leases, math.ceil(tonumber(ARGV[5])))
+  redis.call('EXPIRE', leases, math.ceil(tonumber(ARGV[5])) + 1)
 end
 local result = {'admitted'}
 for i = 1, n do
@@ -68,36 +93,80 @@ for i = 1, n do
 end
 return result
 """
+)
+
+
+# KEYS: the set of leases. ARGV: lease seconds, then the leases still held (an absent one stays absent).
+_RENEW = (
+    _NOW
+    + """
+local expires = now + tonumber(ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], 'XX', expires, ARGV[i])
+end
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1])) + 1)
+return 1
+"""
+)
 
 
 def _keep_seconds(end: float, now: float) -> int:
     return max(int(end - now), 0) + _KEEP_AFTER_END
 
 
-def _window_key(key_id: str, name: str, start: float) -> str:
-    return f"{_PREFIX}:{{{key_id}}}:{name}:{int(start)}"
+class _ClockOffset:
+    """How far Redis' clock is ahead of this process's (`time.time`), measured with TIME now and then."""
 
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+        self._offset = 0.0
+        self._measured_at: float | None = None
 
-def _leases_key(key_id: str) -> str:
-    return f"{_PREFIX}:{{{key_id}}}:leases"
+    async def offset(self) -> float:
+        if self._measured_at is None or time.monotonic() - self._measured_at > _OFFSET_EVERY:
+            sent = time.time()
+            seconds, microseconds = await self._redis.time()
+            received = time.time()
+            self._offset = seconds + microseconds / 1e6 - (sent + received) / 2
+            self._measured_at = time.monotonic()
+        return self._offset
 
 
 class RedisCounters:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
             url, socket_timeout=_SOCKET_TIMEOUT, socket_connect_timeout=_SOCKET_TIMEOUT, decode_responses=True
         )
         self._admit = self._redis.register_script(_ADMIT)
+        self._renew = self._redis.register_script(_RENEW)
+        self._clock = _ClockOffset(self._redis)
+        self._tenants = f"{prefix}:tenants"
+
+    def _window_key(self, key_id: str, name: str, start: float) -> str:
+        return f"{self._tenants}:{{{key_id}}}:{name}:{int(start)}"
+
+    def _leases_key(self, key_id: str) -> str:
+        return f"{self._tenants}:{{{key_id}}}:leases"
 
     async def admit(
         self, key_id: str, windows: Sequence[Window], concurrency: int | None, now: float
     ) -> Admitted | Refused:
-        keys = [_window_key(key_id, window.name, window.start) for window in windows] + [_leases_key(key_id)]
+        """Raises CountersLate when Redis ran the script too late to matter (it then changed nothing)."""
+        keys = [self._window_key(key_id, window.name, window.start) for window in windows] + [self._leases_key(key_id)]
         lease = new_lease() if concurrency is not None else ""
-        arguments: list[Any] = [now, len(windows), lease, -1 if concurrency is None else concurrency, LEASE_SECONDS]
+        useful_until = time.time() + await self._clock.offset() + _USEFUL_FOR
+        arguments: list[Any] = [
+            useful_until,
+            len(windows),
+            lease,
+            -1 if concurrency is None else concurrency,
+            LEASE_SECONDS,
+        ]
         for window in windows:
             arguments += [window.cost, window.limit, _keep_seconds(window.end, now)]
         answer = await self._admit(keys=keys, args=arguments)
+        if answer[0] == "late":
+            raise CountersLate(f"Redis ran the admission more than {_USEFUL_FOR:g}s after it was sent")
         if answer[0] == "refused":
             index, amount = int(answer[1]), float(answer[2])
             if index == 0:
@@ -110,18 +179,22 @@ class RedisCounters:
     async def settle(self, key_id: str, lease: str | None, additions: Sequence[Addition]) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             if lease is not None:
-                pipe.zrem(_leases_key(key_id), lease)
+                pipe.zrem(self._leases_key(key_id), lease)
             for windows, amount in additions:
                 if not amount:
                     continue
                 for name, start, end in windows:
-                    key = _window_key(key_id, name, start)
+                    key = self._window_key(key_id, name, start)
                     pipe.incrbyfloat(key, amount)
                     pipe.expire(key, _keep_seconds(end, time.time()))
             await pipe.execute()
 
+    async def renew(self, key_id: str, leases: Sequence[str]) -> None:
+        if leases:
+            await self._renew(keys=[self._leases_key(key_id)], args=[LEASE_SECONDS, *leases])
+
     async def used(self, key_id: str, windows: Sequence[WindowRef]) -> dict[str, float]:
-        values = await self._redis.mget([_window_key(key_id, name, start) for name, start, _end in windows])
+        values = await self._redis.mget([self._window_key(key_id, name, start) for name, start, _end in windows])
         return {name: float(value or 0) for (name, _start, _end), value in zip(windows, values, strict=True)}
 
     async def close(self) -> None:

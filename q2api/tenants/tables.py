@@ -1,7 +1,7 @@
 """The tenants' tables, one SQLAlchemy Core definition for SQLite, PostgreSQL and MySQL/MariaDB alike.
 
 They live beside the account store's tables (q2api.accounts.store_schema) and are migrated by the
-same runner (q2api.accounts.migrations), with a chain of their own, `TENANT_MIGRATIONS`.
+same runner (q2api.store.migrations), with a chain of their own, `TENANT_MIGRATIONS`.
 
     q2api_client_keys      one row per key: its label, the SHA-256 of the key (never the key), its limits
     q2api_key_windows      what a key used in the current window of each limit (requests, tokens, credits)
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from q2api.accounts.migrations import Migration, MigrationChain, bookkeeping_table
+from q2api.store.migrations import Migration, MigrationChain, bookkeeping_table
 
 metadata = sa.MetaData()
 

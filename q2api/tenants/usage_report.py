@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from q2api.tenants.database import TenantDatabase
+from q2api.store.database import StoreDatabase
 from q2api.tenants.tables import usage, usage_daily
 
 GroupBy = Literal["key", "model", "account", "day"]
@@ -88,7 +88,7 @@ def _clean(totals: dict[str, Any]) -> dict[str, Any]:
 
 
 async def usage_by(
-    database: TenantDatabase, by: GroupBy, since: float, until: float | None = None
+    database: StoreDatabase, by: GroupBy, since: float, until: float | None = None
 ) -> list[dict[str, Any]]:
     """The totals of each key, model, account or day since `since`, largest credits first (days in order)."""
     until = time.time() + 1 if until is None else until
@@ -120,7 +120,7 @@ def _percentile(sorted_values: Sequence[float], fraction: float) -> float | None
 
 
 async def usage_overview(
-    database: TenantDatabase, since: float, *, hourly: bool, stack: Literal["key", "model"], now: float | None = None
+    database: StoreDatabase, since: float, *, hourly: bool, stack: Literal["key", "model"], now: float | None = None
 ) -> dict[str, Any]:
     """The console's usage page: per bucket (hour or day) the requests and credits of each key (or
     model), the top keys and models, the error rate and the TTFT percentiles, since `since`."""

@@ -2,13 +2,14 @@
 
 A script is plain data: either an :class:`ErrorReply` (a non-200 HTTP reply)
 or a :class:`StreamReply` (a 200 event stream made of steps: bytes to send,
-pauses, a dropped connection). Frames are encoded when the script is built,
+pauses, holds until the test releases them, a dropped connection). Frames are encoded when the script is built,
 so the simulator only writes bytes and sleeps — its per-chunk cost stays the
 floor the gateway's benchmarks are measured against.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
@@ -40,7 +41,18 @@ class Abort:
     """Drop the TCP connection without ending the body (the client sees a broken transfer)."""
 
 
-Step = Send | Pause | Abort
+@dataclasses.dataclass(frozen=True, eq=False)
+class Hold:
+    """Send nothing until the test calls `release()`: a reply kept in flight exactly as long as a test
+    needs it, where a `Pause` would guess a duration. For a simulator on the test's own event loop."""
+
+    released: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+Step = Send | Pause | Abort | Hold
 
 
 @dataclasses.dataclass(frozen=True)
@@ -388,7 +400,7 @@ def split_text(text: str, chunks: int) -> list[str]:
 
 def _flatten(parts: Iterable[Step | Iterable[Step]]) -> Iterable[Step]:
     for part in parts:
-        if isinstance(part, (Send, Pause, Abort)):
+        if isinstance(part, (Send, Pause, Abort, Hold)):
             yield part
         else:
             yield from part

@@ -30,7 +30,7 @@ from aiohttp import web
 from q2api.testing import assumptions, scripts
 from q2api.testing.assumptions import SIMULATOR
 from q2api.testing.recorded_requests import RecordedRequest, record_request
-from q2api.testing.scripts import Abort, ErrorReply, Hangup, Pause, Reply, Send, StreamReply
+from q2api.testing.scripts import Abort, ErrorReply, Hangup, Hold, Pause, Reply, Send, StreamReply
 from q2api.testing.simulated_accounting import SimulatedAccounting
 from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_reasoning import SimulatedReasoning, reasoning_frames, wants_reasoning
@@ -194,6 +194,8 @@ class GenerateAssistantResponse:
                 elif isinstance(step, Pause):
                     due = max(due, loop.time() - step.seconds) + step.seconds
                     await asyncio.sleep(due - loop.time())
+                elif isinstance(step, Hold):
+                    await step.released.wait()
                 elif isinstance(step, Abort):
                     self.aborts += 1
                     if request.transport is not None:

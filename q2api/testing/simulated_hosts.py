@@ -10,7 +10,7 @@ way the real host answers it, before the request reaches the script:
 * a legacy field (top-level `agentMode` / `systemPrompt`, `conversationState.agentContinuationId` /
   `agentTaskType`) → 400 "Improperly formed request." with reason `REQUEST_BODY_INVALID`.
 
-`gone_url()` is an address nothing listens on: connecting is refused, as with a host taken down.
+`sim.gone.url()` is an address nothing listens on: connecting is refused, as with a host taken down.
 """
 
 from __future__ import annotations
@@ -107,12 +107,28 @@ def _refused_kinds(takes: dict[str, str]) -> frozenset[str]:
     return frozenset(kind for kind, key in takes.items() if not SIMULATOR.flag(key))
 
 
-def gone_url(host: str = "127.0.0.1") -> str:
-    """A URL on a loopback port nothing listens on (taken from the OS, then let go): connecting is refused."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port = probe.getsockname()[1]
-    return f"http://{host}:{port}/"
+class GoneAddresses:
+    """URLs of loopback ports nothing listens on, as hosts taken down: connecting is refused.
+
+    Each port stays bound (never listening) until `close()`: a port let go at once could be taken by
+    the next server anything on the machine starts — another test's, in a parallel run — and the
+    host would be back.
+    """
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._host = host
+        self._held: list[socket.socket] = []
+
+    def url(self) -> str:
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.bind((self._host, 0))
+        self._held.append(held)
+        return f"http://{self._host}:{held.getsockname()[1]}/"
+
+    def close(self) -> None:
+        for held in self._held:
+            held.close()
+        self._held.clear()
 
 
 def _refusal(status: int, document: dict[str, Any]) -> ErrorReply:

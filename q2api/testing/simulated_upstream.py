@@ -64,7 +64,7 @@ from aiohttp import web
 
 from q2api.testing.simulated_accounting import SimulatedAccounting
 from q2api.testing.simulated_generate import GenerateAssistantResponse
-from q2api.testing.simulated_hosts import HostRules
+from q2api.testing.simulated_hosts import GoneAddresses, HostRules
 from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_reasoning import SimulatedReasoning
 from q2api.testing.simulated_services import SimulatedServices
@@ -97,6 +97,7 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
         self.keepalive_timeout = keepalive_timeout  # an idle client connection is closed after this
         # Extra hosts (add_host): local port -> the rules of the host behind it.
         self.host_rules: dict[int, HostRules] = {}
+        self.gone = GoneAddresses(host)  # addresses of hosts taken down, held until `stop()`
         # Client connections seen (their peer addresses): with TLS each one is one handshake.
         self.connections_seen: set[tuple[Any, ...]] = set()
         self.calls: collections.Counter[str] = collections.Counter()  # every HTTP request, by path
@@ -153,6 +154,7 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
         return rules
 
     async def stop(self) -> None:
+        self.gone.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

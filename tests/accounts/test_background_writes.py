@@ -13,7 +13,7 @@ import pytest
 from q2api.accounts.onboarding import BackgroundWrites, NewAccount
 from q2api.accounts.refresh import RefreshedToken
 from q2api.accounts.store import SqliteAccountStore
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.errors import StoreUnavailable
 from tests.support.gateway_harness import capture_logs
 
 pytestmark = pytest.mark.asyncio

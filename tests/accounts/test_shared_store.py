@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
 from q2api.accounts import store_schema
-from q2api.accounts.database_url import mask_database_url, parse_database_url
 from q2api.accounts.opening import open_account_store, opened_account_store
-from q2api.accounts.secret_box import SecretKeyMismatch
 from q2api.accounts.store_protocol import AccountStore
+from q2api.store.database_url import mask_database_url, parse_database_url
+from q2api.store.secret_box import SecretKeyMismatch
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
 
 

@@ -16,11 +16,13 @@ import pytest
 import sqlalchemy as sa
 
 from q2api.accounts import store_schema
-from q2api.accounts.opening import open_account_store, response_store_for
+from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import AccountStatus, LoginStatus
-from q2api.accounts.secret_box import SecretBox
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.accounts.store import SqliteAccountStore
+from q2api.store.errors import StoreUnavailable
+from q2api.store.secret_box import SecretBox
+from q2api.store.sqlite_database import DB_FILENAME
+from q2api.stored_responses.sql_store import SqlResponseStore
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, raw_rows, run_sql, scratch_database_url
 
 # -- the SQLite file of the two-schema releases (their schema.py, verbatim) -----------------------
@@ -148,7 +150,7 @@ async def test_a_sqlite_store_of_the_two_schema_releases_is_adopted_whole(tmp_pa
     assert (await store.read_rests())["kiro"].reason == "quota_exhausted"
     login = await store.read_login("login_1")
     assert login is not None and (login.status, login.account_id) == (LoginStatus.DONE, "kiro")
-    response = await response_store_for(store).get("resp_1", "owner")
+    response = await SqlResponseStore(store.database).get("resp_1", "owner")
     assert response is not None and response.input_items == [{"id": "in_1"}]
 
     with sqlite3.connect(tmp_path / DB_FILENAME) as db:

@@ -15,13 +15,6 @@ import pytest
 import sqlalchemy as sa
 
 from q2api.accounts import store_schema
-from q2api.accounts.migrations import (
-    Migration,
-    MigrationChain,
-    SchemaTooNew,
-    add_column,
-    bookkeeping_table,
-)
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import (
     ENV_ACCOUNT_ID,
@@ -35,6 +28,13 @@ from q2api.accounts.records import (
 from q2api.accounts.store import SqlAccountStore
 from q2api.accounts.store_protocol import AccountStore
 from q2api.accounts.store_schema import STORE_MIGRATIONS
+from q2api.store.migrations import (
+    Migration,
+    MigrationChain,
+    SchemaTooNew,
+    add_column,
+    bookkeeping_table,
+)
 from tests.support.stores import STORE_KINDS, OpenStore, store_opener
 
 

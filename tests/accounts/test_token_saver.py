@@ -23,9 +23,10 @@ import pytest
 
 from q2api.accounts.records import ENV_ACCOUNT_ID, EnvAccount
 from q2api.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
 from q2api.accounts.token_saver import TokenSaver
 from q2api.accounts.tokens import TokenManager
+from q2api.store.sqlite_database import DB_FILENAME
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.gateway_harness import capture_logs, find_secrets
 

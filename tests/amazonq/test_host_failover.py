@@ -22,7 +22,7 @@ from q2api.amazonq.upstream import UpstreamClient, UpstreamConfig, create_sessio
 from q2api.server.wiring import web_searcher
 from q2api.settings import load_settings
 from q2api.testing import scripts
-from q2api.testing.simulated_hosts import HostRules, gone_url
+from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream
 from tests.support.gateway_harness import capture_logs
 
@@ -62,7 +62,7 @@ async def sim() -> AsyncIterator[SimulatedUpstream]:
 
 @pytest.fixture
 async def hosts(sim: SimulatedUpstream) -> Hosts:
-    return Hosts(gone_url(), await sim.add_host(HostRules.runtime()), await sim.add_host(HostRules.legacy_q()))
+    return Hosts(sim.gone.url(), await sim.add_host(HostRules.runtime()), await sim.add_host(HostRules.legacy_q()))
 
 
 @pytest.fixture
@@ -235,7 +235,7 @@ async def test_answers_about_the_request_or_the_account_never_move_to_another_ho
 
 async def test_the_last_host_unreachable_is_the_requests_failure(tmp_path, sim, session):
     pool = await pool_of(tmp_path, sim, session, ("idc", None))
-    client = client_for(pool, session, f"{gone_url()},{gone_url()}")
+    client = client_for(pool, session, f"{sim.gone.url()},{sim.gone.url()}")
     with capture_logs() as logs, pytest.raises(UpstreamUnavailable):
         await ask(client)
     assert len(failovers(logs)) == 1  # the first to the second; nothing after the last

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
 from q2api.cli.main import main
 from q2api.settings import ENV_VARIABLES
+from q2api.store.sqlite_database import DB_FILENAME
 
 SECRET = "rt-NEVER-PRINT-3c5e7a9b1d"
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
 from q2api.server.readiness import log_store_contents
+from q2api.store.sqlite_database import DB_FILENAME
 from tests.support import credential_files as files
 from tests.support.cli import run
 from tests.support.gateway_harness import capture_logs

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, open_gateway
 from tests.support.search_replies import answer, search_call
@@ -35,6 +37,7 @@ async def burst(gw, path: str, body: dict) -> list:
 MESSAGES = {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 
 
+@pytest.mark.slow  # requests wait for an account's free slots
 async def test_a_burst_beyond_the_cap_waits_for_slots_and_is_served_without_exceeding_it(tmp_path):
     async with open_gateway(
         tmp_path, Q2API_ACCOUNT_MAX_INFLIGHT=str(CAP), Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS="30"
@@ -49,6 +52,7 @@ async def test_a_burst_beyond_the_cap_waits_for_slots_and_is_served_without_exce
     assert 1 <= peak.peak <= CAP
 
 
+@pytest.mark.slow  # a request waits for a slot until its wait is over
 async def test_past_the_wait_a_request_gets_the_overloaded_error_with_retry_after(tmp_path):
     async with open_gateway(
         tmp_path, Q2API_ACCOUNT_MAX_INFLIGHT=str(CAP), Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS="0.2"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx2
@@ -62,6 +62,13 @@ class Fault:
     replies: tuple[scripts.Reply, ...]  # what the simulator answers, in order (then it echoes)
     json: Outcome
     stream: Outcome
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)  # the gateway's settings over MATRIX_ENV
+
+
+# The timeout faults stall ten seconds, twenty times the timeout they test (the simulator's handler
+# ends as soon as the gateway hangs up): the gateway's timer fires first on any machine.
+SHORT_TIMEOUT = "0.5"
+STALL = 10.0
 
 
 PARTIAL = "Partial answer"
@@ -90,7 +97,12 @@ UPSTREAM_FAULTS: dict[str, Fault] = {
     "server error 500": Fault((scripts.server_error(500),), Status(500, "api_error"), Status(500, "api_error")),
     "server error 503": Fault((scripts.server_error(503),), Status(500, "api_error"), Status(500, "api_error")),
     "connection dropped": Fault((scripts.hangup(),), Status(502, "api_error"), Status(502, "api_error")),
-    "headers too slow": Fault((scripts.slow_headers(2.0),), Status(504, "timeout_error"), Status(504, "timeout_error")),
+    "headers too slow": Fault(
+        (scripts.slow_headers(STALL),),
+        Status(504, "timeout_error"),
+        Status(504, "timeout_error"),
+        env={"Q2API_FIRST_BYTE_TIMEOUT": SHORT_TIMEOUT},
+    ),
     # The access token is refused once: the gateway refreshes it and tries again by itself.
     "access token rejected once": Fault((scripts.bearer_invalid(),), Complete(), Complete()),
     "access token rejected twice": Fault(
@@ -123,7 +135,10 @@ UPSTREAM_FAULTS: dict[str, Fault] = {
     ),
     "corrupted frame": Fault((scripts.corrupted_reply(PARTIAL),), Status(502, "api_error"), StreamError("api_error")),
     "silent past the read timeout": Fault(
-        (scripts.stalled_reply(3.0, text_before=PARTIAL),), Status(504, "timeout_error"), StreamError("timeout_error")
+        (scripts.stalled_reply(STALL, text_before=PARTIAL),),
+        Status(504, "timeout_error"),
+        StreamError("timeout_error"),
+        env={"Q2API_READ_TIMEOUT": SHORT_TIMEOUT},
     ),
     # Not faults, for contrast: the same table must see them complete.
     "plain text": Fault((scripts.text_reply("fine"),), Complete(), Complete()),
@@ -132,12 +147,14 @@ UPSTREAM_FAULTS: dict[str, Fault] = {
     ),
 }
 
+# Generous timeouts and hold: no row may depend on how fast the machine is at the moment (a control
+# row once failed a 0.5 s first-byte timeout on a loaded machine). The timeout rows set their own.
 MATRIX_ENV = {
     "Q2API_MAX_RETRIES": "0",  # each fault reaches the client as it is (retries are tested elsewhere)
-    "Q2API_FIRST_BYTE_TIMEOUT": "0.5",
-    "Q2API_READ_TIMEOUT": "0.5",
+    "Q2API_FIRST_BYTE_TIMEOUT": "30",
+    "Q2API_READ_TIMEOUT": "30",
     "Q2API_PING_INTERVAL": "0.1",
-    "Q2API_STREAM_HOLD_SECONDS": "1",
+    "Q2API_STREAM_HOLD_SECONDS": "30",
 }
 
 
@@ -181,9 +198,9 @@ def upstream() -> Iterator[SimulationThread]:
 
 
 @pytest.fixture
-def http(upstream, tmp_path) -> Iterator[httpx2.Client]:
+def http(upstream, tmp_path, fault: str) -> Iterator[httpx2.Client]:
     # A gateway per case: a fault that benches the account (a suspension) must not leak into the next.
-    settings = gateway_settings(upstream, tmp_path, **MATRIX_ENV)
+    settings = gateway_settings(upstream, tmp_path, **{**MATRIX_ENV, **UPSTREAM_FAULTS[fault].env})
     with (
         GatewayThread(settings) as gateway,
         httpx2.Client(base_url=gateway.base_url, headers={"x-api-key": CLIENT_KEY}, timeout=30) as client,
@@ -275,6 +292,7 @@ DISCONNECT_STAGES: dict[str, tuple[scripts.Reply, bool, bool]] = {
 
 
 @pytest.mark.parametrize("stage", list(DISCONNECT_STAGES))
+@pytest.mark.slow  # each client waits half a second before it leaves
 async def test_client_leaves(tmp_path, stage: str) -> None:
     reply, stream, after_content = DISCONNECT_STAGES[stage]
     async with open_gateway(tmp_path, Q2API_STREAM_HOLD_SECONDS="10", Q2API_FIRST_BYTE_TIMEOUT="30") as gw:

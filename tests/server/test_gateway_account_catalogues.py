@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anthropic
 import httpx2
+import pytest
 
 from q2api.accounts.store import SqliteAccountStore
 from q2api.settings import load_settings
@@ -98,6 +99,7 @@ async def test_an_account_with_its_credits_used_up_rests_and_requests_go_to_the_
     assert by_label["beta"]["credits"]["resets_at"].endswith("Z")
 
 
+@pytest.mark.slow  # waits for the reloader's tick
 async def test_an_account_added_while_the_gateway_runs_serves_on_its_own_catalogue_at_once(tmp_path):
     # As `q2api accounts add` in another terminal: the row lands in the store, the reloader adds it.
     labels = {**ACCOUNTS, "rt-gamma": "gamma"}

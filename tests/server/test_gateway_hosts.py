@@ -13,9 +13,10 @@ from pathlib import Path
 import httpx2
 
 from q2api.accounts.store import SqliteAccountStore
+from q2api.server import metrics
 from q2api.settings import load_settings
 from q2api.testing.gateway_server import running_gateway
-from q2api.testing.simulated_hosts import HostRules, gone_url
+from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream
 from tests.support.gateway_harness import CLIENT_KEY, capture_logs, sdk, user
 from tests.support.metrics_scrape import Scrape
@@ -23,6 +24,11 @@ from tests.support.metrics_scrape import Scrape
 ENTERPRISE_ARN = "arn:aws:codewhisperer:us-east-1:111111111111:profile/ENTERPRISE"
 API_KEY = "ksk_hosts-scenario-5e4d3c2b1a"
 FAILOVER_LINE = "upstream host failed over:"
+
+
+def host_name(url: str) -> str:
+    """How the metrics and the log name a host: `127.0.0.1:PORT`."""
+    return url.removeprefix("http://").split("/", 1)[0]
 
 
 @contextlib.asynccontextmanager
@@ -60,20 +66,26 @@ async def test_social_idc_and_api_key_accounts_are_served_on_their_hosts_with_on
     async with SimulatedUpstream(check_tokens=True) as sim:
         runtime = await sim.add_host(HostRules.runtime())
         legacy = await sim.add_host(HostRules.legacy_q())
-        gone = gone_url()
+        gone = sim.gone.url()
         endpoint = ",".join((gone, runtime.override_entry, legacy.override_entry))
+        # The OS hands ports out again: an earlier test's gateway in this process may have counted
+        # calls to a host on one of these very ports, into the same metrics. Here, one had.
+        for host in (host_name(gone), f"127.0.0.1:{runtime.port}", f"127.0.0.1:{legacy.port}"):
+            metrics.UPSTREAM_HOST_ATTEMPTS.labels(host=host, outcome="ok").inc()
+            metrics.UPSTREAM_HOST_FAILOVERS.labels(from_host=host_name(gone), to_host=host).inc()
         with capture_logs() as logs:
-            async with gateway_on(sim, tmp_path, endpoint) as url:
+            async with gateway_on(sim, tmp_path, endpoint) as url, httpx2.AsyncClient(base_url=url) as http:
+                # This process's metrics: earlier tests' gateways counted into them, on ports that may be these.
+                before = Scrape((await http.get("/metrics")).text)
                 client = sdk(url)
                 for round_ in range(9):
                     message = await client.messages.create(
                         model="claude-sonnet-5-5", max_tokens=32, messages=[user(f"hi {round_}")]
                     )
                     assert message.content[0].text
-                async with httpx2.AsyncClient(base_url=url) as http:
-                    scrape = Scrape((await http.get("/metrics")).text)
+                scrape = Scrape((await http.get("/metrics")).text).since(before)
 
-    gone_name = gone.removeprefix("http://").rstrip("/")
+    gone_name = host_name(gone)
     runtime_name, legacy_name = f"127.0.0.1:{runtime.port}", f"127.0.0.1:{legacy.port}"
     warnings = sorted(line.message for line in logs.lines if line.message.startswith(FAILOVER_LINE))
     assert warnings == sorted(

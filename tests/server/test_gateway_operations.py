@@ -71,6 +71,7 @@ async def tokens_of(data_dir: Path, account_id: str) -> set[str]:
     return {account.access_token} if account and account.access_token else set()
 
 
+@pytest.mark.slow  # waits for reload ticks and device-login polls
 async def test_accounts_join_serve_and_leave_without_a_restart(tmp_path: Path) -> None:
     answers: list[str] = []
     async with SimulatedUpstream(check_tokens=True) as sim:

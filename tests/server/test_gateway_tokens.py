@@ -22,7 +22,8 @@ import httpx2
 import pytest
 
 from q2api.accounts.records import ENV_ACCOUNT_ID, EnvAccount
-from q2api.accounts.store import DB_FILENAME, SqliteAccountStore
+from q2api.accounts.store import SqliteAccountStore
+from q2api.store.sqlite_database import DB_FILENAME
 from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.gateway_harness import CLIENT_KEY, MODEL, ask, capture_logs, find_secrets, gateway, sdk
@@ -97,10 +98,10 @@ async def test_the_store_is_private_to_its_owner(tmp_path) -> None:
     async with SimulatedUpstream() as sim, gateway(sim, data_dir) as url:
         await ask(sdk(url))  # a refresh wrote tokens to the store
         assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
-        files = list(data_dir.iterdir())
-        assert data_dir / DB_FILENAME in files
+        files = list(data_dir.rglob("*"))  # the store, its locks, the usage ledger's journal
+        assert data_dir / DB_FILENAME in files and data_dir / "usage-journal" in files
         for path in files:
-            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+            assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
 
 
 async def test_kiro_social_login_refreshes_end_to_end(tmp_path) -> None:

@@ -18,8 +18,9 @@ from q2api.testing import scripts
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import JSON_BODY, MODEL
+from tests.support.rate_windows import ATTEMPTS, in_one_minute
 from tests.support.serve_process import serve
-from tests.support.tenant_stores import empty_redis
+from tests.support.tenant_stores import scratch_redis
 
 pytestmark = pytest.mark.asyncio
 
@@ -48,12 +49,6 @@ async def statuses(targets: list[str], doors: list[str], key: str, count: int, m
         return list(await asyncio.gather(*(one(n) for n in range(count))))
 
 
-async def within_one_minute() -> None:
-    """Start a rate test early in a minute, so that its requests share one window."""
-    if time.time() % 60 > 40:
-        await asyncio.sleep(61 - time.time() % 60)
-
-
 async def make_key(database_url: str | None, data_dir: Path, label: str, **limits: Any) -> str:
     database = await open_tenant_database(database_url, data_dir)
     try:
@@ -65,9 +60,16 @@ async def make_key(database_url: str | None, data_dir: Path, label: str, **limit
 
 @pytest.mark.parametrize("counted_in", ["redis", "store"])
 async def test_one_model_ten_a_minute_and_a_budget_across_two_workers(tmp_path: Path, counted_in: str) -> None:
-    extra = {"Q2API_REDIS_URL": empty_redis()} if counted_in == "redis" else {}
+    with contextlib.ExitStack() as stack:
+        extra = stack.enter_context(scratch_redis()).env if counted_in == "redis" else {}
+        await _ten_a_minute_and_a_budget_across_two_workers(tmp_path, extra)
+
+
+async def _ten_a_minute_and_a_budget_across_two_workers(tmp_path: Path, extra: dict[str, str]) -> None:
     data_dir = tmp_path / "data"
-    limited = await make_key(None, data_dir, "ten-a-minute", models=(MODEL,), rpm=10, credits_per_day=5.0)
+    limited = await make_key(None, data_dir, "one-model", models=(MODEL,))
+    # One key per try of the rate burst (tests/support/rate_windows.py), made before the gateway starts.
+    ten_a_minute = [await make_key(None, data_dir, f"ten-a-minute-{n}", rpm=10) for n in range(ATTEMPTS)]
     budget = await make_key(None, data_dir, "small-budget", credits_per_day=0.25)
     with SimulatedUpstream.run_in_thread() as upstream:
         upstream.sim.responder = lambda record: scripts.stream(
@@ -82,8 +84,11 @@ async def test_one_model_ten_a_minute_and_a_budget_across_two_workers(tmp_path: 
             assert await statuses([server.base_url], doors, limited, 3, OTHER_MODEL) == [403, 403, 403]
             assert upstream.sim.requests == []
             # Ten a minute, whichever worker and door each request reaches.
-            await within_one_minute()
-            outcome = await statuses([server.base_url], doors, limited, 16)
+
+            async def sixteen_at_once(attempt: int) -> list[int]:
+                return await statuses([server.base_url], doors, ten_a_minute[attempt], 16)
+
+            outcome = await in_one_minute(sixteen_at_once)
             assert sorted(outcome) == [200] * 10 + [429] * 6, outcome
             # The budget: 0.25 credits, 0.1 a reply. Sent one after another, the third reply
             # (0.2 < 0.25 spent) is the last admitted.
@@ -108,7 +113,7 @@ async def test_budget_overshoot_is_bounded_by_the_requests_in_flight(tmp_path: P
             scripts.metering_event(CREDITS_PER_REPLY),
             delay=0.2,
         )
-        with serve(tmp_path, upstream.env(), workers=2, Q2API_REDIS_URL=empty_redis()) as server:
+        with scratch_redis() as redis_place, serve(tmp_path, upstream.env(), workers=2, **redis_place.env) as server:
             admitted = 0
             budget_refused = False
             async with httpx2.AsyncClient(timeout=30) as http:
@@ -134,15 +139,18 @@ async def test_budget_overshoot_is_bounded_by_the_requests_in_flight(tmp_path: P
 
 async def test_two_replicas_on_postgresql_share_limits_and_a_revocation(tmp_path: Path) -> None:
     with scratch_database_url("postgresql") as database_url, SimulatedUpstream.run_in_thread() as upstream:
-        key = await make_key(database_url, tmp_path, "replicated", rpm=6)
+        six_a_minute = [await make_key(database_url, tmp_path, f"replicated-{n}", rpm=6) for n in range(ATTEMPTS)]
         env = {**upstream.env(), "Q2API_DATABASE_URL": database_url, "Q2API_SECRET_KEY": TEST_SECRET_KEY}
         with contextlib.ExitStack() as stack:
             for n in range(2):
                 (tmp_path / f"r{n}").mkdir()
             replicas = [stack.enter_context(serve(tmp_path / f"r{n}", env)) for n in range(2)]
             targets = [replica.base_url for replica in replicas]
-            await within_one_minute()
-            outcome = await statuses(targets, ["claude", "chat"], key, 10)
+
+            async def ten_at_once(attempt: int) -> list[int]:
+                return await statuses(targets, ["claude", "chat"], six_a_minute[attempt], 10)
+
+            outcome = await in_one_minute(ten_at_once)
             assert sorted(outcome) == [200] * 6 + [429] * 4, outcome
             other = await make_key(database_url, tmp_path, "revoked-soon")
             assert await statuses(targets, ["claude"], other, 2) == [200, 200]

@@ -195,3 +195,12 @@ async def test_the_responses_routes_are_counted_under_their_templates(gw: Gatewa
     assert added("/v1/responses/{id}/input_items", "200") == 1
     routes = {series["route"] for series in after.series("q2api_requests_total")}
     assert routes <= metrics.KNOWN_ROUTES | {metrics.OTHER_ROUTE}
+
+
+async def test_metrics_count_the_event_loop_tasks_of_the_worker_that_answers(gw: Gateway):
+    # A leak of tasks (a watchdog never cancelled, a settle never awaited) shows as this figure rising.
+    idle = (await scrape(gw)).value("q2api_event_loop_tasks")
+    assert idle >= 1  # the request that reads it is a task itself
+    for _ in range(5):
+        assert await ask(gw.client, "one more", stream=True)
+    assert (await scrape(gw)).value("q2api_event_loop_tasks") <= idle + 2

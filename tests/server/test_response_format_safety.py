@@ -184,6 +184,7 @@ async def test_a_pattern_re2_cannot_run_is_a_400_naming_the_field(gw: Gateway) -
     assert "the pattern '(?<=x)y' is not supported" in error["message"]
 
 
+@pytest.mark.slow  # waits out a ten-second schema check
 async def test_other_clients_are_served_while_a_costly_schema_is_checked(tmp_path, monkeypatch) -> None:
     # Room for the other request, however loaded the machine: the check runs three times (the reply, its
     # repair turn, the door's own judgement of the final reply), each stopped by its deadline.

@@ -28,10 +28,12 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from q2api.accounts import database, store_schema, tokens
+from q2api.accounts import store_schema, tokens
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.records import ENV_ACCOUNT_ID
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store import database
+from q2api.store.errors import StoreUnavailable
+from q2api.store.shared_database import SharedDatabase
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.databases import SHARED_KINDS, TEST_SECRET_KEY, run_sql, scratch_database_url
@@ -42,7 +44,10 @@ from tests.support.gateway_harness import ADMIN_KEY, ask, capture_logs, find_sec
 # asynccontextmanager helper below, so the marker is set by hand.
 pytestmark = pytest.mark.slow
 
-DEADLINE = 2.0  # the database deadline in these tests (the gateway's own is seconds longer)
+# The database deadline while the store is down or frozen: each request that waits for the store waits
+# this long. Only then: on a loaded machine, the start-up's first writes once took longer than this.
+OUTAGE_DEADLINE = 2.0
+GATEWAY_DEADLINE = database.UNIT_DEADLINE  # the gateway's own, at other times
 OUTAGE_WARNING = "cannot refresh the access token while the account store fails"
 HANG_GUARD = 60.0  # a request that has not ended by then hangs: the test fails instead of waiting forever
 
@@ -57,10 +62,28 @@ class Faulty:
     async def ask(self, text: str) -> str:
         return await asyncio.wait_for(ask(sdk(self.url), text), HANG_GUARD)
 
+    async def cut(self) -> None:
+        """The store goes down (its deadline short while it is)."""
+        database.UNIT_DEADLINE = OUTAGE_DEADLINE
+        await self.proxy.cut()
+
+    def freeze(self) -> None:
+        """The store stops answering (its deadline short while it does)."""
+        database.UNIT_DEADLINE = OUTAGE_DEADLINE
+        self.proxy.freeze()
+
+    async def restore(self) -> None:
+        await self.proxy.restore()
+        database.UNIT_DEADLINE = GATEWAY_DEADLINE
+
 
 @pytest.fixture(autouse=True)
-def quick_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(database, "UNIT_DEADLINE", DEADLINE, raising=False)
+def outage_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every shared store reads `database.UNIT_DEADLINE` at each unit of work (it is read once, when the
+    engine is made, in the gateway), so that `Faulty.cut()`/`freeze()` can shorten it for the outage alone."""
+    monkeypatch.setattr(database, "UNIT_DEADLINE", GATEWAY_DEADLINE)  # put back after the test
+    live = property(lambda self: database.UNIT_DEADLINE, lambda self, value: None)
+    monkeypatch.setattr(SharedDatabase, "deadline", live, raising=False)
     monkeypatch.setattr(tokens, "STORE_RETRY_DELAY", 0.2, raising=False)
     monkeypatch.setattr(tokens, "STORE_RETRY_DELAY_MAX", 0.4, raising=False)
 
@@ -107,13 +130,13 @@ async def test_a_database_that_goes_down_in_the_refresh_window_serves_on_the_val
         async with faulty_gateway(kind, tmp_path) as gw:
             assert "first" in await gw.ask("first")
             refreshes = gw.sim.refresh_calls
-            await gw.proxy.cut()
+            await gw.cut()
             for n in range(4):
                 assert f"down {n}" in await gw.ask(f"down {n}")
                 await asyncio.sleep(0.25)  # past a retry delay: the refresh is tried again, and fails again
             assert gw.sim.refresh_calls == refreshes  # no refresh without the store's lock
 
-            await gw.proxy.restore()
+            await gw.restore()
             await asyncio.sleep(0.5)  # the retry delay has passed: the next request refreshes
             assert "back" in await gw.ask("back")
             assert gw.sim.refresh_calls > refreshes
@@ -133,11 +156,11 @@ async def test_a_frozen_database_in_the_refresh_window_neither_hangs_nor_fails_r
         async with faulty_gateway(kind, tmp_path) as gw:
             assert "first" in await gw.ask("first")
             refreshes = gw.sim.refresh_calls
-            gw.proxy.freeze()
+            gw.freeze()
             for n in range(3):
                 assert f"frozen {n}" in await gw.ask(f"frozen {n}")
             assert gw.sim.refresh_calls == refreshes
-            await gw.proxy.restore()
+            await gw.restore()
             await asyncio.sleep(0.5)
             assert "thawed" in await gw.ask("thawed")
             assert gw.sim.refresh_calls > refreshes
@@ -150,7 +173,7 @@ async def test_a_frozen_database_in_the_refresh_window_neither_hangs_nor_fails_r
 async def test_an_expired_token_with_the_database_down_is_a_503_not_a_500(tmp_path) -> None:
     async with faulty_gateway("postgresql", tmp_path) as gw:
         assert "first" in await gw.ask("first")
-        await gw.proxy.cut()
+        await gw.cut()
         gw.sim.revoke_access_tokens()  # Amazon Q refuses the token: only a refresh could serve now
         async with httpx2.AsyncClient(base_url=gw.url, timeout=HANG_GUARD) as http:
             reply = await http.post(
@@ -174,9 +197,9 @@ async def test_admin_calls_during_a_store_outage_are_503_in_the_admin_envelope_w
     async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
         assert (await http.get("/accounts")).status_code == 200
         if fault == "down":
-            await gw.proxy.cut()
+            await gw.cut()
         else:
-            gw.proxy.freeze()
+            gw.freeze()
         with capture_logs() as logs:
             listing = await http.get("/accounts")
             refresh = await http.post(f"/accounts/{ENV_ACCOUNT_ID}/refresh")
@@ -200,7 +223,7 @@ async def test_an_admin_refresh_that_succeeded_while_the_store_went_down_says_so
         async def cut_during_the_refresh() -> None:
             refreshes = gw.sim.refresh_calls
             assert await gw.sim.wait_until(lambda: gw.sim.refresh_calls > refreshes, timeout=HANG_GUARD)
-            await gw.proxy.cut()
+            await gw.cut()
 
         cutter = asyncio.create_task(cut_during_the_refresh())
         reply = await http.post(f"/accounts/{ENV_ACCOUNT_ID}/refresh")
@@ -213,7 +236,7 @@ async def test_an_admin_refresh_that_succeeded_while_the_store_went_down_says_so
 
         gw.sim.refresh_delay = 0.0
         assert "served" in await gw.ask("served")  # from the tokens in memory
-        await gw.proxy.restore()
+        await gw.restore()
         for _ in range(400):  # the background write, within seconds of the store's return
             if await stored_refresh_token(gw.database_url) == newest:
                 break
@@ -253,7 +276,7 @@ async def test_an_added_account_the_store_cannot_take_after_its_refresh_is_kept_
         async def cut_during_the_refresh() -> None:
             refreshes = gw.sim.refresh_calls
             assert await gw.sim.wait_until(lambda: gw.sim.refresh_calls > refreshes, timeout=HANG_GUARD)
-            await gw.proxy.cut()
+            await gw.cut()
 
         cutter = asyncio.create_task(cut_during_the_refresh())
         reply = await http.post("/accounts", json={"label": "second", "refresh_token": "sim-refresh-new-login"})
@@ -261,7 +284,7 @@ async def test_an_added_account_the_store_cannot_take_after_its_refresh_is_kept_
         assert reply.status_code == 202, reply.text
         assert reply.json()["status"] == "pending"
         assert "sim-refresh-new-login" not in gw.sim.valid_refresh_tokens  # rotated by the verifying refresh
-        await gw.proxy.restore()
+        await gw.restore()
         store = await open_account_store(gw.database_url, "unused", TEST_SECRET_KEY)
         try:
             for _ in range(200):
@@ -274,9 +297,8 @@ async def test_an_added_account_the_store_cannot_take_after_its_refresh_is_kept_
             await store.close()
 
 
-async def test_forty_admin_refreshes_of_one_account_are_one_refresh_shared_by_all(tmp_path, monkeypatch) -> None:
-    # Forty admin calls read the store at once: the gateway's own deadline, not the outage tests' short one.
-    monkeypatch.setattr(database, "UNIT_DEADLINE", 10.0)
+async def test_forty_admin_refreshes_of_one_account_are_one_refresh_shared_by_all(tmp_path) -> None:
+    # Forty admin calls read the store at once, with the gateway's own deadline (no outage here).
     async with faulty_gateway("postgresql", tmp_path) as gw, admin(gw) as http:
         gw.sim.refresh_delay = 0.5
         refreshes = gw.sim.refresh_calls
@@ -341,6 +363,7 @@ async def test_a_store_frozen_at_start_up_is_a_clear_error_within_the_connect_ti
     with scratch_database_url(kind) as database_url:
         async with fault_proxy(database_url) as proxy:
             proxy.freeze()
+            database.UNIT_DEADLINE = OUTAGE_DEADLINE
             with pytest.raises(StoreUnavailable, match=r"did not answer|TimeoutError"):
                 # The drivers' own connect timeouts are a minute (asyncpg) or more: far past this guard.
                 await asyncio.wait_for(

@@ -6,13 +6,13 @@ import asyncio
 import sqlite3
 
 from q2api.accounts.records import ENV_ACCOUNT_ID
-from q2api.accounts.store import SqliteAccountStore as AccountStore
+from q2api.accounts.store import SqlAccountStore, SqliteAccountStore
 from q2api.testing.simulated_upstream import SIM_REFRESH_TOKEN, SimulatedUpstream
 from tests.support.gateway_harness import ask, capture_logs, find_secrets, gateway, sdk
 
 
 async def test_a_full_disk_at_refresh_time_serves_the_client_and_keeps_the_rotated_token(tmp_path, monkeypatch) -> None:
-    real_save = AccountStore.save_tokens
+    real_save = SqlAccountStore.save_tokens
     disk_full = True
 
     async def save_tokens(self, *args, **kwargs):
@@ -20,7 +20,7 @@ async def test_a_full_disk_at_refresh_time_serves_the_client_and_keeps_the_rotat
             raise sqlite3.OperationalError("database or disk is full")
         return await real_save(self, *args, **kwargs)
 
-    monkeypatch.setattr(AccountStore, "save_tokens", save_tokens)
+    monkeypatch.setattr(SqlAccountStore, "save_tokens", save_tokens)  # the store class the gateway uses
     async with SimulatedUpstream(check_tokens=True, rotate_refresh_tokens=True) as sim:
         sim.valid_refresh_tokens = {SIM_REFRESH_TOKEN}
         with capture_logs() as logs:
@@ -33,10 +33,10 @@ async def test_a_full_disk_at_refresh_time_serves_the_client_and_keeps_the_rotat
                 disk_full = False
                 (newest,) = sim.valid_refresh_tokens
                 for _ in range(300):  # the background retry, within seconds
-                    if (await AccountStore(tmp_path).get(ENV_ACCOUNT_ID)).refresh_token == newest:
+                    if (await SqliteAccountStore(tmp_path).get(ENV_ACCOUNT_ID)).refresh_token == newest:
                         break
                     await asyncio.sleep(0.05)
-                assert (await AccountStore(tmp_path).get(ENV_ACCOUNT_ID)).refresh_token == newest
+                assert (await SqliteAccountStore(tmp_path).get(ENV_ACCOUNT_ID)).refresh_token == newest
         assert [line.extra["status"] for line in logs.request_lines()] == [200, 200]
         assert any("could not save the refreshed tokens" in line.message for line in logs.lines)
         assert find_secrets(logs.text) == []

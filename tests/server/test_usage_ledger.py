@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +97,58 @@ async def test_the_ledger_matches_a_mixed_load_across_a_restart(tmp_path: Path) 
     assert MODEL in table and "REQUESTS" in table
     csv_text = q2api_usage(data_dir, "--by", "key", "--format", "csv")
     assert csv_text.splitlines()[0].startswith("key,requests,errors")
+
+
+def started_workers(lines: list[str]) -> list[int]:
+    """The pids of the workers `q2api serve` started, oldest first (uvicorn's "Started server process [pid]")."""
+    return [int(match.group(1)) for line in lines if (match := re.search(r"Started server process \[(\d+)\]", line))]
+
+
+async def test_a_worker_killed_under_load_loses_no_row_of_a_request_it_answered(tmp_path: Path) -> None:
+    """`kill -9` of a worker (twice) while both serve: every request answered before the kill is in the
+    ledger (its row was in the journal; the worker started in its place, or the other one, writes it),
+    and no row is there twice."""
+    data_dir = tmp_path / "data"
+    answered: list[tuple[float, str]] = []  # (when the whole reply was read, its request id)
+    kills: list[float] = []
+    with SimulatedUpstream.run_in_thread() as upstream:
+        upstream.sim.responder = lambda record: scripts.stream(
+            scripts.conversation_event(), scripts.text_events("ok"), scripts.usage_event(5, 1), delay=0.01
+        )
+        with serve(tmp_path, upstream.env(), workers=2) as server:
+
+            async def client(stop: asyncio.Event) -> None:
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    while not stop.is_set():
+                        body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+                        try:
+                            response = await http.post(
+                                server.base_url + "/v1/messages",
+                                json=body,
+                                headers={**JSON_BODY, "x-api-key": CLIENT_KEY},
+                            )
+                        except httpx2.HTTPError:
+                            continue  # in flight on the killed worker
+                        if response.status_code == 200:
+                            answered.append((time.monotonic(), response.headers["request-id"]))
+
+            stop = asyncio.Event()
+            clients = [asyncio.create_task(client(stop)) for _ in range(8)]
+            for _kill in range(2):
+                await asyncio.sleep(1.7)  # into a second of the old ledger's one-second batches
+                victim = started_workers(server.lines)[-1]
+                kills.append(time.monotonic())
+                os.kill(victim, signal.SIGKILL)
+                server.wait_until(lambda: len(started_workers(server.lines)) == 2 + len(kills))
+            await asyncio.sleep(1.0)
+            stop.set()
+            await asyncio.gather(*clients)
+            # The worker in the dead one's place adopts its journal at once; the other one within seconds.
+            server.wait_until(lambda: not list((data_dir / "usage-journal").glob("*.jsonl")), timeout=30)
+    with sqlite3.connect(data_dir / "q2api.sqlite3") as db:
+        ledger_ids = [request_id for (request_id,) in db.execute("SELECT request_id FROM q2api_usage")]
+    assert len(ledger_ids) == len(set(ledger_ids))  # no row twice
+    in_ledger = set(ledger_ids)
+    before_a_kill = [request_id for at, request_id in answered if any(at < kill - 0.05 for kill in kills)]
+    missing = [request_id for request_id in before_a_kill if request_id not in in_ledger]
+    assert len(before_a_kill) > 50 and missing == [], (len(missing), len(before_a_kill))

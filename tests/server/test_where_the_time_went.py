@@ -4,6 +4,9 @@ switches that used to stay silent."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import anthropic
 import httpx2
 import pytest
@@ -31,6 +34,7 @@ def host(gw: Gateway) -> str:
 # ------------------------------------------------------------------ every attempt, and its host
 
 
+@pytest.mark.slow  # waits out the retries' back-off
 async def test_a_request_that_failed_after_four_upstream_calls_logs_four_attempts_and_each_host(gw: Gateway):
     gw.sim.enqueue(*[scripts.server_error(500)] * 4)  # the first call and Q2API_MAX_RETRIES=3 retries
     with capture_logs() as logs, pytest.raises(anthropic.InternalServerError):
@@ -92,7 +96,14 @@ async def test_metrics_count_normalisations_findings_loops_and_captures(tmp_path
         gw.sim.enqueue(scripts.text_reply("merged"), scripts.text_reply("looped"))
         await gw.client.messages.create(model=MODEL, max_tokens=50, messages=[user("a"), user("b")])
         await gw.client.messages.create(model=MODEL, max_tokens=50, messages=session([SEED_ROUND] * 4))
-        after = await scrape(gw)
+        # The capture is written, and counted, by a worker thread once the request is over.
+        after, deadline = await scrape(gw), time.monotonic() + 10
+        while after.value("q2api_captures_total", reason="tool_loop") == before.value(
+            "q2api_captures_total", reason="tool_loop"
+        ):
+            assert time.monotonic() < deadline, "the loop's capture was never counted"
+            await asyncio.sleep(0.02)
+            after = await scrape(gw)
 
     def grew(name: str, **labels: str) -> float:
         return after.value(name, **labels) - before.value(name, **labels)

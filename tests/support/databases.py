@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from cryptography.fernet import Fernet
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from q2api.accounts.database_url import parse_database_url
+from q2api.store.database_url import parse_database_url
 
 POSTGRES_ADMIN_URL = os.environ.get("Q2API_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL_ADMIN_URL = os.environ.get("Q2API_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")

@@ -10,13 +10,16 @@ gateway reaches them through this proxy instead:
 * `restore()`: the database answers again (frozen connections are dropped, as
   a database restart would).
 
-It runs on the test's event loop, beside the in-process gateway.
+It runs on the test's event loop, beside the in-process gateway. Its port stays its own while it is
+down: a socket bound to it (never listening) holds it, so no other server started meanwhile (another
+test's, in a parallel run) can take it, and `restore()` listens there again (SO_REUSEPORT on both).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import urllib.parse
 from collections.abc import AsyncIterator
 
@@ -31,11 +34,13 @@ class FaultProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
-        self.port = 0
+        self._port_holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._port_holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self._port_holder.bind(("127.0.0.1", 0))
+        self.port = self._port_holder.getsockname()[1]
 
     async def start(self) -> FaultProxy:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_port=True)
         return self
 
     def url_through(self, database_url: str) -> str:
@@ -68,6 +73,7 @@ class FaultProxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._port_holder.close()
 
     @property
     def open_connections(self) -> int:

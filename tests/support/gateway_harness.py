@@ -12,12 +12,13 @@ tracebacks too, and the secrets a log or an error must never contain.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import io
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,19 @@ async def ask(client: anthropic.AsyncAnthropic, text: str = "hi", *, stream: boo
         if event.type == "content_block_delta" and event.delta.type == "text_delta":
             pieces.append(event.delta.text)
     return "".join(pieces)
+
+
+async def eventually(
+    send: Callable[[], Awaitable[httpx2.Response]], status: int, within: float = 5.0
+) -> httpx2.Response:
+    """`send()` again until it is answered `status`, for a change the gateway takes up within seconds
+    (a key revoked or created in the store: each worker trusts a looked-up key for two); the first
+    answer with that status, or a failure after `within` seconds."""
+    deadline = time.monotonic() + within
+    while (response := await send()).status_code != status:
+        assert time.monotonic() < deadline, f"still {response.status_code} after {within} s: {response.text[:200]}"
+        await asyncio.sleep(0.05)
+    return response
 
 
 def with_upstream_request_id(reply: Reply, request_id: str) -> Reply:

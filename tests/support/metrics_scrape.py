@@ -17,6 +17,16 @@ class Scrape:
             for sample in family.samples:
                 self._values[(sample.name, frozenset(sample.labels.items()))] = sample.value
 
+    def since(self, earlier: Scrape) -> Scrape:
+        """What changed after `earlier`: each series less its earlier value.
+
+        A gateway embedded in the tests counts into the test process's metrics, which every gateway
+        that process ran before counted into too, under the same labels when a port came back.
+        """
+        changed = Scrape("")
+        changed._values = {series: value - earlier._values.get(series, 0.0) for series, value in self._values.items()}
+        return changed
+
     def value(self, name: str, **labels: str) -> float:
         return self._values.get((name, frozenset(labels.items())), 0.0)
 

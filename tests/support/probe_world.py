@@ -28,7 +28,7 @@ from q2api.probe.runner import ProbeOptions, run_probe
 from q2api.settings import Settings, load_settings
 from q2api.testing import scripts
 from q2api.testing.recorded_requests import RecordedRequest
-from q2api.testing.simulated_hosts import HostRules, gone_url
+from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_upstream import SIM_CLIENT_ID, SIM_CLIENT_SECRET, SimulatedUpstream
 
 TOKEN_PATHS = frozenset({"/token", "/refreshToken", "/client/register", "/device_authorization"})
@@ -144,7 +144,7 @@ async def probe_world(tmp_path: Path, *kinds: str, usage_frames: bool = True) ->
         rules: dict[str, HostRules] = {}
         for kind in kinds:
             if kind == "gone":
-                entries.append(f"q={gone_url()}")
+                entries.append(f"q={sim.gone.url()}")
                 continue
             host = HostRules.runtime() if kind == "runtime" else HostRules.legacy_q() if kind == "q" else HostRules()
             await sim.add_host(host)

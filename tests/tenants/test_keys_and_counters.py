@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Iterator
 
 import pytest
+import redis.asyncio as aioredis
 import sqlalchemy as sa
 
 from q2api.anthropic.errors import AnthropicError
@@ -13,9 +15,8 @@ from q2api.tenants.counters import StoreCounters
 from q2api.tenants.database import open_tenant_database
 from q2api.tenants.gate import LimitGate
 from q2api.tenants.keys import KeyLimits, KeyProblem, KeyStore, key_digest, parse_expiry
-from q2api.tenants.redis_counters import RedisCounters
 from q2api.tenants.tables import client_keys
-from tests.support.tenant_stores import DATABASE_KINDS, database_url_for, empty_redis
+from tests.support.tenant_stores import DATABASE_KINDS, ScratchRedis, database_url_for, scratch_redis
 
 pytestmark = pytest.mark.asyncio
 
@@ -26,13 +27,23 @@ def database_url(request, tmp_path):
         yield url
 
 
+# 5 s into a minute (and hours from a day's end): a test's admissions share their windows however
+# long it runs, where the wall clock would let a minute or a day end between two of them.
+MID_MINUTE = 6000.0 * 60 + 5
+
+
 @pytest.fixture(params=["store", "redis"])
-def counter_kind(request):
-    return request.param
+def redis_place(request) -> Iterator[ScratchRedis | None]:
+    """Where the counters keep their counts: None for the store itself, else a place in Redis."""
+    if request.param == "store":
+        yield None
+        return
+    with scratch_redis() as place:
+        yield place
 
 
-async def _counters(kind, database):
-    return RedisCounters(empty_redis()) if kind == "redis" else StoreCounters(database)
+def _counters(redis_place, database):
+    return redis_place.counters() if redis_place is not None else StoreCounters(database)
 
 
 async def test_a_created_key_is_returned_once_and_only_its_hash_is_stored(database_url, tmp_path):
@@ -78,10 +89,10 @@ async def test_bad_limits_name_their_field(tmp_path):
         await database.close()
 
 
-async def test_rpm_admits_exactly_the_limit_then_refuses_until_the_next_minute(database_url, tmp_path, counter_kind):
+async def test_rpm_admits_exactly_the_limit_then_refuses_until_the_next_minute(database_url, tmp_path, redis_place):
     database = await open_tenant_database(database_url, tmp_path)
-    counters = await _counters(counter_kind, database)
-    now = [6000.0 * 60 + 5]  # 5 s into a minute
+    counters = _counters(redis_place, database)
+    now = [MID_MINUTE]
     gate = LimitGate(counters, clock=lambda: now[0])
     try:
         _key, record = await KeyStore(database).create("rpm", KeyLimits(rpm=3))
@@ -100,10 +111,10 @@ async def test_rpm_admits_exactly_the_limit_then_refuses_until_the_next_minute(d
         await database.close()
 
 
-async def test_concurrency_and_budget_and_tokens(database_url, tmp_path, counter_kind):
+async def test_concurrency_and_budget_and_tokens(database_url, tmp_path, redis_place):
     database = await open_tenant_database(database_url, tmp_path)
-    counters = await _counters(counter_kind, database)
-    gate = LimitGate(counters)
+    counters = _counters(redis_place, database)
+    gate = LimitGate(counters, clock=lambda: MID_MINUTE)
     try:
         store = KeyStore(database)
         _key, busy = await store.create("busy", KeyLimits(max_concurrent=2))
@@ -136,10 +147,10 @@ async def test_concurrency_and_budget_and_tokens(database_url, tmp_path, counter
         await database.close()
 
 
-async def test_racing_admissions_never_take_more_than_the_limit(database_url, tmp_path, counter_kind):
+async def test_racing_admissions_never_take_more_than_the_limit(database_url, tmp_path, redis_place):
     database = await open_tenant_database(database_url, tmp_path)
-    counters = await _counters(counter_kind, database)
-    gate = LimitGate(counters)
+    counters = _counters(redis_place, database)
+    gate = LimitGate(counters, clock=lambda: MID_MINUTE)
     try:
         _key, record = await KeyStore(database).create("race", KeyLimits(rpm=7))
 
@@ -231,3 +242,73 @@ async def test_a_label_taken_between_the_check_and_the_write_is_a_conflict_not_a
         assert (await keys.find("free")).limits.rpm == 5
     finally:
         await database.close()
+
+
+async def test_a_place_in_flight_is_held_while_renewed_and_expires_when_it_is_not(
+    database_url, tmp_path, counter_kind, monkeypatch
+):
+    """A place lives LEASE_SECONDS past its taking or last renewal: a worker that dies (renewing nothing)
+    blocks a key's concurrency that long at most, where it blocked it for 30 minutes."""
+    from q2api.tenants import counters as counters_module
+    from q2api.tenants import redis_counters
+
+    monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(redis_counters, "LEASE_SECONDS", 1.0)
+    database = await open_tenant_database(database_url, tmp_path)
+    counters = await _counters(counter_kind, database)
+    gate = LimitGate(counters)
+    try:
+        _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
+        running = await gate.admit(one, "m", 1)
+        for _ in range(3):  # 1.8 s in all, past LEASE_SECONDS: renewed, the place is still taken
+            await asyncio.sleep(0.6)
+            await gate.renew_leases()
+            with pytest.raises(AnthropicError, match="concurrent"):
+                await gate.admit(one, "m", 1)
+        await asyncio.sleep(1.3)  # not renewed (as if its worker had died): the place is free again
+        await gate.admit(one, "m", 1)
+        await gate.settle(running, 0, 0.0)
+    finally:
+        await counters.close()
+        await database.close()
+
+
+async def test_a_place_is_renewed_no_longer_than_any_request_runs(tmp_path, monkeypatch):
+    """A request whose end is never settled (a bug) must not hold its key's place for ever."""
+    from q2api.tenants import counters as counters_module
+    from q2api.tenants import gate as gate_module
+
+    monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(gate_module, "LEASE_MAX_SECONDS", 0.5)
+    database = await open_tenant_database(None, tmp_path)
+    gate = LimitGate(StoreCounters(database))
+    try:
+        _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
+        await gate.admit(one, "m", 1)  # never settled
+        for _ in range(4):  # renewed while younger than LEASE_MAX_SECONDS, then no more
+            await asyncio.sleep(0.5)
+            await gate.renew_leases()
+        await gate.admit(one, "m", 1)  # its place expired a LEASE_SECONDS after its last renewal
+    finally:
+        await database.close()
+
+
+async def test_redis_counters_keep_every_key_under_their_prefix(tmp_path):
+    """Deployments (and test runs) that share one Redis database count apart: a key's counters live
+    under `PREFIX:tenants:{key id}:`, never under the default prefix."""
+    database = await open_tenant_database(None, tmp_path)
+    with scratch_redis() as place:
+        counters = place.counters()
+        try:
+            gate = LimitGate(counters, clock=lambda: MID_MINUTE)
+            _key, record = await KeyStore(database).create("prefixed", KeyLimits(rpm=5, max_concurrent=2))
+            admission = await gate.admit(record, "m", 10)
+            await gate.settle(admission, 10, 0.5)
+            async with aioredis.Redis.from_url(place.url, decode_responses=True) as client:
+                written = [key async for key in client.scan_iter(match=f"{place.prefix}:*")]
+                by_default = [key async for key in client.scan_iter(match=f"q2api:tenants:{{{record.id}}}:*")]
+            assert written and all(key.startswith(f"{place.prefix}:tenants:{{{record.id}}}:") for key in written)
+            assert by_default == []
+        finally:
+            await counters.close()
+            await database.close()

@@ -10,9 +10,10 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.errors import StoreUnavailable
 from q2api.tenants.database import open_tenant_database
-from q2api.tenants.ledger import UsageLedger, UsageRow, roll_up
+from q2api.tenants.ledger import UsageLedger, UsageRow
+from q2api.tenants.rollup import roll_up
 from q2api.tenants.tables import usage, usage_daily
 from q2api.tenants.usage_report import usage_by
 from tests.support.tenant_stores import DATABASE_KINDS, database_url_for
@@ -89,11 +90,12 @@ class SlowDatabase:
     async def write(self, work):
         return await asyncio.shield(asyncio.ensure_future(self._commit(work)))
 
-    async def _commit(self, work) -> None:
+    async def _commit(self, work):
         await asyncio.sleep(0.01)
         recorder = RecordingConnection()
-        work(recorder)
+        result = work(recorder)  # what the unit of work returns, as the store's write gives it back
         self.inserted += recorder.request_ids
+        return result
 
 
 class RecordingConnection:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from q2api.accounts.private_files import create_private_dir
+from q2api.store.private_files import create_private_dir
 
 MAX_CAPTURES = 100
 MAX_CAPTURE_BYTES = 100 * 1024 * 1024

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from q2api.accounts.opening import response_store_for
-from q2api.accounts.response_store import (
+from q2api.stored_responses.sql_store import SqlResponseStore
+from q2api.stored_responses.store import (
     ConversationGap,
     ResponseStore,
     StoredResponse,
@@ -32,7 +32,7 @@ async def open_responses(request: pytest.FixtureRequest, tmp_path) -> AsyncItera
     async with store_opener(request.param, tmp_path) as open_store:
 
         async def open_one() -> ResponseStore:
-            return response_store_for(await open_store())
+            return SqlResponseStore((await open_store()).database)
 
         yield open_one
 
@@ -125,6 +125,55 @@ async def test_a_conversation_is_walked_back_to_its_first_response(open_response
     with pytest.raises(ConversationGap) as gap:
         await load_conversation(one, "resp_3", OWNER)
     assert gap.value.missing_id == "resp_1" and "no longer stored" in str(gap.value)
+
+
+async def save_chain(store: ResponseStore, count: int, *, prefix: str = "resp") -> str:
+    """`count` responses, each continuing the one before; the newest one's id."""
+    previous = None
+    for n in range(count):
+        await store.save(stored(f"{prefix}_{n}", previous=previous))
+        previous = f"{prefix}_{n}"
+    assert previous is not None
+    return previous
+
+
+async def test_a_continuation_reads_the_store_once_however_long_its_conversation(
+    open_responses: OpenResponses, monkeypatch: pytest.MonkeyPatch
+):
+    """Continuing a conversation read the store once per earlier response (131 ms at depth 300; the
+    bound is 10,000): one read now, whatever the depth."""
+    responses = await open_responses()
+    newest = await save_chain(responses, 60)
+    database = responses._db  # type: ignore[attr-defined]
+    reads = 0
+    read = database.read
+
+    async def counted(work: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read(work)
+
+    monkeypatch.setattr(database, "read", counted)
+    conversation = await load_conversation(responses, newest, OWNER)
+    assert reads == 1
+    assert [item["id"] for item in conversation.items][:4] == ["in_resp_0", "msg_resp_0", "in_resp_1", "msg_resp_1"]
+    assert len(conversation.items) == 120 and conversation.items[-1]["id"] == "msg_resp_59"
+
+
+async def test_a_conversation_deeper_than_a_thousand_and_the_bound(
+    open_responses: OpenResponses, monkeypatch: pytest.MonkeyPatch
+):
+    """MySQL stops a recursive query at 1,000 rows unless told otherwise; the bound is the store's own."""
+    from q2api.stored_responses import store as store_module
+
+    responses = await open_responses()
+    newest = await save_chain(responses, 1_100)
+    conversation = await load_conversation(responses, newest, OWNER)
+    assert len(conversation.items) == 2_200 and conversation.items[0]["id"] == "in_resp_0"
+    monkeypatch.setattr(store_module, "MAX_CONVERSATION_RESPONSES", 1_000)
+    with pytest.raises(ConversationGap) as gap:
+        await load_conversation(responses, newest, OWNER)
+    assert gap.value.missing_id == "resp_99"  # the 1,001st from the newest: past the bound
 
 
 def numbered(count: int) -> list[dict[str, Any]]:

@@ -4,11 +4,11 @@ A stored response is one row: its id, the owner it belongs to (an opaque string 
 derives from the client key; another owner never sees it), the response it continued, when it
 expires, and the JSON of its input items and of the `response` object itself. A conversation is
 read by walking `previous_response_id` back to its first response: one row per turn, written
-once, so a long conversation costs each turn only its own items.
+once, so a long conversation costs each turn only its own items; the walk is one query (a recursive
+one), not one per earlier response.
 
-`SqlResponseStore` (sql_responses.py) implements `ResponseStore` in the account store's own
-database, the SQLite file or a shared one (the `q2api_responses` table, store_schema.py). Open the
-one that goes with an account store with `response_store_for` (opening.py).
+`SqlResponseStore` (sql_store.py) implements `ResponseStore` in the store's database (q2api.store),
+the SQLite file or a shared one, beside the accounts (the `q2api_responses` table, table.py).
 """
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ class ResponseStore(Protocol):
         """The response if it exists, belongs to `owner` and has not expired; else None."""
         ...
 
+    async def chain(self, response_id: str, owner: str, limit: int) -> list[StoredResponse]:
+        """`response_id` and the responses it continues, newest first, in one read: at most `limit`,
+        and up to the first that is missing (never stored, deleted, expired, or not `owner`'s)."""
+        ...
+
     async def delete(self, response_id: str, owner: str) -> bool:
         """Remove the response; False when there was none of `owner`'s to remove."""
         ...
@@ -115,17 +120,14 @@ class ConversationGap(Exception):
 
 
 async def load_conversation(store: ResponseStore, response_id: str, owner: str) -> Conversation:
-    """Walk `previous_response_id` back from `response_id`; raises ConversationGap for a missing link."""
-    chain: list[StoredResponse] = []
-    wanted: str | None = response_id
-    while wanted is not None:
-        if len(chain) >= MAX_CONVERSATION_RESPONSES:
-            raise ConversationGap(response_id, wanted)
-        found = await store.get(wanted, owner)
-        if found is None:
-            raise ConversationGap(response_id, wanted)
-        chain.append(found)
-        wanted = found.previous_response_id
+    """Walk `previous_response_id` back from `response_id` (one read); raises ConversationGap for a
+    missing link, or for a conversation longer than MAX_CONVERSATION_RESPONSES."""
+    chain = await store.chain(response_id, owner, MAX_CONVERSATION_RESPONSES)
+    if not chain:
+        raise ConversationGap(response_id, response_id)
+    earliest = chain[-1].previous_response_id
+    if earliest is not None:  # the walk stopped at a missing link, or at the bound
+        raise ConversationGap(response_id, earliest)
     items = [item for stored in reversed(chain) for item in stored.items]
     return Conversation(items, chain[0].model)
 

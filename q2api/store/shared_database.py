@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from q2api.accounts import database
-from q2api.accounts.database import StoreDatabase, Work
-from q2api.accounts.database_url import DatabaseUrl
+from q2api.store import database
+from q2api.store.database import StoreDatabase, Work
+from q2api.store.database_locks import DatabaseLocks, lock_namespace
+from q2api.store.database_url import DatabaseUrl
+from q2api.store.errors import StoreUnavailable
+from q2api.store.migrations import MigrationChain, apply_chains
 
 T = TypeVar("T")
 # MySQL's default REPEATABLE READ adds gap locks that only make concurrent writers deadlock.
 _ISOLATION = "READ COMMITTED"
 _CONNECT_TIMEOUT_ARGUMENT = {"postgresql": "timeout", "mysql": "connect_timeout"}  # asyncpg, aiomysql
+MIGRATION_LOCK = "migrate"
+MIGRATION_LOCK_TIMEOUT = 120.0  # seconds a replica waits for another one's migration
 
 
 class SharedDatabase(StoreDatabase):
@@ -38,6 +43,7 @@ class SharedDatabase(StoreDatabase):
         self.kind = url.kind
         self.deadline = database.UNIT_DEADLINE if deadline is None else deadline
         self._lock_slots = asyncio.Semaphore(database.LOCK_CONNECTIONS)
+        self.locks: DatabaseLocks | None = None  # its named locks, once `migrate_shared_database` found its namespace
         with self.failures():
             engine_url, connect_args = url.engine_arguments()
         connect_timeout = min(database.CONNECT_TIMEOUT, self.deadline)
@@ -60,7 +66,7 @@ class SharedDatabase(StoreDatabase):
             hide_parameters=True,
         )
 
-    async def _run(self, work: Work[T], *, write: bool) -> T:
+    async def _run(self, work: Work[T], *, write: bool, durable: bool) -> T:
         with self.failures():
             if write:
                 async with self.bounded(), self.engine.begin() as connection:
@@ -96,3 +102,33 @@ class SharedDatabase(StoreDatabase):
     async def _close(self) -> None:
         await self.engine.dispose()
         await self._lock_engine.dispose()
+
+
+async def migrate_shared_database(db: SharedDatabase, chains: Sequence[MigrationChain]) -> DatabaseLocks:
+    """Bring `chains` up to date under the database's migration lock; the database's locks, for later use
+    (kept as `db.locks` too).
+
+    A process migrates its database once, with every chain of the tables kept there (q2api.store.opening).
+    Raises StoreUnavailable, SchemaTooNew.
+    """
+    url = db.url
+    with db.failures():
+        # The first contact is bounded like any unit of work: a server that accepts the connection
+        # and never answers is a clear error at start-up, not a hang (aiomysql's connect_timeout
+        # covers the TCP connect only).
+        async with db.bounded(), db.engine.connect() as connection:
+            locks = DatabaseLocks(url.kind, await lock_namespace(connection, url.kind))
+        migration_bound = MIGRATION_LOCK_TIMEOUT + (db.deadline or 0.0)  # it may wait for another replica's
+        try:
+            async with (
+                asyncio.timeout(migration_bound),
+                db.engine.connect() as connection,
+                locks.held(connection, MIGRATION_LOCK, MIGRATION_LOCK_TIMEOUT),
+            ):
+                await connection.run_sync(apply_chains, chains)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"the shared store {url.masked} did not finish its migration within {migration_bound:g}s"
+            ) from None
+    db.locks = locks
+    return locks

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from q2api.accounts.database_url import DatabaseKind
+from q2api.store.database_url import DatabaseKind
 
 _POLL_INTERVAL = 0.05  # seconds between attempts of a blocking `held`
 

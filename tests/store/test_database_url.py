@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from q2api.accounts.database_url import parse_database_url
 from q2api.accounts.opening import open_account_store, opened_account_store
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.database_url import parse_database_url
+from q2api.store.errors import StoreUnavailable
 from tests.support.databases import TEST_SECRET_KEY, run_sql, scratch_database_url
 
 PASSWORD = "pw-NEVER-SHOWN-7f3a"
@@ -73,8 +73,8 @@ async def test_libpq_parameters_reach_the_postgresql_session(postgresql_url: str
     ids=["password", "sslpassword", "mysql password", "both places"],
 )
 def test_a_password_given_as_a_query_parameter_is_masked_wherever_the_url_is_shown(url: str) -> None:
-    from q2api.accounts.database_url import mask_database_url
     from q2api.settings import SettingsError, load_settings
+    from q2api.store.database_url import mask_database_url
 
     parsed = parse_database_url(url)
     assert PASSWORD not in parsed.masked and "=***" in parsed.masked

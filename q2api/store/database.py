@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.errors import StoreUnavailable
 
 T = TypeVar("T")
 Work = Callable[[sa.Connection], T]
@@ -60,27 +60,32 @@ class StoreDatabase(ABC):
         self._writes: set[asyncio.Task[Any]] = set()  # shielded writes still running
 
     async def read(self, work: Work[T]) -> T:
-        return await self._run(work, write=False)
+        return await self._run(work, write=False, durable=True)
 
-    async def write(self, work: Work[T]) -> T:
-        """`work` in one transaction, run again (up to three times) if the database broke a deadlock with it."""
-        task = asyncio.get_running_loop().create_task(self._write(work))
+    async def write(self, work: Work[T], *, durable: bool = True) -> T:
+        """`work` in one transaction, run again (up to three times) if the database broke a deadlock with it.
+
+        `durable=False`: a power cut may lose this transaction once committed (SQLite then spares it its
+        fsync, `PRAGMA synchronous=NORMAL`); for counts that are worth less than their cost, never for
+        accounts and tokens. A shared database commits every transaction alike.
+        """
+        task = asyncio.get_running_loop().create_task(self._write(work, durable))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         # Shielded: a cancelled caller stops waiting, the transaction still commits (or rolls back) whole.
         return await asyncio.shield(task)
 
-    async def _write(self, work: Work[T]) -> T:
+    async def _write(self, work: Work[T], durable: bool) -> T:
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             try:
-                return await self._run(work, write=True)
+                return await self._run(work, write=True, durable=durable)
             except StoreUnavailable as exc:
                 if attempt == _WRITE_ATTEMPTS or not _is_deadlock(exc.__cause__):
                     raise
         raise AssertionError("unreachable")
 
     @abstractmethod
-    async def _run(self, work: Work[T], *, write: bool) -> T:
+    async def _run(self, work: Work[T], *, write: bool, durable: bool) -> T:
         """`work` in one transaction (a write transaction takes the write lock up front where that matters)."""
 
     @abstractmethod
@@ -114,6 +119,10 @@ class StoreDatabase(ABC):
         if self._writes:
             await asyncio.wait(set(self._writes), timeout=_CLOSE_WAIT)
         await self._close()
+
+    async def close(self) -> None:
+        """`dispose`, by the name the stores built on the database close with."""
+        await self.dispose()
 
 
 def first_row(db: sa.Connection, query: sa.Executable) -> sa.Row[Any] | None:

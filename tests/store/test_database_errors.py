@@ -15,9 +15,9 @@ import pytest
 import sqlalchemy as sa
 from loguru import logger
 
-from q2api.accounts.database_url import parse_database_url
-from q2api.accounts.shared_database import SharedDatabase
-from q2api.accounts.store_protocol import StoreUnavailable
+from q2api.store.database_url import parse_database_url
+from q2api.store.errors import StoreUnavailable
+from q2api.store.shared_database import SharedDatabase
 from tests.support.databases import SHARED_KINDS, scratch_database_url
 from tests.support.gateway_harness import capture_logs
 
