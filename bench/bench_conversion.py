@@ -9,7 +9,8 @@ then the whole of it:
   convert                convert_claude_request() on an already-parsed request: from scratch (the first
                          request of a session), and the session's next turn (the same history and
                          one more tool round), resumed where the turn before stopped
-  output validation      validate_conversation() on the converted body
+  output validation      validate_conversation() on the converted body: from scratch, and for the
+                         next turn, given where the previous turn's entries were found valid
   token estimate         estimate_request_tokens()
   orjson.dumps           the upstream body (the upstream client adds profileArn and encodes it)
   whole prepare()        door.read + MessagesRelay.prepare + orjson.dumps of the payload, for the
@@ -141,11 +142,12 @@ def main() -> None:
     def no_checkpoints() -> None:
         gateway.checkpoints = CheckpointStore(max_bytes=1 << 30)
 
-    # The previous turn's checkpoint, as prepare() keeps it.
+    # The previous turn's checkpoint, as prepare() keeps it (its history entries checked by the guard).
     no_checkpoints()
     whole_prepare(raw)
     checkpoint = gateway.checkpoints.find(session, request.messages)
-    assert checkpoint is not None
+    assert checkpoint is not None and checkpoint.checked is not None
+    next_payload = convert_claude_request(next_request, options, checkpoint).payload
 
     def previous_turn_only() -> None:
         no_checkpoints()
@@ -173,7 +175,13 @@ def main() -> None:
             no_checkpoints,
             None,
         ),
-        ("output validation", lambda: validate_conversation(payload), no_checkpoints, None),
+        ("output validation, from scratch", lambda: validate_conversation(payload), no_checkpoints, None),
+        (
+            "output validation, next turn (checked run)",
+            lambda: validate_conversation(next_payload, checkpoint.checked),
+            no_checkpoints,
+            None,
+        ),
         ("token estimate (estimate_request_tokens)", lambda: estimate_request_tokens(request), no_checkpoints, None),
         ("orjson.dumps of the Amazon Q body", lambda: orjson.dumps(payload), no_checkpoints, None),
         ("whole prepare(), first request of a session", lambda: whole_prepare(raw), no_checkpoints, None),

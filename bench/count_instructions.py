@@ -16,6 +16,9 @@ alone, and the total at exit divided by the requests is the figure:
           paced reply; 25 ms rather than 5 so that the slowed-down gateway still reads one chunk at
           a time).
 
+`CALLGRIND_OPTIONS` in the environment adds options to valgrind's (`--separate-threads=yes`: one
+count per thread, the event loop's apart from the off-loop worker's).
+
 `--without NAME` runs bench/without.py's gateway with that optimisation turned off, so that
 with and without are two counts of one workload. Instructions are not time (a cache miss costs
 more than an add), but for the same work on the same interpreter their ratio is the ratio that
@@ -27,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -42,28 +47,34 @@ sys.path.insert(0, str(ROOT))
 from bench.gateway_sections.rig import TINY_REQUEST, gateway_request
 from bench.support.lean_client import batch, checked
 from bench.support.processes import GatewayProcess, SimulatorProcess
-from tests.support.claude_code_request import claude_code_request
+from bench.support.workloads import claude_code_body
 
 _COLLECTED = re.compile(rb"Collected : (\d+)")
 
 
 async def count(args: argparse.Namespace, scratch: Path) -> int:
     sim = SimulatorProcess(cpu=None)
+    # The gateway: bench/without.py's, or another command (a launcher of an earlier checkout, say).
+    command = getattr(args, "gateway_command", None)
+    gateway_command = (
+        [os.path.abspath(part) if Path(part).exists() else part for part in shlex.split(command)]
+        if command
+        else [sys.executable, str(ROOT / "bench" / "without.py"), args.without]
+    )
     launcher = [
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",  # instrumented only while measured: starts ~4x slower, not ~50x
+        *os.environ.get("CALLGRIND_OPTIONS", "").split(),
         f"--callgrind-out-file={scratch / 'callgrind.out'}",
-        sys.executable,
-        str(ROOT / "bench" / "without.py"),
-        args.without,
+        *gateway_command,
     ]
     gateway = GatewayProcess(sim.env(), scratch / "gateway", "WARNING", cpu=None, launcher=launcher)
     try:
         await gateway.wait_ready(timeout=600)
         if args.workload == "agent":
             sim.reply(5)
-            target = gateway_request(gateway.port, orjson.dumps(claude_code_request(size_kb=args.size_kb)))
+            target = gateway_request(gateway.port, claude_code_body(args.size_kb))
             for _ in range(2):
                 await checked(target)
         else:
@@ -105,6 +116,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--without", default="nothing", help="a name of bench/without.py (default: nothing)")
+    parser.add_argument("--gateway-command", help="run this gateway under callgrind instead of bench/without.py's")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")

@@ -10,7 +10,7 @@ processes, uvloop, httptools); py-spy samples the gateway from outside at
 
   paced         200-chunk replies, chunks 5 ms apart, 20 requests at a time (per-chunk cost)
   back-to-back  the same replies with no pause (reads batch several frames)
-  big           ~200 KB Claude Code requests, one at a time (per-request cost)
+  big           ~200 KB Claude Code requests (--size-kb), one at a time (per-request cost)
   burst         waves of 100 streams of 100 chunks 20 ms apart (set-up under load)
   setup         waves of 100 streams of 2-chunk replies (start-up work alone: what the burst TTFT waits for)
 
@@ -40,13 +40,13 @@ sys.path.insert(0, str(BENCH.parent))
 from bench.gateway_sections.rig import TINY_REQUEST, gateway_request
 from bench.support.lean_client import batch, checked, wave
 from bench.support.processes import GatewayProcess, SimulatorProcess
-from tests.support.claude_code_request import claude_code_request
+from bench.support.workloads import claude_code_body
 
 # Frames that mean the event loop is waiting for work, not doing it.
 IDLE_FRAMES = ("select (selectors.py", "epoll_wait", "epoll_pwait")
 
 
-async def drive(workload: str, sim: SimulatorProcess, port: int, until: float) -> None:
+async def drive(workload: str, sim: SimulatorProcess, port: int, until: float, size_kb: int = 200) -> None:
     tiny = gateway_request(port, orjson.dumps(TINY_REQUEST))
     if workload in ("paced", "back-to-back"):
         sim.reply(200, 0.005 if workload == "paced" else 0.0)
@@ -54,7 +54,7 @@ async def drive(workload: str, sim: SimulatorProcess, port: int, until: float) -
             await batch(tiny, 40, 20, 1)
     elif workload == "big":
         sim.reply(5)
-        big = gateway_request(port, orjson.dumps(claude_code_request(size_kb=200)))
+        big = gateway_request(port, claude_code_body(size_kb))
         while time.monotonic() < until:
             await checked(big)
     elif workload == "burst":
@@ -118,7 +118,7 @@ async def run(args: argparse.Namespace) -> None:
         command.append("--native" if args.native else "--nonblocking")
         profiler = await asyncio.create_subprocess_exec(*command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         await asyncio.sleep(0.5)
-        await drive(args.workload, sim, gateway.port, time.monotonic() + args.seconds)
+        await drive(args.workload, sim, gateway.port, time.monotonic() + args.seconds, args.size_kb)
         _, errors = await profiler.communicate()
         if not raw.exists():
             raise SystemExit(f"py-spy wrote no profile: {errors.decode(errors='replace').strip()}")
@@ -134,6 +134,7 @@ def main() -> None:
     parser.add_argument("workload", choices=("paced", "back-to-back", "big", "burst", "setup"))
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--size-kb", type=int, default=200, help="big: the Claude Code request's size")
     parser.add_argument("--native", action="store_true", help="include C frames (uvloop, orjson, httptools)")
     uvloop.run(run(parser.parse_args()))
 

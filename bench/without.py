@@ -39,6 +39,31 @@ def no_json_levels() -> None:
     null_scan.json_levels = plain  # type: ignore[assignment]
 
 
+def no_checked_run() -> None:
+    """Conversions still resume from checkpoints, but the order guard reads every history entry."""
+    from q2api.conversion import pipeline
+
+    validate = pipeline.validate_conversation
+    pipeline.validate_conversation = lambda payload, checked=None: validate(payload)  # type: ignore[assignment]
+
+
+def no_allocator() -> None:
+    """malloc's defaults: large blocks mapped afresh and unmapped when freed, nothing given back when idle."""
+    from q2api.server.allocator import GlibcAllocator
+
+    GlibcAllocator.load = classmethod(lambda cls: None)  # type: ignore[method-assign,assignment]
+
+
+def no_single_off_loop_thread() -> None:
+    """Large bodies prepared on a pool of threads (asyncio's default size), as before issue 33."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from q2api.server import off_loop
+
+    off_loop._WORKER = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4))
+
+
 def no_off_loop() -> None:
     """Every body prepared on the event loop, however large."""
     from q2api.server import relay
@@ -101,7 +126,10 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "nothing": nothing,
     "checkpoints": no_checkpoints,
     "json-levels": no_json_levels,
+    "checked-run": no_checked_run,
     "off-loop": no_off_loop,
+    "allocator": no_allocator,
+    "single-off-loop-thread": no_single_off_loop_thread,
     "wait-deadline": no_wait_deadline,
 }
 

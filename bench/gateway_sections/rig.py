@@ -15,6 +15,7 @@ import base64
 import dataclasses
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -25,7 +26,7 @@ from bench.support.proc_stats import ForeignLoad, PeakRate, RssSampler, cpu_seco
 from bench.support.processes import API_KEY, GatewayProcess, SimulatorProcess
 from bench.support.report import Report, size
 from bench.support.wave_summary import WaveSummary
-from tests.support.claude_code_request import claude_code_request
+from bench.support.workloads import claude_code_body
 
 TINY_REQUEST = {
     "model": "claude-sonnet-4-5",
@@ -90,9 +91,13 @@ class Rig:
         self.busiest_client = (0.0, 0, 0)
         self.bodies = {
             "tiny": orjson.dumps(TINY_REQUEST),
-            "agent": orjson.dumps(claude_code_request(size_kb=args.size_kb)),
+            "agent": claude_code_body(args.size_kb),
         }
         self._twins: dict[str, Target] = {}
+        # What a benchmark adds to the gateway's environment, and runs in its data directory (with that
+        # environment) before the gateway starts: e.g. a store key made with `q2api keys create`.
+        self.gateway_env: dict[str, str] = {}
+        self.before_gateway: Callable[[Path, dict[str, str]], None] | None = None
         self._launcher = None
         if args.gateway_command:
             # The gateway runs in a scratch directory: make relative paths that exist here absolute.
@@ -113,14 +118,19 @@ class Rig:
         self.stop_gateway()
         self._gateways_started += 1
         print(f"  (starting the gateway with --workers {workers})", flush=True)
+        data_dir = self.scratch / f"gateway-{self._gateways_started}-w{workers}"
+        extra_env = {"Q2API_MAX_CONNECTIONS": str(self.args.max_connections), **self.gateway_env}
+        if self.before_gateway is not None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self.before_gateway(data_dir, {**self.sim.env(), "Q2API_DATA_DIR": str(data_dir), **extra_env})
         gateway = GatewayProcess(
             self.sim.env(),
-            self.scratch / f"gateway-{self._gateways_started}-w{workers}",
+            data_dir,
             self.args.log_level,
             cpu=0 if self.args.pin else None,
             launcher=self._launcher,
             workers=workers,
-            extra_env={"Q2API_MAX_CONNECTIONS": str(self.args.max_connections)},
+            extra_env=extra_env,
         )
         self.gateway = gateway
         await gateway.wait_ready()

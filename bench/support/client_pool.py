@@ -102,11 +102,18 @@ class ClientPool:
         return [process.pid for process in self._processes if process.pid is not None]
 
     def wave(
-        self, target: Target, streams: int, interval: float, expected_texts: int, timeout: float = 120.0
+        self,
+        target: Target,
+        streams: int,
+        interval: float,
+        expected_texts: int,
+        timeout: float = 120.0,
+        begin: float | None = None,
     ) -> WaveOutcome:
-        """A wave of `streams` streams, one every `interval` s (0: all at once); blocks until all have ended."""
+        """A wave of `streams` streams, one every `interval` s (0: all at once); blocks until all have ended.
+        `begin`: when the first starts (time.monotonic()), to line the wave up with another one."""
         used = self._connections[: 1 if streams < SPLIT_FROM else self.size]
-        begin = time.monotonic() + START_MARGIN
+        begin = time.monotonic() + START_MARGIN if begin is None else begin
         for index, connection in enumerate(used):
             share = len(range(index, streams, len(used)))
             connection.send(WaveJob(target, share, index, len(used), interval, expected_texts, begin, timeout))

@@ -76,11 +76,11 @@ class Report:
                 print(f"    {label:<{label_width}}  {figure:<{figure_width}}  {target}".rstrip())
         self._rows.clear()
 
-    def print_summary(self) -> None:
+    def print_summary(self, title: str = "Targets of issue 15 (a lean streaming path)") -> None:
         self.flush()
         if not self.verdicts:
             return
-        print("\nTargets of issue 15 (a lean streaming path):")
+        print(f"\n{title}:")
         width = max(len(f"{verdict.section}. {verdict.target}") for verdict in self.verdicts)
         for verdict in self.verdicts:
             label = f"{verdict.section}. {verdict.target}"

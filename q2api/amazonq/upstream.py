@@ -291,6 +291,9 @@ class UpstreamClient:
                         self._observer.upstream_attempt(attempt_outcome(exc))
                         raise
                     self._observer.upstream_attempt(attempt_outcome(None))
+                    # A reply is open: an earlier call's refusal on this trace (a history signature, the
+                    # reply then retried without it) is not the request's failure, nor a capture's reason.
+                    attempt.trace.failure = None
                     return UpstreamStream(
                         response,
                         account_id=manager.account_id,

@@ -11,6 +11,8 @@ generated conversations and their next turns).
 What a resumed conversion can still change, it copies: the last turn (a next message of the same
 role merges into it), the maps and the report. The closed turns and their history entries are
 shared, read-only, by every conversion that resumes from them, and by the bodies built from them.
+A checkpoint also says where the order guard found those entries valid, so that the guard, too,
+reads only what is new (q2api.conversion.order_guard.CheckedRun).
 
 `CheckpointStore` keeps the latest checkpoints of recent conversations within a memory budget.
 """
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from q2api.amazonq.types import ChatMessage
 from q2api.anthropic.types import Message
 from q2api.conversion.identifiers import Identifiers
+from q2api.conversion.order_guard import CheckedRun, checked_run
 from q2api.conversion.report import Finding
 from q2api.conversion.turns import Turn, TurnBuilder
 
@@ -49,6 +53,13 @@ class Checkpoint:
     history_tool_names: dict[str, str]  # never changed either
     entries: tuple[HistoryEntry, ...]  # one per turn but the last
     entries_at: int  # the history position of the first of them in the body they were built for
+    # Where the order guard found them valid in that body, if it did: it need not read them again.
+    checked: CheckedRun | None = None
+
+    def checked_in(self, payload: Mapping[str, Any], previous: CheckedRun | None) -> Checkpoint:
+        """This checkpoint, its entries found valid in `payload` (a body the guard passed whole);
+        `previous`, the run the guard was given, spares reading again the entries it covers."""
+        return replace(self, checked=checked_run(payload, self.entries_at, len(self.entries), previous))
 
     def resumed_builder(self, report: list[Finding]) -> TurnBuilder:
         """A builder that goes on from here, reporting into `report` (which gets this checkpoint's findings)."""

@@ -3,11 +3,21 @@
 
 The converter repairs everything it can, so its output must always pass; a finding here is a
 converter bug, worth logging loudly, never the client's fault.
+
+A conversion resumed from a checkpoint (q2api.conversion.checkpoints) reuses the history entries
+of the turns the checkpoint closed: the very same objects, never changed once built. A `CheckedRun`
+says where such entries sat in a body the guard found valid, and where its walk stood after them;
+given one, the guard goes past those entries when it finds them at the same place, and carries
+on from that state. The findings are the same as from a full walk: the checks that span entries
+see the run through that state (the tool uses the next entry must answer, the tool names that
+must be offered), and nothing in a valid run can become invalid without changing an object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from q2api.amazonq.types import (
@@ -23,9 +33,45 @@ from q2api.conversion.null_scan import holds_null
 from q2api.conversion.report import Finding, FindingKind
 
 
-def validate_conversation(payload: Mapping[str, Any]) -> tuple[Finding, ...]:
-    """Every Amazon Q rule the body breaks (empty when it is valid)."""
-    return _Guard().check(payload)
+@dataclass(frozen=True, slots=True)
+class CheckedRun:
+    """History entries the guard found valid, from history position `start` of their body."""
+
+    start: int
+    entries: tuple[Mapping[str, Any], ...]
+    tool_uses_after: Mapping[str, str]  # toolUseId -> name: what the entry after the run must answer
+    used_names: frozenset[str]  # the tool names the run's assistant entries use
+
+    def sits_in(self, history: Sequence[Any]) -> bool:
+        """Whether these very entries are at the same place in `history`."""
+        end = self.start + len(self.entries)
+        return end <= len(history) and all(map(operator.is_, history[self.start : end], self.entries))
+
+
+def validate_conversation(payload: Mapping[str, Any], checked: CheckedRun | None = None) -> tuple[Finding, ...]:
+    """Every Amazon Q rule the body breaks (empty when it is valid). `checked`: a run of its history
+    entries found valid before, unchanged since (see the module docstring)."""
+    return _Guard(checked).check(payload)
+
+
+def checked_run(payload: Mapping[str, Any], start: int, count: int, checked: CheckedRun | None = None) -> CheckedRun:
+    """The run of `count` history entries from `start` of `payload`, a body the guard found valid.
+    `checked`, a run it was given for the body, spares reading again the entries it covers."""
+    history: list[Mapping[str, Any]] = payload["conversationState"].get("history", [])
+    entries = tuple(history[start : start + count])
+    used_names: set[str] = set()
+    first_new = 0
+    if checked is not None and checked.start == start and len(checked.entries) <= count and checked.sits_in(history):
+        used_names.update(checked.used_names)
+        first_new = len(checked.entries)
+    tool_uses_after: dict[str, str] = {}
+    for entry in entries[first_new:]:
+        tool_uses = entry.get("assistantResponseMessage", {}).get("toolUses", ())
+        used_names.update(tool_use["name"] for tool_use in tool_uses)
+    if entries:
+        last = entries[-1].get("assistantResponseMessage", {})
+        tool_uses_after = {tool_use["toolUseId"]: tool_use["name"] for tool_use in last.get("toolUses", ())}
+    return CheckedRun(start, entries, tool_uses_after, frozenset(used_names))
 
 
 class _Guard:
@@ -33,9 +79,10 @@ class _Guard:
     the JSON path of a finding is written only when there is a finding, and a name that every
     tool round repeats is matched against the identifier pattern once."""
 
-    __slots__ = ("findings", "history_length", "identifiers")
+    __slots__ = ("checked", "findings", "history_length", "identifiers")
 
-    def __init__(self) -> None:
+    def __init__(self, checked: CheckedRun | None = None) -> None:
+        self.checked = checked
         self.findings: list[Finding] = []
         self.history_length = 0
         self.identifiers: set[str] = set()  # strings already found to be valid identifiers
@@ -48,7 +95,9 @@ class _Guard:
 
     def check(self, payload: Mapping[str, Any]) -> tuple[Finding, ...]:
         state = payload.get("conversationState")
-        if holds_null(payload):
+        history = state.get("history") if _is_mapping(state) else None
+        checked = self.checked if type(history) is list and self.checked and self.checked.sits_in(history) else None
+        if _holds_null_outside(payload, checked):
             self.bad(FindingKind.NULL_VALUE, "payload", "contains null")
         if not _is_mapping(state):
             self.bad(FindingKind.INVALID_ORDER, "conversationState", "missing")
@@ -71,7 +120,14 @@ class _Guard:
         messages = [*history, {"userInputMessage": current}]
         previous_tool_uses: Mapping[str, str] = {}
         used_names: set[str] = set()
+        skip_from, skip_to = (checked.start, checked.start + len(checked.entries)) if checked else (-1, -1)
         for position, entry in enumerate(messages):
+            if skip_from <= position < skip_to:
+                if position == skip_to - 1:  # the run is behind: its state is the walk's
+                    assert checked is not None
+                    previous_tool_uses = checked.tool_uses_after
+                    used_names.update(checked.used_names)
+                continue
             expected_role = "userInputMessage" if position % 2 == 0 else "assistantResponseMessage"
             message = entry.get(expected_role) if _is_mapping(entry) and len(entry) == 1 else None
             if not _is_mapping(message):
@@ -191,6 +247,22 @@ class _Guard:
             return False
         self.identifiers.add(value)
         return True
+
+
+def _holds_null_outside(payload: Mapping[str, Any], checked: CheckedRun | None) -> bool:
+    """Whether a null sits anywhere in the body but in the checked run, which held none."""
+    if checked is None:
+        return holds_null(payload)
+    state = payload["conversationState"]
+    history = state["history"]
+    end = checked.start + len(checked.entries)
+    rest = [
+        *(value for key, value in payload.items() if key != "conversationState"),
+        *(value for key, value in state.items() if key != "history"),
+        *history[: checked.start],
+        *history[end:],
+    ]
+    return None in payload or None in state or holds_null(rest)
 
 
 def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:

@@ -48,5 +48,7 @@ def convert_guarded(
     converted = convert_claude_request(request, options, resume)
     conversion = trim_history(converted, trim_policy)
     trimmed = conversion is not converted
-    invalid = validate_conversation(conversion.payload)
+    # The history entries the guard found valid on the previous turn, unless trimming moved them.
+    checked = resume.checked if resume is not None and not trimmed else None
+    invalid = validate_conversation(conversion.payload, checked)
     return GuardedConversion(loop_findings, None, conversion, invalid, trimmed)

@@ -32,6 +32,7 @@ from q2api.amazonq.upstream import UpstreamClient
 from q2api.models.routing import ModelRouter
 from q2api.server import metrics
 from q2api.server.activity import ActivityLog
+from q2api.server.allocator import returning_idle_memory
 from q2api.server.captures.recorder import Captures
 from q2api.server.edge import ClientKeys
 from q2api.server.exchange_log import Exchange
@@ -141,6 +142,8 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             searcher=web_searcher(session, pool, hosts, settings, proxies),
             tenancy=tenancy,
         )
+        # Large bodies' freed memory reused while requests come, given back when they stop.
+        await stack.enter_async_context(returning_idle_memory(lambda: relay.requests_received))
         await discovery.start()
         stack.push_async_callback(discovery.stop)
         await log_readiness(store, pool, settings.endpoint)

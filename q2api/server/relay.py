@@ -57,10 +57,11 @@ from q2api.server.tenancy import Caller, Tenancy
 from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import Settings
 
-# Bodies larger than this are parsed and converted off the event loop (bench/bench_gateway.py's
-# 30 MiB case: ~0.5 s on the loop otherwise). A 200 KB Claude Code turn stays on the loop, where a
-# thread hop would cost more than it saves.
-OFF_LOOP_BODY_BYTES = 1 << 20
+# Bodies larger than this are parsed and converted off the event loop, so that no stream waits for
+# another's body: a 1 MB Claude Code turn holds the loop ~3 ms (four arriving together, 12 ms), a
+# 30 MiB one ~0.5 s. A 200 KB turn (~1 ms) stays on the loop, where a thread hop would cost more
+# than it saves (bench/bench_big_turns.py, section loop).
+OFF_LOOP_BODY_BYTES = 256 << 10
 # The requests whose conversion checkpoints a relay keeps (q2api.conversion.checkpoints). A
 # checkpoint holds ~1.8x its request in memory; 4 MiB of requests is ~20 Claude Code sessions of
 # 200 KB in ~7 MB. They pay their way: a 1 MB Claude Code turn costs the gateway ~20 % more CPU
@@ -109,6 +110,7 @@ class MessagesRelay:
         self._trim_policy = trim_policy(settings)
         self._captures = captures
         self._tenancy = tenancy
+        self.requests_received = 0  # a running count: the worker is idle while it stands still
 
     # ------------------------------------------------------------ pure preparation
 
@@ -136,7 +138,13 @@ class MessagesRelay:
             # The converter promises valid output; a finding here is our bug, not the client's.
             logger.error(f"converter produced invalid output: {finding.line()}")
         if session and conversion.checkpoint is not None:
-            self.checkpoints.keep(session, conversion.checkpoint, exchange.request_bytes, replacing=resume)
+            checked = resume.checked if resume else None  # the history entries the guard has already read
+            checkpoint = (
+                conversion.checkpoint
+                if invalid or guarded.trimmed
+                else conversion.checkpoint.checked_in(conversion.payload, checked)
+            )
+            self.checkpoints.keep(session, checkpoint, exchange.request_bytes, replacing=resume)
         log_conversion(
             call.claude_document,
             len(request.messages),
@@ -151,6 +159,17 @@ class MessagesRelay:
             payload = with_cache_points(conversion, request, call.cache_breakpoints())
         return Prepared(call, request, conversion, input_tokens, payload, options)
 
+    def _read_and_prepare(
+        self, door: FrontDoor, body: bytes, exchange: Exchange, recorder: CaptureRecorder | None
+    ) -> tuple[DoorCall, Prepared | AnthropicError]:
+        """The door's reading of the body (its refusal raised: there is no call yet), then `prepare`;
+        a refusal of the prepared request is returned with the call, which words it for its client."""
+        call = door.read(body)
+        try:
+            return call, self.prepare(call, exchange, recorder)
+        except AnthropicError as error:
+            return call, error
+
     # ------------------------------------------------------------ the endpoint
 
     async def handle(
@@ -163,6 +182,7 @@ class MessagesRelay:
         finishing: Finishing | None = None,
         caller: Caller | None = None,
     ) -> Response:
+        self.requests_received += 1
         exchange = self._exchange(request_id, door, request_bytes=len(body))
         exchange.key_label = caller.label if caller is not None else None
         recorder = self._captures.recorder(request_id, door, body, request.headers.items()) if self._captures else None
@@ -171,15 +191,18 @@ class MessagesRelay:
         call: DoorCall | None = None
         try:
             if len(body) > OFF_LOOP_BODY_BYTES:
-                # Pure work on a large body, off the loop: its size does not show up as every other stream's latency.
-                call = await run_off_loop(door.read, body)
-                prepared = await run_off_loop(self.prepare, call, exchange, recorder)
+                # Pure work on a large body, off the loop (one hop for both steps): its size does not
+                # show up as every other stream's latency.
+                call, prepared = await run_off_loop(self._read_and_prepare, door, body, exchange, recorder)
             else:
-                call = door.read(body)
-                prepared = self.prepare(call, exchange, recorder)
+                call, prepared = self._read_and_prepare(door, body, exchange, recorder)
+            if isinstance(prepared, AnthropicError):
+                raise prepared
             if caller is not None and self._tenancy is not None:
                 # The key's models, rates, concurrency and budgets: checked before any upstream call.
-                exchange.admission = await self._tenancy.admit(caller, call.request.model, prepared.input_tokens)
+                exchange.admission = await self._tenancy.admit(
+                    caller, prepared.call.request.model, prepared.input_tokens
+                )
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error) if call else error)
         # Opening the reply (retries included), the hold and a whole non-streaming

@@ -331,3 +331,27 @@ async def test_a_responses_request_is_captured_and_replays_through_its_own_door(
     assert IMAGE not in path.read_text() and CLIENT_KEY not in path.read_text()
     status, out, _ = await run_cli("replay", str(path), "--convert-only", "--diff", cwd=tmp_path)
     assert status == 0 and "Same findings as when captured" in out and "is the one captured" in out, out
+
+
+async def test_a_refused_signature_retried_without_the_reasoning_is_not_captured(tmp_path):
+    """The retry without the history's reasoning answers the request: the refusal before it is no failure of it,
+    and a session whose signatures another account made would otherwise write a capture of every turn."""
+    async with open_gateway(tmp_path, **gateway_env(tmp_path)) as gw:
+        first = await gw.client.messages.create(
+            model="claude-opus-4-8", max_tokens=1024, thinking={"type": "adaptive"}, messages=[user("plan it")]
+        )
+        gw.sim.reasoning.reject_signatures = True
+        follow_up = [
+            user("plan it"),
+            {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]},
+            user("go on"),
+        ]
+        with capture_logs() as logs:
+            second = await gw.client.messages.create(
+                model="claude-opus-4-8", max_tokens=1024, thinking={"type": "adaptive"}, messages=follow_up
+            )
+            [line] = logs.request_lines()[-1:]
+    assert second.stop_reason == "end_turn" and len(gw.sim.requests) == 3  # refused, then retried
+    assert line.extra["upstream_attempts"] == 2
+    assert "capture" not in line.extra
+    assert not (tmp_path / "captures").exists()

@@ -10,6 +10,7 @@ A Redis server of the test's own, stopped with SIGSTOP and let go with SIGCONT.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from q2api.tenants.keys import KeyLimits, KeyStore
 from q2api.testing import scripts
 from tests.support.gateway_harness import JSON_BODY, MODEL, Gateway, open_gateway
 from tests.support.redis_process import redis_server
-from tests.support.tenant_stores import empty_redis
+from tests.support.tenant_stores import scratch_redis
 
 pytestmark = pytest.mark.asyncio
 
@@ -81,7 +82,12 @@ async def test_a_request_longer_than_a_lease_keeps_its_place_while_it_runs(
     monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
     monkeypatch.setattr(redis_counters, "LEASE_SECONDS", 1.0)
     monkeypatch.setattr(gate_module, "LEASE_RENEW_SECONDS", 0.3)
-    extra = {"Q2API_REDIS_URL": empty_redis()} if counted_in == "redis" else {}
+    with contextlib.ExitStack() as places:
+        extra = places.enter_context(scratch_redis()).env if counted_in == "redis" else {}
+        await _held_while_it_runs(tmp_path, extra)
+
+
+async def _held_while_it_runs(tmp_path: Path, extra: dict[str, str]) -> None:
     async with open_gateway(tmp_path, **extra) as gw:
         key, _key_id = await make_key(tmp_path, "one-at-a-time", max_concurrent=1)
         gw.sim.enqueue(scripts.stalled_reply(3.0, text_after="done"))

@@ -1,7 +1,7 @@
 """Generated Anthropic conversations, with what a lossless conversion of each must keep.
 
-Used by the converter's property tests and by the tests of what resumes a conversion (checkpoints):
-every shape a client may send — interleaved text and images,
+Used by the converter's property tests and by the tests of what resumes a conversion (checkpoints,
+the order guard's checked runs): every shape a client may send — interleaved text and images,
 parallel tool_use / tool_result, consecutive same-role turns, orphan and missing results, system
 turns, prefill, leading assistant turns.
 """

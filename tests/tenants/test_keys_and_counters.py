@@ -245,7 +245,7 @@ async def test_a_label_taken_between_the_check_and_the_write_is_a_conflict_not_a
 
 
 async def test_a_place_in_flight_is_held_while_renewed_and_expires_when_it_is_not(
-    database_url, tmp_path, counter_kind, monkeypatch
+    database_url, tmp_path, redis_place, monkeypatch
 ):
     """A place lives LEASE_SECONDS past its taking or last renewal: a worker that dies (renewing nothing)
     blocks a key's concurrency that long at most, where it blocked it for 30 minutes."""
@@ -255,7 +255,7 @@ async def test_a_place_in_flight_is_held_while_renewed_and_expires_when_it_is_no
     monkeypatch.setattr(counters_module, "LEASE_SECONDS", 1.0)
     monkeypatch.setattr(redis_counters, "LEASE_SECONDS", 1.0)
     database = await open_tenant_database(database_url, tmp_path)
-    counters = await _counters(counter_kind, database)
+    counters = _counters(redis_place, database)
     gate = LimitGate(counters)
     try:
         _key, one = await KeyStore(database).create("one-at-a-time", KeyLimits(max_concurrent=1))
