@@ -189,3 +189,22 @@ def test_a_tool_choice_amazon_q_cannot_enforce_is_reported_and_all_tools_still_g
 def test_tool_choice_auto_is_not_reported():
     conversion = convert([user("go")], tools=[tool("Bash")], tool_choice={"type": "auto"})
     assert "tool_choice_ignored" not in kinds(conversion)
+
+
+@pytest.mark.parametrize(
+    ("choice", "asked"),
+    [
+        ({"type": "any"}, "Call one of your tools in this reply."),
+        ({"type": "tool", "name": "Bash"}, "Call the tool Bash in this reply."),
+        ({"type": "auto", "disable_parallel_tool_use": True}, "Call at most one tool in this reply."),
+        ({"type": "auto"}, None),
+    ],
+    ids=["any", "named", "no-parallel", "auto"],
+)
+def test_a_tool_choice_amazon_q_cannot_enforce_is_asked_of_the_model(choice: dict, asked: str | None):
+    conversion = convert([user("go")], tools=[tool("Bash")], tool_choice=choice)
+    content = current(conversion)["content"]
+    if asked is None:
+        assert content == "go"
+    else:
+        assert content == f"go\n\n{asked}"
