@@ -45,6 +45,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from q2api.frontdoors import field_docs
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
@@ -559,3 +561,11 @@ def test_the_admin_api_table_lists_exactly_the_admin_routes() -> None:
         if method != "HEAD"
     }
     assert documented == served
+
+
+def test_the_field_tables_of_the_clients_page_are_the_codes() -> None:
+    # Issue 32: every request field's treatment is in code (q2api.frontdoors.*fields); the page prints it.
+    page = (DOCS / "clients.md").read_text(encoding="utf-8")
+    assert field_docs.with_tables(page) == page, "run: python -m q2api.frontdoors.field_docs --write"
+    for table in field_docs.TABLES:
+        assert f"<!-- field-table: {table.door} -->" in page

@@ -20,6 +20,16 @@ class ServerToolUsage(TypedDict):
     web_fetch_requests: int
 
 
+class IterationUsage(TypedDict):
+    """One sampling of a reply that took several (a compaction's summary, then the message)."""
+
+    type: Literal["compaction", "message"]
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
 class Usage(TypedDict, total=False):
     """Cumulative token counts; `input_tokens` and `output_tokens` are always present on the wire."""
 
@@ -28,6 +38,8 @@ class Usage(TypedDict, total=False):
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
     server_tool_use: ServerToolUsage  # present when the request offered a server tool
+    # Present when the reply compacted the conversation: the top-level counts are the message's alone.
+    iterations: list[IterationUsage]
 
 
 # ---------------------------------------------------------------------- content blocks
@@ -83,8 +95,21 @@ class WebSearchToolResultBlock(TypedDict):
     content: list[WebSearchResult] | WebSearchToolResultError
 
 
+class CompactionBlock(TypedDict):
+    """A summary of the conversation so far (context management's compaction); its text comes as a `compaction_delta`."""
+
+    type: Literal["compaction"]
+    content: str | None
+
+
 ContentBlock = (
-    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ServerToolUseBlock | WebSearchToolResultBlock
+    TextBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ToolUseBlock
+    | ServerToolUseBlock
+    | WebSearchToolResultBlock
+    | CompactionBlock
 )
 
 
@@ -113,7 +138,12 @@ class CitationsDelta(TypedDict):
     citation: dict[str, Any]  # e.g. {"type": "web_search_result_location", "url", "title", "cited_text"}
 
 
-BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta | CitationsDelta
+class CompactionDelta(TypedDict):
+    type: Literal["compaction_delta"]
+    content: str | None  # None: the summary could not be made
+
+
+BlockDelta = TextDelta | ThinkingDelta | SignatureDelta | InputJsonDelta | CitationsDelta | CompactionDelta
 
 # ---------------------------------------------------------------------- the message
 
@@ -129,9 +159,16 @@ class StartedMessage(TypedDict):
     usage: Usage
 
 
+class RefusalDetails(TypedDict):
+    type: Literal["refusal"]
+    category: str | None
+    explanation: str | None
+
+
 class StopDelta(TypedDict):
     stop_reason: str
     stop_sequence: str | None
+    stop_details: NotRequired[RefusalDetails]  # with `stop_reason: refusal`
 
 
 class ErrorBody(TypedDict):
@@ -164,10 +201,15 @@ class ContentBlockStopEvent(TypedDict):
     index: int
 
 
+class ContextManagement(TypedDict):
+    applied_edits: list[dict[str, Any]]  # {"type", "cleared_…", "cleared_input_tokens"}
+
+
 class MessageDeltaEvent(TypedDict):
     type: Literal["message_delta"]
     delta: StopDelta
     usage: Usage
+    context_management: NotRequired[ContextManagement]  # when the request asked for context management
 
 
 class MessageStopEvent(TypedDict):

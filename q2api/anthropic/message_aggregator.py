@@ -139,6 +139,8 @@ class MessageAggregator:
         elif delta["type"] == "citations_delta":
             block.setdefault("citations", None)
             block["citations"] = [*(block["citations"] or ()), delta["citation"]]  # as the SDK appends
+        elif delta["type"] == "compaction_delta":
+            block["content"] = delta["content"]  # the SDK sets it, too
         else:
             assert_never(delta)
 
@@ -157,6 +159,10 @@ class MessageAggregator:
         delta = event["delta"]
         self._message["stop_reason"] = delta["stop_reason"]
         self._message["stop_sequence"] = delta.get("stop_sequence")  # as tolerant as the SDK
+        if "stop_details" in delta:
+            self._message["stop_details"] = delta["stop_details"]
+        if "context_management" in event:
+            self._message["context_management"] = event["context_management"]
         usage = self._message["usage"]
         for key, value in event["usage"].items():
             if value is not None:

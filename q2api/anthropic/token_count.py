@@ -28,6 +28,7 @@ from q2api.anthropic.types import (
     SERVER_TOOL_RESULT_BLOCKS,
     Base64DocumentSource,
     Base64ImageSource,
+    CompactionBlock,
     ContentDocumentSource,
     CountTokensRequest,
     DocumentBlock,
@@ -358,6 +359,8 @@ def _block_costs(blocks: Iterable[Any], texts: list[str]) -> float:
         elif isinstance(block, SERVER_TOOL_RESULT_BLOCKS):
             fixed += TOOL_RESULT_OVERHEAD_TOKENS
             texts.append(_json_text(block.content))
+        elif kind is CompactionBlock:
+            texts.append(block.content or "")
         else:  # container_upload, and any block type added later
             fixed += CONTAINER_UPLOAD_TOKENS
     return fixed
@@ -393,6 +396,13 @@ def _tool_costs(tools: list[Tool], texts: list[str]) -> float:
         elif tool.type:
             texts.append(tool.type)
     return TOOL_USE_SYSTEM_PROMPT_TOKENS + TOOL_DEFINITION_OVERHEAD_TOKENS * len(tools)
+
+
+def estimate_blocks_tokens(blocks: Iterable[Any]) -> int:
+    """Estimated tokens of some content blocks on their own (what clearing them saves)."""
+    texts: list[str] = []
+    fixed = _block_costs(blocks, texts)
+    return round(fixed + texts_cost(texts))
 
 
 def texts_cost(texts: list[str]) -> float:

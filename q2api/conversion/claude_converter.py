@@ -65,7 +65,7 @@ from q2api.conversion.system_context import context_pair, system_prompt_text
 from q2api.conversion.text import EMPTY_ASSISTANT_MESSAGE, EMPTY_USER_MESSAGE, IMAGES_ONLY, TOOL_RESULTS_ONLY
 from q2api.conversion.thinking_prompt import thinking_hint, with_hint
 from q2api.conversion.tool_results import ToolResultDraft, answered_results, orphan_result_text
-from q2api.conversion.tool_specs import tool_specs
+from q2api.conversion.tool_specs import tool_choice_instruction, tool_specs
 from q2api.conversion.turns import AssistantTurn, Turn, TurnBuilder, UserTurn, frame_turns
 from q2api.conversion.web_search import web_search_options
 
@@ -150,6 +150,9 @@ def convert_claude_request(
             report.append(Finding(FindingKind.THINKING_HINT, detail="thinking hint added to the current message"))
     if tools:
         current.setdefault("userInputMessageContext", {})["tools"] = tools
+        asked = tool_choice_instruction(request.tool_choice)
+        if asked is not None:
+            current["content"] = f"{current['content']}\n\n{asked}"
     current["modelId"] = model.q_model_id
 
     # Filled key by key so the body keeps Amazon Q's documented key order (docs/protocol.md#an-example-body).

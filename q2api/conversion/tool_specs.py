@@ -12,10 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+import orjson
+
 from q2api.amazonq import types as q
 from q2api.amazonq.types import MAX_TOOL_DESCRIPTION_LENGTH
 from q2api.anthropic.errors import InvalidRequest
 from q2api.anthropic.types import Tool, ToolChoice
+from q2api.conversion.anthropic_tools import anthropic_tool
 from q2api.conversion.identifiers import Identifiers
 from q2api.conversion.json_clean import cleaned_schema
 from q2api.conversion.report import Finding, FindingKind
@@ -53,8 +57,21 @@ def tool_specs(
         wanted = f"tool {tool_choice.name!r}" if tool_choice.type == "tool" else f"tool_choice {tool_choice.type!r}"
         if tool_choice.disable_parallel_tool_use:
             wanted += " with disable_parallel_tool_use"
-        report.append(Finding(FindingKind.TOOL_CHOICE_IGNORED, detail=f"{wanted} cannot be enforced upstream"))
-    for index, tool in enumerate(tools or ()):
+        report.append(
+            Finding(
+                FindingKind.TOOL_CHOICE_IGNORED,
+                detail=f"{wanted} cannot be enforced upstream; asked of the model in the current message",
+            )
+        )
+    for index, offered_tool in enumerate(tools or ()):
+        described = anthropic_tool(offered_tool.type) if offered_tool.is_server_tool and offered_tool.type else None
+        tool = (
+            msgspec.structs.replace(
+                offered_tool, description=offered_tool.description or described[0], input_schema=described[1]
+            )
+            if described is not None
+            else offered_tool
+        )
         if tool.is_web_search and WEB_SEARCH_TOOL.casefold() not in offered:
             specs.append(web_search_spec(options_of(tool)))
             offered[WEB_SEARCH_TOOL.casefold()] = tool.name
@@ -110,12 +127,29 @@ def tool_specs(
     return specs
 
 
+def tool_choice_instruction(tool_choice: ToolChoice | None) -> str | None:
+    """What the current message asks of the model for a `tool_choice` Amazon Q cannot enforce (None: nothing)."""
+    if tool_choice is None or tool_choice.type == "none":
+        return None
+    asks = []
+    if tool_choice.type == "any":
+        asks.append("Call one of your tools in this reply.")
+    elif tool_choice.type == "tool" and tool_choice.name:
+        asks.append(f"Call the tool {tool_choice.name} in this reply.")
+    if tool_choice.disable_parallel_tool_use:
+        asks.append("Call at most one tool in this reply.")
+    return " ".join(asks) or None
+
+
 def _spec(name: str, description: str, schema: dict[str, Any]) -> q.Tool:
     return {"toolSpecification": {"name": name, "description": description, "inputSchema": {"json": schema}}}
 
 
 def _description(tool: Tool, index: int, report: list[Finding], context_sections: list[str]) -> str:
     description = tool.description or ""
+    if tool.input_examples:
+        examples = "\n".join(orjson.dumps(example).decode() for example in tool.input_examples)
+        description = f"{description}\n\nExamples of input:\n{examples}".lstrip()
     if not description.strip():
         report.append(Finding(FindingKind.TOOL_DESCRIPTION_PLACEHOLDER, detail=f"tools.{index}: {tool.name}"))
         return placeholder_description(tool.name)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from q2api.anthropic.cache_control import CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.events import StreamEvent
+from q2api.anthropic.events import ContextManagement, StreamEvent
+from q2api.anthropic.reply_content import ReplyCheck
 from q2api.anthropic.types import MessagesRequest
+
+if TYPE_CHECKING:
+    from q2api.frontdoors.claude.compaction import CompactionAsk
 
 
 class EventEncoder(Protocol):
@@ -62,6 +66,21 @@ class DoorCall(Protocol):
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
         """`error` as this request's client sees it (a door may rename fields or statuses)."""
+        ...
+
+    @property
+    def reply_check(self) -> ReplyCheck | None:
+        """What the reply must be (a schema), checked before the client sees it; None: anything."""
+        ...
+
+    @property
+    def context_management(self) -> ContextManagement | None:
+        """What the door's context editing did (the reply reports it); None: the request asked for none."""
+        ...
+
+    @property
+    def compaction(self) -> CompactionAsk | None:
+        """The reply summarises the conversation first (q2api.frontdoors.claude.compaction); None: it does not."""
         ...
 
 

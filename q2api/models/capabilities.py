@@ -9,8 +9,9 @@ what the gateway itself does around Amazon Q elsewhere:
   model reasons, else by the `<thinking>` tag convention (docs/protocol.md#native-thinking);
 * PDF input: a PDF travels as its text, extracted by the gateway (q2api.conversion.documents);
 * server tools: web search runs on Kiro's search; code execution does not exist upstream;
-* structured outputs and context management are emulated by the gateway once it does so
-  (`STRUCTURED_OUTPUTS`, `CONTEXT_MANAGEMENT`: issue 32 items 2 and 3 turn them on);
+* structured outputs and strict tools are emulated by the gateway (the schema told to the model, the
+  reply checked, one repair turn: q2api.frontdoors.claude.output_check), and so are context editing
+  and compaction (q2api.frontdoors.claude.context_editing, `compaction`);
 * batches, citations and code execution: none.
 """
 
@@ -24,12 +25,12 @@ from q2api.amazonq.reasoning_fields import ReasoningFields
 # Effort levels the anthropic SDK's `EffortCapability` names, in its order.
 EFFORT_LEVELS = ("low", "medium", "high", "max", "xhigh")
 # `output_config.format` and strict tools checked against their schema (the chat door's emulation).
-STRUCTURED_OUTPUTS = False
-# The `context_management.edits` strategies the gateway applies itself, by name.
-CONTEXT_MANAGEMENT: frozenset[str] = frozenset()
+STRUCTURED_OUTPUTS = True
 _CONTEXT_STRATEGIES = ("clear_thinking_20251015", "clear_tool_uses_20250919", "compact_20260112")
-# `thinking.type: "between_tools"` served as its own type (else read as no thinking).
-BETWEEN_TOOLS = False
+# The `context_management.edits` strategies the gateway applies itself, by name.
+CONTEXT_MANAGEMENT: frozenset[str] = frozenset(_CONTEXT_STRATEGIES)
+# `thinking.type: "between_tools"`: the model's native interleaved or adaptive thinking, else the tag form.
+BETWEEN_TOOLS = True
 
 
 def _support(supported: bool) -> dict[str, bool]:

@@ -1,9 +1,11 @@
 """OpenAI Responses API request types (`POST /v1/responses`), validated at the edge with msgspec.
 
-Strict about what the gateway relies on (item and part shapes, tool shapes, numbers in range) and
-lenient about the rest: unknown fields (`user`, `client_metadata`, `service_tier`, …) are accepted
-and ignored, and `null` wherever a field is optional. `prompt_cache_key` is read: Codex names its
-conversation there (q2api.frontdoors.responses.conversation_key).
+Strict about what the gateway relies on (item and part shapes, tool shapes, numbers in range).
+Every top-level field of the SDK's `ResponseCreateParams` is declared (what the door does with
+each is its field table's, q2api.frontdoors.responses.fields); a top-level field no type declares
+is taken out and named (`read_responses_request`, q2api.openai.unknown_fields), and `null` is
+accepted wherever a field is optional. `prompt_cache_key` is read: Codex names its conversation
+there (q2api.frontdoors.responses.conversation_key).
 
 `input` items are read one by one rather than as one tagged union: a message item may leave out
 its `type` (`{"role": "user", "content": "hi"}`, the SDK's "easy" form), which a union keyed on
@@ -25,6 +27,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from q2api.openai.errors import InvalidChatRequest
+from q2api.openai.unknown_fields import is_unknown_field, without_unknown_fields
 
 JSONObject = dict[str, Any]
 
@@ -270,7 +273,7 @@ class TextConfig(Struct, kw_only=True):
 ToolChoiceMode = Literal["auto", "none", "required"]
 
 
-class ResponsesRequest(Struct, kw_only=True):
+class ResponsesRequest(Struct, kw_only=True, forbid_unknown_fields=True):
     model: Annotated[str, Meta(min_length=1)] | None = None
     input: str | list[JSONObject] | None = None
     instructions: str | None = None
@@ -292,6 +295,21 @@ class ResponsesRequest(Struct, kw_only=True):
     conversation: str | JSONObject | None = None
     prompt: JSONObject | None = None
     prompt_cache_key: str | None = None
+    background_options: JSONObject | None = None
+    context_management: Any = None
+    # Fields the door ignores, each for a reason its field table gives.
+    top_logprobs: Any = None
+    stream_options: Any = None
+    max_tool_calls: Any = None
+    service_tier: Any = None
+    user: Any = None
+    safety_identifier: Any = None
+    prompt_cache_retention: Any = None
+    prompt_cache_options: Any = None
+    moderation: Any = None
+    image: Any = None
+    access_programs: Any = None
+    client_metadata: Any = None  # Codex's, beside the SDK's fields
 
 
 # ---------------------------------------------------------------- parsing
@@ -302,8 +320,20 @@ _MISSING_FIELD = re.compile(r"^Object missing required field `(?P<field>[^`]+)`"
 
 
 def parse_responses_request(body: bytes) -> ResponsesRequest:
+    return read_responses_request(body)[0]
+
+
+def read_responses_request(body: bytes) -> tuple[ResponsesRequest, tuple[str, ...]]:
+    """The request, and the top-level fields it carried that no type declares (taken out)."""
     try:
-        return _decoder.decode(body)
+        try:
+            return _decoder.decode(body), ()
+        except msgspec.ValidationError as exc:
+            if not is_unknown_field(exc):
+                raise
+        request: ResponsesRequest
+        request, unknown = without_unknown_fields(body, ResponsesRequest)
+        return request, unknown
     except msgspec.ValidationError as exc:
         raise _invalid(exc) from None
     except msgspec.DecodeError as exc:

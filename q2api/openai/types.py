@@ -1,10 +1,12 @@
 """OpenAI Chat Completions request types, validated at the edge with msgspec.
 
 Strict about what the gateway relies on (roles, part types, tool shapes, numbers
-in range) and lenient about the rest: unknown fields (`user`, `seed`, `metadata`,
-`store`, `logit_bias`, …) are accepted and ignored, and `null` is accepted
-wherever a field is optional. `parse_chat_request` turns a body into typed values
-or raises :class:`InvalidChatRequest` naming the field the way OpenAI does
+in range). Every top-level field of the SDK's `CompletionCreateParams` is declared
+(what the door does with each is its field table's, q2api.frontdoors.chat.fields);
+a top-level field no type declares is taken out and named (`read_chat_request`,
+q2api.openai.unknown_fields), and `null` is accepted wherever a field is optional.
+`parse_chat_request` turns a body into typed values or raises
+:class:`InvalidChatRequest` naming the field the way OpenAI does
 (`messages[0].content[1].image_url`).
 """
 
@@ -17,6 +19,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from q2api.openai.errors import InvalidChatRequest
+from q2api.openai.unknown_fields import is_unknown_field, without_unknown_fields
 
 JSONObject = dict[str, Any]
 
@@ -92,6 +95,7 @@ class AssistantMessage(_Message, tag="assistant"):
     tool_calls: list[ToolCall] | None = None
     function_call: FunctionCall | None = None  # the legacy `functions` form
     refusal: str | None = None
+    audio: JSONObject | None = None  # an earlier audio reply: refused by the door
 
 
 class ToolMessage(_Message, tag="tool"):
@@ -180,7 +184,7 @@ class WebSearchOptions(Struct, kw_only=True):
     user_location: UserLocation | None = None
 
 
-class ChatCompletionRequest(Struct, kw_only=True):
+class ChatCompletionRequest(Struct, kw_only=True, forbid_unknown_fields=True):
     model: Annotated[str, Meta(min_length=1)]
     messages: Annotated[list[ChatMessage], Meta(min_length=1)]
     max_tokens: Annotated[int, Meta(ge=1)] | None = None
@@ -199,6 +203,26 @@ class ChatCompletionRequest(Struct, kw_only=True):
     reasoning_effort: ReasoningEffort | None = None
     response_format: ResponseFormat | None = None
     web_search_options: WebSearchOptions | None = None
+    modalities: list[str] | None = None
+    audio: JSONObject | None = None
+    # Fields the door ignores, each for a reason its field table gives.
+    frequency_penalty: Any = None
+    presence_penalty: Any = None
+    logit_bias: Any = None
+    seed: Any = None
+    logprobs: Any = None
+    top_logprobs: Any = None
+    prediction: Any = None
+    metadata: Any = None
+    store: Any = None
+    user: Any = None
+    safety_identifier: Any = None
+    service_tier: Any = None
+    prompt_cache_key: Any = None
+    prompt_cache_retention: Any = None
+    prompt_cache_options: Any = None
+    verbosity: Any = None
+    moderation: Any = None
 
     @property
     def output_limit(self) -> int | None:
@@ -220,8 +244,20 @@ _MISSING_FIELD = re.compile(r"^Object missing required field `(?P<field>[^`]+)`"
 
 
 def parse_chat_request(body: bytes) -> ChatCompletionRequest:
+    return read_chat_request(body)[0]
+
+
+def read_chat_request(body: bytes) -> tuple[ChatCompletionRequest, tuple[str, ...]]:
+    """The request, and the top-level fields it carried that no type declares (taken out)."""
     try:
-        return _decoder.decode(body)
+        try:
+            return _decoder.decode(body), ()
+        except msgspec.ValidationError as exc:
+            if not is_unknown_field(exc):
+                raise
+        request: ChatCompletionRequest
+        request, unknown = without_unknown_fields(body, ChatCompletionRequest)
+        return request, unknown
     except msgspec.ValidationError as exc:
         text = str(exc)
         match = _PATH_IN_MESSAGE.search(text)

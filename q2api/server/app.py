@@ -24,9 +24,9 @@ from starlette.routing import BaseRoute, Match, Route, WebSocketRoute
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.model_list import list_models_page
 from q2api.anthropic.token_count import estimate_request_tokens
-from q2api.anthropic.types import parse_count_tokens_request
 from q2api.frontdoors.chat.door import CHAT_DOOR, CHAT_ROUTE
 from q2api.frontdoors.claude import CLAUDE_DOOR
+from q2api.frontdoors.claude.reading import read_count_tokens
 from q2api.frontdoors.door import FrontDoor
 from q2api.frontdoors.responses.codex_models import CLIENT_VERSION_PARAM, codex_models
 from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
@@ -175,7 +175,7 @@ def create_app(settings: Settings, *, surfaces: Sequence[Surface] = ()) -> Starl
         caller = await admit(request)
         require_json(request)
         body = await read_body(request, settings.max_body_bytes)
-        parsed = parse_count_tokens_request(body)
+        parsed = read_count_tokens(body)
         # A store key may count tokens only for its own models; counting costs no upstream call, so
         # it is held to no rate (Claude Code calls it many times per turn).
         Tenancy.check_model(caller, parsed.model)

@@ -45,6 +45,7 @@ from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.captures.recorder import CaptureRecorder, Captures
+from q2api.server.compaction_plan import compaction_plan
 from q2api.server.conversion_log import log_conversion, log_loop_findings
 from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
@@ -78,6 +79,7 @@ class Prepared:
     conversion: Conversion
     input_tokens: int
     payload: GenerateAssistantResponseRequest  # the conversion's body, with cache points where asked
+    options: ConversionOptions
 
 
 class MessagesRelay:
@@ -155,7 +157,7 @@ class MessagesRelay:
         payload = conversion.payload
         if self._settings.prompt_cache == "auto" and conversion.model.prompt_cache:
             payload = with_cache_points(conversion, request, call.cache_breakpoints())
-        return Prepared(call, request, conversion, input_tokens, payload)
+        return Prepared(call, request, conversion, input_tokens, payload, options)
 
     def _read_and_prepare(
         self, door: FrontDoor, body: bytes, exchange: Exchange, recorder: CaptureRecorder | None
@@ -241,6 +243,9 @@ class MessagesRelay:
             thinking_tags=request.thinking is not None and request.thinking.enabled,
             web_search=prepared.conversion.web_search,
             first_search=requested_search(request, prepared.conversion.web_search),
+            check=call.reply_check,
+            context_management=call.context_management,
+            compaction=compaction_plan(prepared.request, call.compaction, prepared.options),
         )
         try:
             reply = await Reply.open(

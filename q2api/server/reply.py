@@ -18,6 +18,17 @@ own server-tool loop stops the same way), and the client may send it back to go
 on. Claude Code's WebSearch requests (`ReplyPlan.first_search`) start with the
 search itself.
 
+A reply that must match a schema (`ReplyPlan.check`: structured outputs, strict tools, the
+OpenAI doors' `response_format`) is held until it ends and judged
+(q2api.translation.held_reply): released as it is, or asked for once more (one repair call,
+q2api.conversion.repair_turn, its content replacing what the client never saw), or failed.
+The client gets pings meanwhile.
+
+A reply that compacts the conversation (`ReplyPlan.compaction`,
+q2api.frontdoors.claude.compaction) starts with an upstream call of its own that asks for the
+summary, read whole; the client gets it as a `compaction` block, then either the message ends
+(`stop_reason: compaction`) or goes on with the call that continues from the summary.
+
 Opening a call, Amazon Q may refuse a thinking signature of the history
 (`THINKING_SIGNATURE_INVALID`, docs/protocol.md#native-thinking: signatures are bound to the
 account that made them). The call is made once more without the history's
@@ -28,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -40,8 +51,17 @@ from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream import OpenedReply, UpstreamStream
 from q2api.amazonq.web_search import SearchError, SearchOutcome
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.events import StreamEvent, WebSearchResult, WebSearchToolResultError
+from q2api.anthropic.events import (
+    ContextManagement,
+    IterationUsage,
+    StreamEvent,
+    WebSearchResult,
+    WebSearchToolResultError,
+    error_event,
+)
+from q2api.anthropic.reply_content import ReplyCheck, reply_content
 from q2api.conversion.native_thinking import signed_reasoning, without_reasoning
+from q2api.conversion.repair_turn import repaired_payload
 from q2api.conversion.web_search import (
     MAX_QUERY_CHARS,
     SearchRound,
@@ -50,13 +70,17 @@ from q2api.conversion.web_search import (
     search_result_text,
 )
 from q2api.server.exchange_log import Exchange
+from q2api.server.off_loop import run_off_loop
 from q2api.translation.error_mapping import internal_failure, map_upstream_exception
+from q2api.translation.held_reply import Failed, HeldReply, Repair
 from q2api.translation.pump import ReplyPump
 from q2api.translation.server_tools import ServerToolCall, new_call, page_age, web_search_error, web_search_results
 from q2api.translation.translator import StreamTranslator
 
 # Upstream calls one reply may make (Anthropic stops its server-tool loop after 10 iterations).
 MAX_UPSTREAM_CALLS = 10
+# While a checked reply is held, a ping at least this often keeps the client's connection alive.
+HOLD_PING_SECONDS = 5.0
 
 
 class UpstreamOpener(Protocol):
@@ -88,6 +112,22 @@ class ReplyPlan:
     thinking_tags: bool = False
     web_search: WebSearchOptions | None = None  # the request offered Anthropic's web search
     first_search: str | None = None  # a request that only asks for this search (Claude Code's WebSearch)
+    check: ReplyCheck | None = None  # what the reply must be, judged before the client sees it
+    context_management: ContextManagement | None = None  # what context editing did, for the message_delta
+    compaction: CompactionPlan | None = None  # the reply starts by summarising the conversation
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """The summarising call of a reply that compacts, and what comes after it."""
+
+    summary_payload: GenerateAssistantResponseRequest  # the conversation and the instruction to summarise it
+    summary_estimate: int  # its input tokens, estimated
+    pause: bool  # the reply ends with the `compaction` block
+    # The call that goes on from the summary (its body and estimated input); the summary's text in.
+    continued: Callable[[str], tuple[GenerateAssistantResponseRequest, int]]
+    # The summary's text out of the summarising call's reply (None: it wrote none).
+    summary_of: Callable[[str], str | None]
 
 
 class Reply:
@@ -120,6 +160,11 @@ class Reply:
         self._tool_events_ready = asyncio.Event()
         self._upstream_started_at: float | None = None  # when the first call to Amazon Q began
         self._closed = False
+        self._held = HeldReply(plan.check) if plan.check is not None else None
+        self._check_failure: AnthropicError | None = None  # the reply failed its check after its repair turn
+        self._released_content = False  # a held reply's content has gone to the client
+        self._quiet_since = time.monotonic()  # a held reply's last output (events or a ping)
+        self._compaction_pending = plan.compaction is not None
 
     @classmethod
     async def open(
@@ -146,8 +191,9 @@ class Reply:
             thinking_tags=plan.thinking_tags,
             server_tools={"web_search": "web_search"} if plan.web_search is not None else None,
         )
+        translator.context_management = plan.context_management
         reply = cls(exchange, upstream, plan, translator, searcher, trace if trace is not None else UpstreamTrace())
-        if plan.first_search is None:
+        if plan.first_search is None and plan.compaction is None:
             await reply._open_call(plan.payload)
         return reply
 
@@ -207,6 +253,50 @@ class Reply:
 
     async def read(self, timeout: float | None = None) -> list[StreamEvent] | None:
         """The next batch of events, or None if `timeout` passed first (nothing is lost)."""
+        events = await self._read(timeout)
+        held = self._held
+        if held is None or events is None:
+            return events
+        ends = any(event["type"] in ("message_delta", "error") for event in events)
+        # The check runs once the reply ended, off the loop: its cost is the client's schema's.
+        verdict = await run_off_loop(held.take, events) if ends else held.take(events)
+        if isinstance(verdict, Repair):
+            self._repair(verdict)
+            return self._quiet()
+        if isinstance(verdict, Failed):
+            self._check_failure = verdict.error
+            logger.warning(f"reply check: still wrong after its repair turn: {verdict.error.message}")
+            return [error_event(verdict.error.error_type, verdict.error.message)]
+        if not verdict:
+            return self._quiet()
+        self._quiet_since = time.monotonic()
+        self._released_content = self._released_content or any(e["type"] == "content_block_start" for e in verdict)
+        return verdict
+
+    def _quiet(self) -> list[StreamEvent] | None:
+        """Nothing to send while the reply is held: [] — or None (the client gets a ping) now and then."""
+        now = time.monotonic()
+        if now - self._quiet_since < HOLD_PING_SECONDS:
+            return []
+        self._quiet_since = now
+        return None
+
+    def _repair(self, repair: Repair) -> None:
+        logger.warning(f"reply check: {repair.problem}; asking the model once more")
+        self._payload = repaired_payload(self._payload, repair.content, repair.prompt)
+        self._translator = self._translator.rewound(self._plan.input_tokens)
+        self._tools_work = asyncio.ensure_future(self._open_next_call())
+
+    async def _open_next_call(self) -> None:
+        try:
+            await self._open_call(self._payload)
+        except AnthropicError as error:
+            self._emit(self._translator.fail(error))
+
+    async def _read(self, timeout: float | None) -> list[StreamEvent] | None:
+        if self._tools_work is None and self._compaction_pending:
+            self._compaction_pending = False
+            self._tools_work = asyncio.ensure_future(self._compact())
         if self._tools_work is None and self._translator.awaiting_tools:
             self._tools_work = asyncio.ensure_future(self._run_server_tools())
         work = self._tools_work
@@ -242,19 +332,25 @@ class Reply:
 
     @property
     def finished(self) -> bool:
-        if self._tools_work is not None or self._translator.awaiting_tools:
+        if self._tools_work is not None or self._translator.awaiting_tools or self._compaction_pending:
+            return False
+        if self._held is not None and self._held.holding:
             return False
         return self._translator.finished or (self._pump is not None and self._pump.finished)
 
     @property
     def failure(self) -> AnthropicError | None:
+        if self._check_failure is not None:
+            return self._check_failure
         if self._pump is not None and self._pump.failure is not None:
             return self._pump.failure
         return self._translator.failure
 
     @property
     def has_content(self) -> bool:
-        """A content block exists: the reply is committed, an HTTP error status is no longer possible."""
+        """A content block went out (or will): the reply is committed, an HTTP error status is no longer possible."""
+        if self._held is not None:
+            return self._released_content
         return self._translator.has_content
 
     def sent(self, size: int) -> None:
@@ -323,6 +419,73 @@ class Reply:
         content = web_search_results([(result.title, result.url, result.published_ms) for result in results])
         text = search_result_text(query, [(r.title, r.url, r.snippet, page_age(r.published_ms)) for r in results])
         return content, text, False, True
+
+    # ------------------------------------------------------------------ compaction
+
+    async def _compact(self) -> None:
+        plan = self._plan.compaction
+        assert plan is not None
+        translator = self._translator
+        payload = self._payload
+        try:
+            summary = await self._summarise(plan)
+        except AnthropicError as error:
+            self._emit(translator.fail(error))
+            return
+        self._emit(translator.compaction(summary))
+        if plan.pause:
+            self._emit(translator.end("compaction"))
+            return
+        if summary is not None:
+            payload, estimate = plan.continued(summary)
+            translator.estimate_input(estimate)
+        else:
+            logger.warning("compaction: the model wrote no summary; the reply goes on without compacting")
+        self._payload = payload
+        await self._open_next_call()
+
+    async def _summarise(self, plan: CompactionPlan) -> str | None:
+        """The summarising call, read whole by a translator of its own; its usage and credits go to the reply's."""
+        reader = StreamTranslator(
+            model=self._plan.model, input_tokens=plan.summary_estimate, context_window=self._plan.context_window
+        )
+        self._calls += 1
+        started = time.monotonic()
+        try:
+            opened = self._upstream.open_stream(plan.summary_payload, self._trace)
+            stream = await opened.__aenter__()
+        except Exception as exc:
+            self.exchange.record_upstream(getattr(exc, "request_id", None), self._trace, time.monotonic() - started)
+            if not isinstance(exc, UpstreamError):
+                logger.opt(exception=exc).error("opening the Amazon Q summary call failed unexpectedly")
+            raise map_upstream_exception(
+                exc, input_tokens=plan.summary_estimate, context_window=self._plan.context_window
+            ) from None
+        self._account_id = stream.account_id
+        self.exchange.record_upstream(
+            stream.request_id, self._trace, stream.time_to_headers, stream.account_label, stream.account_id
+        )
+        pump = ReplyPump(stream.chunks(), reader, stream.buffered)
+        events: list[StreamEvent] = []
+        try:
+            while not pump.finished:
+                events += await pump.read() or ()
+        finally:
+            pump.close()
+            opened.close()
+        if pump.failure is not None:
+            raise pump.failure
+        usage = reader.usage
+        iteration: IterationUsage = {
+            "type": "compaction",
+            "input_tokens": usage.get("input_tokens", 0),
+            "output_tokens": usage.get("output_tokens", 0),
+            "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+            "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+        }
+        self._translator.iterations = [iteration]
+        self._translator.add_credits(reader.credits)
+        return plan.summary_of(reply_content(events).text)
 
     # ------------------------------------------------------------------ the end
 

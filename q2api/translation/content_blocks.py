@@ -98,6 +98,12 @@ class ContentBlocks:
         self._start({"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": content}, out)
         out.append({"type": "content_block_stop", "index": self.index})
 
+    def compaction(self, summary: str | None, out: list[StreamEvent]) -> None:
+        """A whole `compaction` block: its summary in one delta, as the API streams it."""
+        self._start({"type": "compaction", "content": None}, out)
+        out.append(_delta(self.index, {"type": "compaction_delta", "content": summary}))
+        out.append({"type": "content_block_stop", "index": self.index})
+
     def redacted_thinking(self, data: str, out: list[StreamEvent]) -> None:
         self._start({"type": "redacted_thinking", "data": data}, out)
         out.append({"type": "content_block_stop", "index": self.index})

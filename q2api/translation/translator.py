@@ -48,8 +48,13 @@ import orjson
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import (
+    ContextManagement,
+    IterationUsage,
+    MessageDeltaEvent,
     MessageStopEvent,
+    RefusalDetails,
     StartedMessage,
+    StopDelta,
     StreamEvent,
     Usage,
     WebSearchResult,
@@ -99,6 +104,14 @@ class Lifecycle(Enum):
 
 
 _STREAMING = Lifecycle.STREAMING
+# A `metadataEvent.stopReason` (docs/protocol.md#stop-reasons) → the Claude stop reason it means. The
+# values are Bedrock's, the model service behind Amazon Q; the others end the reply as usual.
+UPSTREAM_STOP_REASONS = {
+    "guardrail_intervened": "refusal",
+    "content_filtered": "refusal",
+    "model_context_window_exceeded": "model_context_window_exceeded",
+}
+REFUSAL_EXPLANATION = "Amazon Q's content filter stopped the reply."
 _MESSAGE_STOP: MessageStopEvent = {"type": "message_stop"}
 _loads = orjson.loads
 
@@ -120,6 +133,17 @@ class StreamTranslator:
     ) -> None:
         """`server_tools`: Amazon Q tool name → the server tool it stands for (`web_search`): calls
         of these are withheld from the client and collected in `server_calls`."""
+        # What a translator for a further call replacing this one's content needs (`rewound`).
+        self._options: dict[str, Any] = {
+            "model": model,
+            "tool_names": tool_names,
+            "tool_use_ids": tool_use_ids,
+            "stop_sequences": tuple(stop_sequences),
+            "max_tokens": max_tokens,
+            "context_window": context_window,
+            "thinking_tags": thinking_tags,
+            "server_tools": server_tools,
+        }
         self.model = model
         self.message_id = message_id or f"msg_{uuid.uuid4().hex[:24]}"
         self.context_window = context_window
@@ -130,11 +154,16 @@ class StreamTranslator:
         self.ignored_events: dict[str, int] = {}
         self.tools_emitted = 0
         self.tools_withheld = 0
+        # `{"applied_edits": [...]}`: the request asked for context management; its message_delta says what was done.
+        self.context_management: ContextManagement | None = None
+        self.stop_details: RefusalDetails | None = None
+        self.iterations: list[IterationUsage] | None = None  # a compaction's summary, before this message
+        self._upstream_stop: str | None = None  # a `stopReason` Amazon Q put in a metadataEvent
 
         self._blocks = ContentBlocks()
         self._usage = ReplyUsage(input_tokens, context_window)
         self._counter = OutputTokenCounter(max_tokens)  # text, thinking and tool input all spend it
-        self._text = ReplyText(self._blocks, self._counter, stop_sequences, thinking_tags)
+        self._text = ReplyText(self._blocks, self._counter, self._options["stop_sequences"], thinking_tags)
         # Ids the conversion changed: the client gets its own back.
         self._tools = ToolCalls(tool_names or {}, tool_use_ids or {}, dict(server_tools or {}))
         self._server = ServerToolCalls(offered=bool(server_tools))
@@ -179,6 +208,17 @@ class StreamTranslator:
         usage = self._usage.snapshot(self._counter.total)
         if self._server.offered:
             usage["server_tool_use"] = self._server.usage()
+        if self.iterations is not None:
+            usage["iterations"] = [
+                *self.iterations,
+                {
+                    "type": "message",
+                    "input_tokens": usage["input_tokens"],
+                    "output_tokens": usage["output_tokens"],
+                    "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+                    "cache_read_input_tokens": usage["cache_read_input_tokens"],
+                },
+            ]
         return usage
 
     @property
@@ -298,9 +338,19 @@ class StreamTranslator:
             elif self.tools_emitted:
                 reason = "tool_use"
             else:
-                reason = "end_turn"
+                reason = self._upstream_ending()
             self._end(out, reason)
         return out
+
+    def _upstream_ending(self) -> str:
+        """How a reply without tool calls ended, where Amazon Q says more than "it ended" (docs/protocol.md#stop-reasons)."""
+        upstream = UPSTREAM_STOP_REASONS.get(self._upstream_stop or "")
+        if upstream == "refusal":
+            self.stop_details = {"type": "refusal", "category": None, "explanation": REFUSAL_EXPLANATION}
+            return upstream
+        if upstream is not None:
+            return upstream
+        return "model_context_window_exceeded" if self._usage.context_full else "end_turn"
 
     # ------------------------------------------------------------------ server tools
 
@@ -335,6 +385,33 @@ class StreamTranslator:
         self._text.restart()
         self._usage.next_call(input_estimate)
         self.lifecycle = _STREAMING
+
+    def compaction(self, summary: str | None) -> list[Event]:
+        """The `compaction` block that opens a reply which summarised the conversation (q2api.frontdoors.claude.compaction)."""
+        out = self.start()
+        self._blocks.compaction(summary, out)
+        return out
+
+    def estimate_input(self, input_estimate: int) -> None:
+        """The request the next upstream call sends is estimated at this (a compacted conversation is shorter)."""
+        self._usage.input_estimate = input_estimate
+
+    def add_credits(self, credits: float | None) -> None:
+        """Credits Amazon Q metered for a call made for this reply by another translator."""
+        self._usage.add_credits(credits)
+
+    def rewound(self, input_estimate: int) -> StreamTranslator:
+        """A translator for a further upstream call whose reply replaces this one's content, which the
+        client never saw (it was held and found wanting, q2api.translation.held_reply). The message
+        has started; the usage adds up both calls, as Amazon Q bills both."""
+        fresh = StreamTranslator(**self._options, message_id=self.message_id)
+        fresh.lifecycle = _STREAMING
+        fresh.context_management = self.context_management
+        fresh.iterations = self.iterations
+        fresh._usage = self._usage
+        fresh._usage.next_call(input_estimate)
+        fresh.findings = self.findings
+        return fresh
 
     def end(self, reason: str) -> list[Event]:
         """End the message now with `reason` (`tool_use` after client tools, `pause_turn` at the call limit)."""
@@ -378,6 +455,9 @@ class StreamTranslator:
                 self._on_reasoning(payload, out)
             case "metadataEvent":
                 self._usage.note_metadata(payload)
+                stop = payload.get("stopReason")
+                if type(stop) is str:
+                    self._upstream_stop = stop
             case "contextUsageEvent":
                 self._usage.note_context_usage(payload)
             case "meteringEvent":
@@ -477,13 +557,13 @@ class StreamTranslator:
         self._blocks.close(out)
         self.stop_reason = reason
         self.lifecycle = Lifecycle.DONE
-        out.append(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": reason, "stop_sequence": self.stop_sequence},
-                "usage": self.usage,
-            }
-        )
+        delta: StopDelta = {"stop_reason": reason, "stop_sequence": self.stop_sequence}
+        if self.stop_details is not None and reason == "refusal":
+            delta["stop_details"] = self.stop_details
+        event: MessageDeltaEvent = {"type": "message_delta", "delta": delta, "usage": self.usage}
+        if self.context_management is not None:
+            event["context_management"] = self.context_management
+        out.append(event)
         out.append(_MESSAGE_STOP)
 
     def _fail_into(self, out: list[Event], error: AnthropicError) -> None:

@@ -103,6 +103,16 @@ class ReplyUsage:
             self._context_percentage = float(percentage)
 
     @property
+    def context_full(self) -> bool:
+        """Amazon Q said this call used the model's whole context window (`contextUsagePercentage` 100)."""
+        return self._context_percentage is not None and self._context_percentage >= 100
+
+    def add_credits(self, credits: float | None) -> None:
+        """Credits of a call made for this reply by another translator (a compaction's summary)."""
+        if credits is not None:
+            self.credits = (self.credits or 0.0) + credits
+
+    @property
     def input_tokens(self) -> int:
         """This upstream call's input tokens, cached ones excluded."""
         if self._input is not None:

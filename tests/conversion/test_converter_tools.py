@@ -103,12 +103,13 @@ def test_history_tools_listed_even_without_any_tools():
 
 def test_server_tools_but_web_search_are_dropped_and_reported():
     # Issue 21: the web search server tool is offered as the `web_search` tool the gateway runs;
-    # the other server tools still cannot run on Amazon Q.
+    # the tool search tools are left out (every tool is offered up front); a server tool the door
+    # refuses (code execution) is reported if it reaches the converter at all (a replayed capture).
     conversion = convert(
         [user("go")],
         tools=[
             {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
-            {"type": "bash_20250124", "name": "bash"},
+            {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
             {"type": "code_execution_20250522", "name": "code_execution"},
             tool("Bash"),
         ],
@@ -116,6 +117,30 @@ def test_server_tools_but_web_search_are_dropped_and_reported():
     assert [spec["name"] for spec in specs(conversion)] == ["web_search", "Bash"]
     assert kinds(conversion).count("server_tool_dropped") == 2
     assert conversion.web_search is not None and conversion.web_search.max_uses == 5
+
+
+def test_anthropic_client_tools_are_offered_with_their_documented_schemas():
+    # Issue 32: bash, the text editor and memory have no schema in the request (Anthropic's models know
+    # them); Amazon Q's are given the one Anthropic documents, and the client runs the calls.
+    conversion = convert(
+        [user("go")],
+        tools=[
+            {"type": "bash_20250124", "name": "bash"},
+            {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 1000},
+            {"type": "text_editor_20250124", "name": "str_replace_editor"},
+            {"type": "memory_20250818", "name": "memory", "input_examples": [{"command": "view", "path": "/memories"}]},
+        ],
+    )
+    offered = {spec["name"]: spec for spec in specs(conversion)}
+    assert list(offered) == ["bash", "str_replace_based_edit_tool", "str_replace_editor", "memory"]
+    assert set(offered["bash"]["inputSchema"]["json"]["properties"]) == {"command", "restart"}
+    editor = offered["str_replace_based_edit_tool"]["inputSchema"]["json"]
+    assert editor["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert"]
+    assert "insert_text" in editor["properties"]
+    early = offered["str_replace_editor"]["inputSchema"]["json"]
+    assert "undo_edit" in early["properties"]["command"]["enum"] and "insert_text" not in early["properties"]
+    assert '{"command":"view","path":"/memories"}' in offered["memory"]["description"]
+    assert "server_tool_dropped" not in kinds(conversion)
 
 
 def test_custom_type_tool_is_kept():
@@ -164,3 +189,22 @@ def test_a_tool_choice_amazon_q_cannot_enforce_is_reported_and_all_tools_still_g
 def test_tool_choice_auto_is_not_reported():
     conversion = convert([user("go")], tools=[tool("Bash")], tool_choice={"type": "auto"})
     assert "tool_choice_ignored" not in kinds(conversion)
+
+
+@pytest.mark.parametrize(
+    ("choice", "asked"),
+    [
+        ({"type": "any"}, "Call one of your tools in this reply."),
+        ({"type": "tool", "name": "Bash"}, "Call the tool Bash in this reply."),
+        ({"type": "auto", "disable_parallel_tool_use": True}, "Call at most one tool in this reply."),
+        ({"type": "auto"}, None),
+    ],
+    ids=["any", "named", "no-parallel", "auto"],
+)
+def test_a_tool_choice_amazon_q_cannot_enforce_is_asked_of_the_model(choice: dict, asked: str | None):
+    conversion = convert([user("go")], tools=[tool("Bash")], tool_choice=choice)
+    content = current(conversion)["content"]
+    if asked is None:
+        assert content == "go"
+    else:
+        assert content == f"go\n\n{asked}"

@@ -45,8 +45,13 @@ async def test_reasoning_appears_only_when_asked_for(gw: Gateway):
 async def test_json_response_format_is_instructed_and_checked(gw: Gateway):
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     json_schema = {"type": "json_schema", "json_schema": {"name": "number", "schema": schema}}
+    # Each wrong reply gets one repair turn (issue 32), which is wrong again here.
     gw.sim.enqueue(
-        scripts.text_reply('{"n": 4}'), scripts.text_reply("Sure! n is 4"), scripts.text_reply('{"n": "four"}')
+        scripts.text_reply('{"n": 4}'),
+        scripts.text_reply("Sure! n is 4"),
+        scripts.text_reply("Sure! n is 4, really"),
+        scripts.text_reply('{"n": "four"}'),
+        scripts.text_reply('{"n": "four"}'),
     )
     async with openai_client(gw) as client:
         good = await client.chat.completions.create(model=MODEL, messages=[user("n?")], response_format=json_schema)

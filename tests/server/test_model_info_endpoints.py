@@ -64,6 +64,11 @@ async def test_models_retrieve_describes_one_model_with_its_capabilities(tmp_pat
     assert capabilities.effort.supported and capabilities.effort.high.supported  # the catalogue's levels
     assert capabilities.server_tools.web_search.supported and not capabilities.server_tools.code_execution.supported
     assert not capabilities.batch.supported
+    # Emulated by the gateway (issue 32 items 2-4): structured outputs, context management, between_tools.
+    assert capabilities.structured_outputs.supported
+    assert capabilities.context_management.supported and capabilities.context_management.compact_20260112.supported
+    assert capabilities.context_management.clear_tool_uses_20250919.supported
+    assert capabilities.thinking.types.between_tools.supported
 
     assert nova.line is None and nova.capabilities is not None
     assert not nova.capabilities.image_input.supported and not nova.capabilities.effort.supported

@@ -165,7 +165,7 @@ async def test_references_that_cannot_be_followed_safely_are_400s(gw: Gateway, s
 async def test_a_catastrophic_pattern_gets_its_answer_at_once(gw: Gateway, stream: bool) -> None:
     not_quite = "a" * 40 + "!"  # Python's re: 2^40 steps, the worker frozen for days
     schema = {"type": "object", "properties": {"word": {"type": "string", "pattern": CATASTROPHIC}}}
-    gw.sim.enqueue(scripts.text_reply(f'{{"word": "{not_quite}"}}'))
+    gw.sim.enqueue(*[scripts.text_reply(f'{{"word": "{not_quite}"}}')] * 2)  # the reply and its repair turn
     async with openai_client(gw) as client:
         with pytest.raises(openai.APIError) as caught:
             request = {"model": MODEL, "messages": [user("a word")], "response_format": json_schema(schema)}
@@ -186,7 +186,9 @@ async def test_a_pattern_re2_cannot_run_is_a_400_naming_the_field(gw: Gateway) -
 
 @pytest.mark.slow  # waits out a ten-second schema check
 async def test_other_clients_are_served_while_a_costly_schema_is_checked(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(client_schema, "CHECK_SECONDS", 10.0)  # room for the other request, however loaded the machine
+    # Room for the other request, however loaded the machine: the check runs three times (the reply, its
+    # repair turn, the door's own judgement of the final reply), each stopped by its deadline.
+    monkeypatch.setattr(client_schema, "CHECK_SECONDS", 4.0)
     levels = 40  # 2^40 evaluations: only the deadline ends the check
     definitions: dict[str, Any] = {
         f"d{level}": {"anyOf": [{"$ref": f"#/$defs/d{level + 1}"}, {"$ref": f"#/$defs/d{level + 1}"}]}
@@ -195,24 +197,25 @@ async def test_other_clients_are_served_while_a_costly_schema_is_checked(tmp_pat
     definitions[f"d{levels}"] = {"type": "string"}
     schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": definitions}
     async with open_gateway(tmp_path) as gw, openai_client(gw) as client:
-        gw.sim.enqueue(scripts.text_reply('{"a": 5}'), scripts.text_reply("meanwhile"))
+        # The replies in the order the calls come: the costly one, the other client's, the repair turn's.
+        gw.sim.enqueue(scripts.text_reply('{"a": 5}'), scripts.text_reply("meanwhile"), scripts.text_reply('{"a": 5}'))
         costly = asyncio.create_task(
             client.chat.completions.create(model=MODEL, messages=[user("a")], response_format=json_schema(schema))
         )
-        await asyncio.sleep(1.0)  # the reply is in, and its check has begun (it takes 10 s)
+        await asyncio.sleep(1.0)  # the reply is in, and its check has begun (it takes 4 s)
         assert len(gw.sim.requests) == 1
         other = await client.chat.completions.create(model=MODEL, messages=[user("b")])
         assert other.choices[0].message.content == "meanwhile" and not costly.done()
         with pytest.raises(openai.UnprocessableEntityError) as caught:
             await costly
-    assert "could not be checked against the JSON schema within 10 s" in caught.value.body["message"]
+    assert "could not be checked against the JSON schema within 4 s" in caught.value.body["message"]
 
 
 # -- item 11: a failed check is answered once ---------------------------------------------------
 
 
-async def test_a_reply_that_fails_the_format_costs_one_upstream_call_with_the_sdks_own_retries(gw: Gateway) -> None:
-    gw.sim.enqueue(*[scripts.text_reply("Sure! Here it is: four.") for _ in range(3)])
+async def test_a_reply_that_fails_the_format_costs_one_repair_turn_with_the_sdks_own_retries(gw: Gateway) -> None:
+    gw.sim.enqueue(*[scripts.text_reply("Sure! Here it is: four.") for _ in range(4)])
     # The SDK's defaults: two retries of anything it deems retryable.
     client = openai.AsyncOpenAI(base_url=f"{gw.base_url}/v1", api_key=CLIENT_KEY, timeout=20)
     async with client:
@@ -220,7 +223,11 @@ async def test_a_reply_that_fails_the_format_costs_one_upstream_call_with_the_sd
             await client.chat.completions.create(
                 model=MODEL, messages=[user("n?")], response_format={"type": "json_object"}
             )
-    assert len(gw.sim.requests) == 1
+    # The reply, then one repair turn that shows the model its reply and what was wrong; no SDK retry.
+    assert len(gw.sim.requests) == 2
+    repair = gw.upstream_body(1)["conversationState"]
+    assert repair["history"][-1]["assistantResponseMessage"]["content"] == "Sure! Here it is: four."
+    assert "not valid JSON" in repair["currentMessage"]["userInputMessage"]["content"]
     assert caught.value.status_code == 422
     assert caught.value.response.headers["x-should-retry"] == "false"
     error = assert_openai_envelope(caught.value.body)

@@ -338,7 +338,9 @@ async def test_structured_output_is_parsed_and_checked(gw: Gateway):
 
 
 async def test_structured_output_that_fails_mid_stream_is_a_failed_response(gw: Gateway):
-    gw.sim.enqueue(scripts.text_reply('{"city": "Paris"}'))
+    gw.sim.enqueue(
+        scripts.text_reply('{"city": "Paris"}'), scripts.text_reply('{"city": "Paris"}')
+    )  # + the repair turn
     async with (
         openai_client(gw) as client,
         client.responses.stream(model=MODEL, input="Paris", text_format=Weather) as stream,

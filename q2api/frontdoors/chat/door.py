@@ -17,14 +17,18 @@ import msgspec
 from loguru import logger
 
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
-from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
+from q2api.frontdoors.chat.fields import refused_tag
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
+from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
+from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
-from q2api.openai.errors import OpenAIError
-from q2api.openai.types import parse_chat_request
+from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.openai.errors import InvalidChatRequest, OpenAIError
+from q2api.openai.types import read_chat_request
 
 CHAT_ROUTE = "/v1/chat/completions"
 
@@ -37,6 +41,7 @@ def _report(problem: str) -> None:
 class ChatCall:
     translated: TranslatedRequest
     created: int = field(default_factory=lambda: int(time.time()))
+    strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
 
     @property
     def request(self) -> MessagesRequest:
@@ -63,15 +68,35 @@ class ChatCall:
     def client_error(self, error: AnthropicError) -> AnthropicError:
         return client_error_of(error, self.translated.param_for)
 
+    @property
+    def reply_check(self) -> HeldResponseCheck | None:
+        return held_check(self.translated.options.check, self.strict_tools)
+
+    @property
+    def context_management(self) -> None:
+        return None  # an OpenAI request asks for no context editing
+
+    @property
+    def compaction(self) -> None:
+        return None
+
 
 class ChatDoor:
     route = CHAT_ROUTE
 
     def read(self, body: bytes) -> ChatCall:
         try:
-            return ChatCall(claude_request(parse_chat_request(body)))
+            parsed, unknown = read_chat_request(body)
+            report_unknown_fields(unknown)
+            translated = claude_request(parsed)
+        except InvalidChatRequest as error:
+            raise ChatError(refused_tag(error) or error) from None
         except OpenAIError as error:
             raise ChatError(error) from None
+        try:
+            return ChatCall(translated, strict_tools=strict_tools_check(translated.request))
+        except InvalidRequest as error:  # a strict tool's schema that cannot be checked
+            raise client_error_of(error, translated.param_for) from None
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
         openai = openai_error(error)

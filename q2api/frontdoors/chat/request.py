@@ -106,6 +106,7 @@ def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
     _check_free_form_documents(chat)
     if chat.n not in (None, 1):
         raise InvalidChatRequest("n", "only n=1 is supported: Amazon Q returns one choice per request")
+    _refuse_audio(chat)
     builder = _MessagesBuilder()
     for index, message in enumerate(chat.messages):
         builder.add(index, message)
@@ -144,6 +145,19 @@ def claude_request(chat: ChatCompletionRequest) -> TranslatedRequest:
         check=check,
     )
     return TranslatedRequest(request, options, {**builder.origins, **tool_origins})
+
+
+_AUDIO = "Amazon Q takes text and images and answers in text: send a transcript instead"
+
+
+def _refuse_audio(chat: ChatCompletionRequest) -> None:
+    if chat.audio is not None:
+        raise InvalidChatRequest("audio", f"audio output is not supported: {_AUDIO}")
+    if chat.modalities is not None and set(chat.modalities) - {"text"}:
+        raise InvalidChatRequest("modalities", 'the reply is text only: leave `modalities` out or ask for ["text"]')
+    for index, message in enumerate(chat.messages):
+        if isinstance(message, AssistantMessage) and message.audio is not None:
+            raise InvalidChatRequest(f"messages[{index}].audio", f"audio replies are not supported: {_AUDIO}")
 
 
 def _check_free_form_documents(chat: ChatCompletionRequest) -> None:
@@ -319,6 +333,7 @@ def _tools(chat: ChatCompletionRequest) -> tuple[list[Tool], dict[str, str]]:
                 name=function.name,
                 input_schema=function.parameters or dict(_EMPTY_SCHEMA),
                 description=function.description,
+                strict=function.strict,
             )
         )
         origins[f"tools.{position}"] = origin

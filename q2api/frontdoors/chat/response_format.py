@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.reply_content import ReplyCheck, ReplyContent
+from q2api.frontdoors.claude.output_check import STRICT_TOOL_PROBLEM
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, ResponseFormat
 
@@ -43,6 +46,44 @@ class ResponseCheck:
         if self.schema is None:
             return None if isinstance(value, dict) else "the reply is JSON but not a JSON object"
         return self.schema.mismatch(value)
+
+
+# The Claude stop reasons whose reply text the check judges: those OpenAI calls `stop`.
+_JUDGED_ENDINGS = ("end_turn", "stop_sequence", "pause_turn")
+
+
+@dataclass(frozen=True, slots=True)
+class HeldResponseCheck:
+    """An OpenAI door's checks as the reply is held to them (q2api.translation.held_reply): strict
+    tools' calls (the Claude door's check, whose 422 the door renders), then `response_format` —
+    one repair turn, then the reply as it is, for the door's own 422 (`invalid_response_format`)."""
+
+    check: ResponseCheck | None
+    strict_tools: ReplyCheck | None = None
+
+    def problem(self, content: ReplyContent) -> str | None:
+        if self.strict_tools is not None and content.tool_calls:
+            problem = self.strict_tools.problem(content)
+            if problem is not None:
+                return problem
+        if self.check is None or content.stop_reason not in _JUDGED_ENDINGS:
+            return None
+        return self.check.problem(content.text)
+
+    def repair_prompt(self, problem: str) -> str:
+        if self.check is None or (self.strict_tools is not None and problem.startswith(STRICT_TOOL_PROBLEM)):
+            assert self.strict_tools is not None
+            return self.strict_tools.repair_prompt(problem)
+        return f"Your reply was not valid: {problem}. Answer again with the whole reply. {self.check.instruction}"
+
+    def failure(self, problem: str) -> AnthropicError | None:
+        if self.strict_tools is not None and problem.startswith(STRICT_TOOL_PROBLEM):
+            return self.strict_tools.failure(problem)
+        return None
+
+
+def held_check(check: ResponseCheck | None, strict_tools: ReplyCheck | None) -> HeldResponseCheck | None:
+    return HeldResponseCheck(check, strict_tools) if check is not None or strict_tools is not None else None
 
 
 SCHEMA_PARAM = "response_format.json_schema.schema"

@@ -18,17 +18,21 @@ import msgspec
 from loguru import logger
 
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
-from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.events import StreamEvent
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
+from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
+from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
+from q2api.frontdoors.field_table import report_unknown_fields
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
-from q2api.openai.responses_types import ResponsesRequest, parse_responses_request
+from q2api.openai.responses_types import ResponsesRequest
+from q2api.openai.responses_types import read_responses_request as parse_with_unknown_fields
 
 RESPONSES_ROUTE = "/v1/responses"
 
@@ -38,11 +42,14 @@ def _report(problem: str) -> None:
 
 
 def read_responses_request(body: bytes) -> ResponsesRequest:
-    """The body as a Responses request; a bad one raises the door's 400."""
+    """The body as a Responses request; a bad one raises the door's 400. Top-level fields no type
+    declares are taken out and named in the log (q2api.frontdoors.field_table)."""
     try:
-        return parse_responses_request(body)
+        parsed, unknown = parse_with_unknown_fields(body)
     except OpenAIError as error:
         raise ChatError(error) from None
+    report_unknown_fields(unknown)
+    return parsed
 
 
 def echoed_settings(responses: ResponsesRequest) -> dict[str, Any]:
@@ -78,6 +85,7 @@ class ResponsesCall:
     # prompt_cache_key): what session affinity keys on (conversation_key.py).
     conversation_key: ConversationKey | None = None
     outcome: dict[str, Any] | None = field(default=None)  # the finished `response`, once the reply ended
+    strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
 
     @property
     def request(self) -> MessagesRequest:
@@ -110,6 +118,18 @@ class ResponsesCall:
 
     def client_error(self, error: AnthropicError) -> AnthropicError:
         return client_error_of(error, self.translated.param_for)
+
+    @property
+    def reply_check(self) -> HeldResponseCheck | None:
+        return held_check(self.translated.options.check, self.strict_tools)
+
+    @property
+    def context_management(self) -> None:
+        return None  # an OpenAI request asks for no context editing
+
+    @property
+    def compaction(self) -> None:
+        return None
 
 
 class ResponsesEncoder:
@@ -169,7 +189,11 @@ class ResponsesDoor:
         except OpenAIError as error:
             raise ChatError(error) from None
         frame = ResponseFrame(self.response_id, translated.request.model, echoed_settings(parsed))
-        self.call = ResponsesCall(translated, frame, self._framing, self._conversation_key)
+        try:
+            strict_tools = strict_tools_check(translated.request)
+        except InvalidRequest as error:  # a strict tool's schema that cannot be checked
+            raise client_error_of(error, translated.param_for) from None
+        self.call = ResponsesCall(translated, frame, self._framing, self._conversation_key, strict_tools=strict_tools)
         return self.call
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:

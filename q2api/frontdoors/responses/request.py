@@ -196,6 +196,15 @@ def _refuse_unsupported(responses: ResponsesRequest) -> None:
         )
     if responses.prompt is not None:
         raise InvalidChatRequest("prompt", "stored prompt templates are not supported; send the text as input")
+    if responses.background_options is not None:
+        raise InvalidChatRequest(
+            "background_options", "background responses are not supported: the gateway answers while the client waits"
+        )
+    if responses.context_management is not None:
+        raise InvalidChatRequest(
+            "context_management",
+            "server-side compaction of a Responses conversation is not supported: leave it out (Codex compacts by itself)",
+        )
     metadata = responses.metadata or {}
     if len(metadata) > _METADATA_PAIRS:
         raise InvalidChatRequest("metadata", f"at most {_METADATA_PAIRS} key-value pairs")

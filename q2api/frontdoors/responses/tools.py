@@ -59,7 +59,7 @@ def claude_tools(responses: ResponsesRequest) -> tuple[list[Tool], dict[str, Too
         names[name] = ToolName(tool.name, namespace)
         schema = tool.parameters or dict(_EMPTY_SCHEMA)
         refuse_too_deep(schema, f"{origin}.parameters")
-        tools.append(Tool(name=name, input_schema=schema, description=tool.description))
+        tools.append(Tool(name=name, input_schema=schema, description=tool.description, strict=tool.strict))
 
     for index, raw in enumerate(responses.tools or ()):
         where = f"tools[{index}]"
