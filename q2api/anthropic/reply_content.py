@@ -61,6 +61,13 @@ def _call(call_id: str, name: str, fragments: list[str]) -> ToolCall:
     return ToolCall(call_id, name, value)
 
 
+class Undecided(str):
+    """A problem the check could not decide (out of time, nested too deeply, unresolvable): asking the model
+    for another reply cannot help, and checking that one would cost as much again."""
+
+    __slots__ = ()
+
+
 class ReplyCheck(Protocol):
     """What a reply must be."""
 
@@ -68,8 +75,9 @@ class ReplyCheck(Protocol):
         """Why the finished reply is not what was asked for, or None when it is (or is not judged)."""
         ...
 
-    def repair_prompt(self, problem: str) -> str:
-        """What the model is told when it gets one more try."""
+    def repair_prompt(self, problem: str) -> str | None:
+        """What the model is told when it gets one more try; None when another try cannot help (the check
+        itself could not decide, say)."""
         ...
 
     def failure(self, problem: str) -> AnthropicError | None:

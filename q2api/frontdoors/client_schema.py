@@ -39,6 +39,8 @@ import referencing.jsonschema
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
+from q2api.anthropic.reply_content import Undecided
+
 # How long checking one reply may take: ample for any real schema and reply (a 100 KB reply
 # against a schema of a few hundred keywords is checked in milliseconds).
 CHECK_SECONDS = 2.0
@@ -82,11 +84,11 @@ class CompiledSchema:
         try:
             error = best_match(self._validator.iter_errors(value))
         except _OutOfTime:
-            return f"the reply could not be checked against the JSON schema within {seconds:g} s"
+            return Undecided(f"the reply could not be checked against the JSON schema within {seconds:g} s")
         except RecursionError:
-            return "the reply nests too deeply to be checked against the JSON schema"
+            return Undecided("the reply nests too deeply to be checked against the JSON schema")
         except (referencing.exceptions.Unresolvable, _UnsupportedPattern) as exc:
-            return f"the reply could not be checked against the JSON schema: {_shortened(str(exc))}"
+            return Undecided(f"the reply could not be checked against the JSON schema: {_shortened(str(exc))}")
         finally:
             _deadline.reset(token)
         if error is None:

@@ -68,8 +68,9 @@ class HeldReply:
         problem = self._check.problem(content)
         if problem is None:
             return held
-        if self.repairs_left > 0:
+        prompt = self._check.repair_prompt(problem) if self.repairs_left > 0 else None
+        if prompt is not None:
             self.repairs_left -= 1
-            return Repair(content, problem, self._check.repair_prompt(problem))
+            return Repair(content, problem, prompt)
         failure = self._check.failure(problem)
         return held if failure is None else Failed(failure)

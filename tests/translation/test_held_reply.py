@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.events import StreamEvent
-from q2api.anthropic.reply_content import ReplyContent
+from q2api.anthropic.reply_content import ReplyContent, Undecided
 from q2api.translation.held_reply import Failed, HeldReply, Repair
 
 
@@ -67,3 +67,22 @@ def test_a_broken_reply_is_released_without_judging() -> None:
     broken: list[StreamEvent] = [*reply("partial")[:2], {"type": "content_block_stop", "index": 0}]
     broken.append({"type": "error", "error": {"type": "api_error", "message": "upstream broke"}})
     assert held.take(broken) == broken and check.judged == []
+
+
+@dataclass
+class CannotDecide(WantsJson):
+    """A check whose schema is too costly to finish: it cannot say whether the reply is right."""
+
+    def problem(self, content: ReplyContent) -> str | None:
+        self.judged.append(content)
+        return Undecided("could not be checked in time")
+
+    def repair_prompt(self, problem: str) -> str | None:
+        return None if isinstance(problem, Undecided) else f"fix: {problem}"
+
+
+def test_a_reply_the_check_could_not_decide_asks_for_no_repair_turn() -> None:
+    error = AnthropicError(422, "could not be checked")
+    assert HeldReply(CannotDecide(fail_with=error)).take(reply("{}")) == Failed(error)
+    released = reply("{}")
+    assert HeldReply(CannotDecide(fail_with=None)).take(released) == released  # the door judges it itself

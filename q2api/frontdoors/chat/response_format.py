@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.anthropic.reply_content import ReplyCheck, ReplyContent
+from q2api.anthropic.reply_content import ReplyCheck, ReplyContent, Undecided
 from q2api.frontdoors.claude.output_check import STRICT_TOOL_PROBLEM
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import JsonObjectFormat, JsonSchemaFormat, ResponseFormat
@@ -70,7 +70,9 @@ class HeldResponseCheck:
             return None
         return self.check.problem(content.text)
 
-    def repair_prompt(self, problem: str) -> str:
+    def repair_prompt(self, problem: str) -> str | None:
+        if isinstance(problem, Undecided):
+            return None
         if self.check is None or (self.strict_tools is not None and problem.startswith(STRICT_TOOL_PROBLEM)):
             assert self.strict_tools is not None
             return self.strict_tools.repair_prompt(problem)

@@ -25,7 +25,7 @@ import msgspec
 import orjson
 
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
-from q2api.anthropic.reply_content import ReplyContent
+from q2api.anthropic.reply_content import ReplyContent, Undecided
 from q2api.anthropic.types import MessagesRequest, TextBlock
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ class ClaudeReplyCheck:
                 return f"the input of the call of {call.name!r} is not valid JSON"
             mismatch = schema.mismatch(call.input)
             if mismatch is not None:
-                return f"the input of the call of {call.name!r} does not match its input_schema: {_input_problem(mismatch)}"
+                problem = f"the input of the call of {call.name!r} does not match its input_schema: {_input_problem(mismatch)}"
+                return Undecided(problem) if isinstance(mismatch, Undecided) else problem
         if self._format is None or content.stop_reason not in _JUDGED_ENDINGS:
             return None
         try:
@@ -72,7 +73,9 @@ class ClaudeReplyCheck:
             return f"the reply is not valid JSON ({exc})"
         return self._format.mismatch(value)
 
-    def repair_prompt(self, problem: str) -> str:
+    def repair_prompt(self, problem: str) -> str | None:
+        if isinstance(problem, Undecided):
+            return None
         if problem.startswith(STRICT_TOOL_PROBLEM):
             return (
                 f"That tool call was not valid: {problem}. Make the call again, with an input that matches the "
@@ -88,7 +91,7 @@ class ClaudeReplyCheck:
         return AnthropicError(
             INVALID_REPLY_STATUS,
             f"{field} could not be honoured: {problem}. Amazon Q has no structured-output mode; q2api gives the "
-            "model the schema and checks its reply (one repair turn was tried)",
+            f"model the schema and checks its reply{'' if isinstance(problem, Undecided) else ' (one repair turn was tried)'}",
             error_type="api_error",
             headers=NO_RETRY,
         )
