@@ -30,7 +30,7 @@ EXPECTED = {
 # its credits counting against its key, at most — generous: a busy machine delays both.
 ADMISSION_SLACK = 3.0
 SETTLE_SLACK = 3.0
-RSS_GROWTH_MB = 25.0  # after the warm-up
+RSS_GROWTH_MB = 25.0  # from a third into the run to its end
 TASKS_GROWTH = 10  # event-loop tasks, after the load drained (background loops come and go)
 OTHER_DESCRIPTORS_GROWTH = 10  # files and sockets other than the pools', after the load drained
 POOLED_DATABASE_CONNECTIONS = 5 + 10 + 4  # SQLAlchemy's pool and overflow, and the refresh-lock connections
@@ -250,7 +250,7 @@ def memory_flat(growth: dict[int, tuple[float, float]]) -> Verdict:
     worst = max((later - warm for warm, later in growth.values()), default=0.0)
     figures = ", ".join(f"pid {pid}: {warm:.0f} → {later:.0f} MB" for pid, (warm, later) in sorted(growth.items()))
     return Verdict(
-        "RSS flat after the warm-up", bool(growth) and worst <= RSS_GROWTH_MB, f"{figures} (≤ +{RSS_GROWTH_MB:g} MB)"
+        "RSS flat from a third into the run", bool(growth) and worst <= RSS_GROWTH_MB, f"{figures} (≤ +{RSS_GROWTH_MB:g} MB)"
     )
 
 
