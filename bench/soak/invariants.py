@@ -250,7 +250,9 @@ def memory_flat(growth: dict[int, tuple[float, float]]) -> Verdict:
     worst = max((later - warm for warm, later in growth.values()), default=0.0)
     figures = ", ".join(f"pid {pid}: {warm:.0f} → {later:.0f} MB" for pid, (warm, later) in sorted(growth.items()))
     return Verdict(
-        "RSS flat from a third into the run", bool(growth) and worst <= RSS_GROWTH_MB, f"{figures} (≤ +{RSS_GROWTH_MB:g} MB)"
+        "RSS flat from a third into the run",
+        bool(growth) and worst <= RSS_GROWTH_MB,
+        f"{figures} (≤ +{RSS_GROWTH_MB:g} MB)",
     )
 
 
