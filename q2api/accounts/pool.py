@@ -178,6 +178,20 @@ class AccountPool:
             for account_id, slot in self._slots.items()
         )
 
+    def unfit(self, account_id: str, model: str | None = None) -> str | None:
+        """Why `account_id` should not take a request for `model` now, else None: "disabled" (not in the
+        pool: disabled or removed), "needs_login", "resting" (a cool-down runs), "model" (its catalogue
+        lacks it). Session affinity moves a conversation off its account for these."""
+        slot = self._slots.get(account_id)
+        if slot is None:
+            return "disabled"
+        if not slot.serves(model):
+            return "model"
+        health = _health(slot, self._clock())
+        if health is AccountHealth.NEEDS_LOGIN:
+            return "needs_login"
+        return None if health is AccountHealth.READY else "resting"
+
     def set_models(self, account_id: str, model_ids: Iterable[str] | None) -> None:
         """The models the account may use from now on (None: unknown, so any)."""
         slot = self._slots.get(account_id)

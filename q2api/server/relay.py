@@ -24,13 +24,14 @@ cancelling is what closes the upstream request.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
+from q2api.accounts.session_affinity import SessionAffinity
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
@@ -43,6 +44,7 @@ from q2api.conversion.pipeline import convert_guarded
 from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
+from q2api.frontdoors.session_key import session_key
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.captures.recorder import CaptureRecorder, Captures
 from q2api.server.compaction_plan import compaction_plan
@@ -51,6 +53,7 @@ from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
 from q2api.server.exchange_log import Exchange
 from q2api.server.off_loop import run_off_loop
+from q2api.server.pinned_opener import PinnedOpener
 from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.streaming import ReplyStream
 from q2api.server.tenancy import Caller, Tenancy
@@ -94,12 +97,14 @@ class MessagesRelay:
         searcher: WebSearcher | None = None,
         checkpoints: CheckpointStore | None = None,
         tenancy: Tenancy | None = None,
+        affinity: SessionAffinity | None = None,
     ) -> None:
         """`on_exchange_logged` is told about each request once its log line is written; `captures`
         writes the capture files of failed requests; `searcher` runs the web searches of requests
         that offer Anthropic's web search tool; `checkpoints` keeps where each recent conversation's
         conversion stood, so that the history a client resends on every turn is converted once
-        (default: a store of CONVERSION_CHECKPOINT_BYTES)."""
+        (default: a store of CONVERSION_CHECKPOINT_BYTES); `affinity` pins each conversation to the
+        account that served its last turn (None: every turn goes where the pool sends it)."""
         self.checkpoints = checkpoints if checkpoints is not None else CheckpointStore(CONVERSION_CHECKPOINT_BYTES)
         self._upstream = upstream
         self._searcher = searcher
@@ -110,6 +115,7 @@ class MessagesRelay:
         self._trim_policy = trim_policy(settings)
         self._captures = captures
         self._tenancy = tenancy
+        self._affinity = affinity
         self.requests_received = 0  # a running count: the worker is idle while it stands still
 
     # ------------------------------------------------------------ pure preparation
@@ -208,8 +214,9 @@ class MessagesRelay:
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
+        upstream = self._opener_for(request.headers, prepared)
         response = await unless_client_leaves(
-            request.receive, self._respond(exchange, prepared, door, recorder, finishing)
+            request.receive, self._respond(exchange, prepared, door, recorder, finishing, upstream)
         )
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
@@ -227,6 +234,7 @@ class MessagesRelay:
         door: FrontDoor,
         recorder: CaptureRecorder | None,
         finishing: Finishing | None,
+        upstream: UpstreamOpener,
     ) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
@@ -249,7 +257,7 @@ class MessagesRelay:
         )
         try:
             reply = await Reply.open(
-                self._upstream, plan, exchange, recorder.trace if recorder else None, searcher=self._searcher
+                upstream, plan, exchange, recorder.trace if recorder else None, searcher=self._searcher
             )
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error))
@@ -316,6 +324,13 @@ class MessagesRelay:
         )
 
     # ------------------------------------------------------------ helpers
+
+    def _opener_for(self, headers: Mapping[str, str], prepared: Prepared) -> UpstreamOpener:
+        """The upstream as this turn sees it: pinned to its conversation's account, with affinity on."""
+        if self._affinity is None:
+            return self._upstream
+        key = session_key(headers, prepared.request, prepared.call.session)
+        return PinnedOpener(self._upstream, self._affinity.turn(key.digest))
 
     def refuse(
         self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR, caller: Caller | None = None

@@ -153,6 +153,7 @@ class ResponsesRoutes:
             parsed,
             conversation.items,
             previous_model=conversation.model,
+            chain_root=conversation.root_id,
             framing=framing,
             conversation_key=key,
             generate=generate,

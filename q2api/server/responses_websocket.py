@@ -108,7 +108,7 @@ class _Connection:
             return
         outcome = call.outcome
         items = [*door.history, *call.translated.items, *outcome["output"]]
-        self.last = {outcome["id"]: Conversation(items, outcome["model"])}
+        self.last = {outcome["id"]: Conversation(items, outcome["model"], root_id=door.chain_root)}
 
 
 class ResponsesSocket:

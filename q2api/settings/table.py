@@ -296,6 +296,17 @@ class Settings:
         group=Group.UPSTREAM,
         description="How long a request waits for a free in-flight slot before the overloaded error.",
     )
+    session_affinity_seconds: int = setting(
+        "Q2API_SESSION_AFFINITY_SECONDS",
+        Number(int, 0, unit="seconds"),
+        default=3600,
+        group=Group.UPSTREAM,
+        description="""
+            How long an idle conversation stays pinned to the account that served its last turn (its
+            thinking signatures and prompt cache live there). The pin is shared by every worker and
+            replica: in Redis when `Q2API_REDIS_URL` is set, else in the store. 0 = no affinity: each
+            turn goes to the least busy account. See [Accounts](accounts.md#session-affinity).""",
+    )
     # -- account store -------------------------------------------------------------------
     data_dir: Path = setting(
         "Q2API_DATA_DIR",

@@ -30,6 +30,7 @@ from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
+from q2api.frontdoors.session_key import DoorSession
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest
 from q2api.openai.responses_types import read_responses_request as parse_with_unknown_fields
@@ -84,12 +85,18 @@ class ResponsesCall:
     # The conversation the client says this turn belongs to (Codex's session-id / thread-id /
     # prompt_cache_key): what session affinity keys on (conversation_key.py).
     conversation_key: ConversationKey | None = None
+    # The first response of the stored chain this turn belongs to (itself, for a turn that starts one).
+    chain_root: str | None = None
     outcome: dict[str, Any] | None = field(default=None)  # the finished `response`, once the reply ended
     strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
 
     @property
     def request(self) -> MessagesRequest:
         return self.translated.request
+
+    @property
+    def session(self) -> DoorSession:
+        return DoorSession(codex=self.conversation_key, chain_root=self.chain_root)
 
     def claude_document(self) -> Any:
         return msgspec.to_builtins(self.translated.request)
@@ -167,6 +174,7 @@ class ResponsesDoor:
         *,
         previous_model: str | None = None,
         response_id: str | None = None,
+        chain_root: str | None = None,
         framing: Framing = SSE,
         conversation_key: ConversationKey | None = None,
         generate: bool = True,
@@ -178,6 +186,10 @@ class ResponsesDoor:
         self._framing = framing
         self._conversation_key = conversation_key
         self.response_id = response_id or new_id("resp")
+        # A turn that continues nothing starts a chain when it can be continued (stored, or on a WebSocket,
+        # which remembers its last response); session affinity then keys the chain on this turn's id.
+        continuable = parsed is None or parsed.store is not False or framing is not SSE
+        self.chain_root = chain_root or (self.response_id if continuable else None)
         self.call: ResponsesCall | None = None  # the call `read` made
 
     def read(self, body: bytes) -> ResponsesCall:
@@ -193,7 +205,14 @@ class ResponsesDoor:
             strict_tools = strict_tools_check(translated.request)
         except InvalidRequest as error:  # a strict tool's schema that cannot be checked
             raise client_error_of(error, translated.param_for) from None
-        self.call = ResponsesCall(translated, frame, self._framing, self._conversation_key, strict_tools=strict_tools)
+        self.call = ResponsesCall(
+            translated,
+            frame,
+            self._framing,
+            self._conversation_key,
+            chain_root=self.chain_root,
+            strict_tools=strict_tools,
+        )
         return self.call
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:

@@ -1,0 +1,137 @@
+"""Session affinity: a conversation's turns go to the account that served its previous turn.
+
+That account holds the conversation's reasoning signatures (Amazon Q refuses another account's:
+THINKING_SIGNATURE_INVALID) and its prompt cache (cache reads fall toward 1/N across N accounts).
+Before a turn, `preferred` reads the pin (q2api.accounts.session_pins); the account choice takes
+the pinned account while it is eligible (q2api.amazonq's account choice says why when it is not);
+once the turn is served, `served` records where it went:
+
+* kept — on its pinned account;
+* moved — elsewhere, with the reason (`session moved: from=… to=… why=…`, INFO, account labels
+  only); what only the old account accepts (its signatures) is then handled as any refused
+  signature is (q2api.server.reply: sent once more without the history's reasoning);
+* started — a conversation without a pin (new, or idle past the affinity time).
+
+Pins are written in the background (a turn never waits for the write), and a pin store that fails
+is a turn without affinity, never a failed turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from loguru import logger
+
+from q2api.accounts.session_pins import Pin, SessionPins
+from q2api.amazonq.turn_affinity import MoveReason
+
+TurnOutcome = Literal["kept", "moved", "started"]
+FIND_DEADLINE = 2.0  # seconds a turn waits for its pin before it goes on without one
+_WARN_EVERY = 60.0
+_LABELS_KEPT = 4096  # account labels remembered (a disabled account's label, to name it in the move line)
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityObserver:
+    turn: Callable[[TurnOutcome, str], None] = lambda outcome, why: None  # why: a move's reason, else ""
+
+
+NO_AFFINITY_OBSERVER = AffinityObserver()
+
+
+class SessionAffinity:
+    def __init__(self, pins: SessionPins, observer: AffinityObserver = NO_AFFINITY_OBSERVER) -> None:
+        self._pins = pins
+        self._observer = observer
+        self._writes: set[asyncio.Task[None]] = set()
+        self._labels: dict[str, str] = {}
+        self._warned_at = -_WARN_EVERY
+
+    def turn(self, key: str) -> TurnPin:
+        """What the account choice asks for one turn of conversation `key` (a TurnAffinity)."""
+        return TurnPin(self, key)
+
+    async def preferred(self, key: str) -> Pin | None:
+        """The pin of conversation `key`, or None (none, expired, or the pin store did not answer)."""
+        try:
+            async with asyncio.timeout(FIND_DEADLINE):
+                return await self._pins.find(key)
+        except Exception as exc:  # a failed or silent pin store: this turn goes without affinity
+            self._warn(f"session affinity: the pin store did not answer ({type(exc).__name__}); turns go unpinned")
+            return None
+
+    def served(self, key: str, found: Pin | None, account_id: str, label: str, why: MoveReason | None) -> TurnOutcome:
+        """Account `account_id` (`label`) serves the turn of `key`; `why`: the account choice's reason for
+        not taking the pinned account (None when it was not asked to, or took it)."""
+        previous_label = self._labels.get(found.account_id, found.account_id) if found is not None else ""
+        self._remember(account_id, label)
+        if found is None:
+            outcome: TurnOutcome = "started"
+            reason = ""
+        elif found.account_id == account_id:
+            outcome, reason = "kept", ""
+        else:
+            outcome, reason = "moved", why or "unknown"
+            logger.info(f"session moved: from={previous_label} to={label} why={reason}")
+        self._observer.turn(outcome, reason)
+        self._write_later(key, account_id, found)
+        return outcome
+
+    def _remember(self, account_id: str, label: str) -> None:
+        if account_id not in self._labels and len(self._labels) >= _LABELS_KEPT:
+            self._labels.pop(next(iter(self._labels)))
+        self._labels[account_id] = label
+
+    def _write_later(self, key: str, account_id: str, found: Pin | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(key, account_id, found))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, key: str, account_id: str, found: Pin | None) -> None:
+        try:
+            await self._pins.keep(key, account_id, found)
+        except Exception as exc:
+            self._warn(f"session affinity: a pin was not written ({type(exc).__name__}); the next turn may move")
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= _WARN_EVERY:
+            self._warned_at = now
+            logger.warning(message)
+
+    async def close(self) -> None:
+        """Let the pins being written finish (for a while), then close the pin store."""
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=5.0)
+        await self._pins.close()
+
+
+class TurnPin:
+    """One turn's affinity (q2api.amazonq.turn_affinity.TurnAffinity): its pin, read once; a turn of several
+    upstream calls (web searches, a repair) keeps the account its first call went to."""
+
+    def __init__(self, affinity: SessionAffinity, key: str) -> None:
+        self._affinity = affinity
+        self._key = key
+        self._found: Pin | None = None
+        self._looked = False
+        self._served_by: str | None = None  # the account of this turn's last opened call
+
+    async def pinned_account(self) -> str | None:
+        if self._served_by is not None:
+            return self._served_by
+        if not self._looked:
+            self._found = await self._affinity.preferred(self._key)
+            self._looked = True
+        return self._found.account_id if self._found is not None else None
+
+    def served(self, account_id: str, label: str, moved_because: MoveReason | None) -> None:
+        if self._served_by is None:
+            self._affinity.served(self._key, self._found, account_id, label, moved_because)
+        elif account_id != self._served_by:  # a later call of the turn moved: the pin follows it
+            self._affinity.served(self._key, Pin(self._served_by), account_id, label, moved_because)
+        self._served_by = account_id
