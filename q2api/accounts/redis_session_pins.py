@@ -1,4 +1,5 @@
-"""Pins in Redis (`Q2API_REDIS_URL`): one string key per conversation, `PREFIX:pins:<digest>` → account id.
+"""Pins in Redis (`Q2API_REDIS_URL`): one string key per conversation, `PREFIX:pins:<digest>` →
+`<account id> <foreign history messages>`.
 
 `find` is one `GETEX … EX idle`: it reads the pin and renews its idle time in the same round trip,
 so a conversation that goes on is never written to again; `keep` sets the key only when the pin
@@ -23,12 +24,15 @@ class RedisSessionPins:
         self._prefix = f"{prefix}:pins:"
 
     async def find(self, key: str) -> Pin | None:
-        account_id = await self._redis.getex(self._prefix + key, ex=self._idle)
-        return Pin(str(account_id)) if account_id else None
+        value = await self._redis.getex(self._prefix + key, ex=self._idle)
+        if not value:
+            return None
+        account_id, _, foreign = str(value).partition(" ")
+        return Pin(account_id, int(foreign) if foreign.isdigit() else 0)
 
-    async def keep(self, key: str, account_id: str, found: Pin | None) -> None:
-        if needs_write(account_id, found):
-            await self._redis.set(self._prefix + key, account_id, ex=self._idle)
+    async def keep(self, key: str, pin: Pin, found: Pin | None) -> None:
+        if needs_write(pin, found):
+            await self._redis.set(self._prefix + key, f"{pin.account_id} {pin.foreign_history}", ex=self._idle)
 
     async def close(self) -> None:
         await self._redis.aclose()

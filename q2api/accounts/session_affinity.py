@@ -27,7 +27,7 @@ from typing import Literal
 from loguru import logger
 
 from q2api.accounts.session_pins import Pin, SessionPins
-from q2api.amazonq.turn_affinity import MoveReason
+from q2api.amazonq.turn_affinity import MoveReason, PinnedAccount
 
 TurnOutcome = Literal["kept", "moved", "started"]
 FIND_DEADLINE = 2.0  # seconds a turn waits for its pin before it goes on without one
@@ -47,7 +47,7 @@ class SessionAffinity:
     def __init__(self, pins: SessionPins, observer: AffinityObserver = NO_AFFINITY_OBSERVER) -> None:
         self._pins = pins
         self._observer = observer
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: dict[str, asyncio.Task[None]] = {}  # by conversation key: the pins being written
         self._labels: dict[str, str] = {}
         self._warned_at = -_WARN_EVERY
 
@@ -59,14 +59,18 @@ class SessionAffinity:
         """The pin of conversation `key`, or None (none, expired, or the pin store did not answer)."""
         try:
             async with asyncio.timeout(FIND_DEADLINE):
+                writing = self._writes.get(key)
+                if writing is not None:  # this process's last turn of it is still being pinned: read after it
+                    await asyncio.wait((writing,))
                 return await self._pins.find(key)
         except Exception as exc:  # a failed or silent pin store: this turn goes without affinity
             self._warn(f"session affinity: the pin store did not answer ({type(exc).__name__}); turns go unpinned")
             return None
 
-    def served(self, key: str, found: Pin | None, account_id: str, label: str, why: MoveReason | None) -> TurnOutcome:
-        """Account `account_id` (`label`) serves the turn of `key`; `why`: the account choice's reason for
-        not taking the pinned account (None when it was not asked to, or took it)."""
+    def served(self, key: str, found: Pin | None, pin: Pin, label: str, why: MoveReason | None) -> TurnOutcome:
+        """`pin.account_id` (`label`) serves the turn of `key`; `why`: the account choice's reason for not
+        taking the pinned account (None when it was not asked to, or took it)."""
+        account_id = pin.account_id
         previous_label = self._labels.get(found.account_id, found.account_id) if found is not None else ""
         self._remember(account_id, label)
         if found is None:
@@ -78,7 +82,7 @@ class SessionAffinity:
             outcome, reason = "moved", why or "unknown"
             logger.info(f"session moved: from={previous_label} to={label} why={reason}")
         self._observer.turn(outcome, reason)
-        self._write_later(key, account_id, found)
+        self._write_later(key, pin, found)
         return outcome
 
     def _remember(self, account_id: str, label: str) -> None:
@@ -86,14 +90,14 @@ class SessionAffinity:
             self._labels.pop(next(iter(self._labels)))
         self._labels[account_id] = label
 
-    def _write_later(self, key: str, account_id: str, found: Pin | None) -> None:
-        task = asyncio.get_running_loop().create_task(self._write(key, account_id, found))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+    def _write_later(self, key: str, pin: Pin, found: Pin | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._write(key, pin, found))
+        self._writes[key] = task
+        task.add_done_callback(lambda done: self._writes.pop(key, None) if self._writes.get(key) is done else None)
 
-    async def _write(self, key: str, account_id: str, found: Pin | None) -> None:
+    async def _write(self, key: str, pin: Pin, found: Pin | None) -> None:
         try:
-            await self._pins.keep(key, account_id, found)
+            await self._pins.keep(key, pin, found)
         except Exception as exc:
             self._warn(f"session affinity: a pin was not written ({type(exc).__name__}); the next turn may move")
 
@@ -106,7 +110,7 @@ class SessionAffinity:
     async def close(self) -> None:
         """Let the pins being written finish (for a while), then close the pin store."""
         if self._writes:
-            await asyncio.wait(set(self._writes), timeout=5.0)
+            await asyncio.wait(set(self._writes.values()), timeout=5.0)
         await self._pins.close()
 
 
@@ -119,19 +123,19 @@ class TurnPin:
         self._key = key
         self._found: Pin | None = None
         self._looked = False
-        self._served_by: str | None = None  # the account of this turn's last opened call
+        self._served: Pin | None = None  # where this turn's last opened call went
 
-    async def pinned_account(self) -> str | None:
-        if self._served_by is not None:
-            return self._served_by
+    async def pinned(self) -> PinnedAccount | None:
         if not self._looked:
             self._found = await self._affinity.preferred(self._key)
             self._looked = True
-        return self._found.account_id if self._found is not None else None
+        pin = self._served or self._found
+        return PinnedAccount(pin.account_id, pin.foreign_history) if pin is not None else None
 
-    def served(self, account_id: str, label: str, moved_because: MoveReason | None) -> None:
-        if self._served_by is None:
-            self._affinity.served(self._key, self._found, account_id, label, moved_because)
-        elif account_id != self._served_by:  # a later call of the turn moved: the pin follows it
-            self._affinity.served(self._key, Pin(self._served_by), account_id, label, moved_because)
-        self._served_by = account_id
+    def served(self, account_id: str, label: str, moved_because: MoveReason | None, foreign_history: int) -> None:
+        pin = Pin(account_id, foreign_history)
+        if self._served is None:
+            self._affinity.served(self._key, self._found, pin, label, moved_because)
+        elif account_id != self._served.account_id:  # a later call of the turn moved: the pin follows it
+            self._affinity.served(self._key, self._served, pin, label, moved_because)
+        self._served = pin

@@ -1,7 +1,8 @@
 """Where each conversation is pinned: which account served its last turn, shared by every worker and replica.
 
 A pin is a conversation's key (q2api.frontdoors.session_key: a digest, never the client's id or
-text) → an account id, forgotten once the conversation has been idle for the affinity time
+text) → an account id (and how many of the conversation's first history messages another account
+served before it moved there: q2api.amazonq.turn_affinity), forgotten once the conversation has been idle for the affinity time
 (`Q2API_SESSION_AFFINITY_SECONDS`). Two places keep them: Redis when `Q2API_REDIS_URL` is set
 (redis_session_pins.py), else the store's database (`q2api_session_pins`, its own migration chain).
 
@@ -31,6 +32,7 @@ session_pins = sa.Table(
     metadata,
     sa.Column("pin_key", sa.String(64), primary_key=True),  # the conversation key's digest
     sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("foreign_history", sa.Integer(), nullable=False, server_default="0"),
     sa.Column("expires_at", sa.Double(), nullable=False, index=True),  # epoch seconds
 )
 
@@ -47,6 +49,7 @@ PURGE_EVERY = 600.0  # seconds between two deletions of expired database pins, p
 @dataclass(frozen=True, slots=True)
 class Pin:
     account_id: str
+    foreign_history: int = 0  # the first history messages whose reasoning another account made
     stale: bool = False  # its idle time is due to be renewed when the turn is kept on it
 
 
@@ -55,15 +58,20 @@ class SessionPins(Protocol):
         """The account `key` is pinned to (None: none, or expired); raises on a store that fails."""
         ...
 
-    async def keep(self, key: str, account_id: str, found: Pin | None) -> None:
-        """`account_id` served `key`'s turn (`found`: what `find` said before it)."""
+    async def keep(self, key: str, pin: Pin, found: Pin | None) -> None:
+        """`pin` is where `key`'s turn was served (`found`: what `find` said before it)."""
         ...
 
     async def close(self) -> None: ...
 
 
-def needs_write(account_id: str, found: Pin | None) -> bool:
-    return found is None or found.account_id != account_id or found.stale
+def needs_write(pin: Pin, found: Pin | None) -> bool:
+    return (
+        found is None
+        or found.account_id != pin.account_id
+        or found.foreign_history != pin.foreign_history
+        or found.stale
+    )
 
 
 class StoreSessionPins:
@@ -78,19 +86,18 @@ class StoreSessionPins:
         now = time.time()
 
         def read(db: sa.Connection) -> Any:
-            query = sa.select(session_pins.c.account_id, session_pins.c.expires_at).where(
-                session_pins.c.pin_key == key, session_pins.c.expires_at > now
-            )
+            columns = (session_pins.c.account_id, session_pins.c.foreign_history, session_pins.c.expires_at)
+            query = sa.select(*columns).where(session_pins.c.pin_key == key, session_pins.c.expires_at > now)
             return db.execute(query).first()
 
         row = await self._db.read(read)
         if row is None:
             return None
         stale = row.expires_at - now < self._idle * (1 - RENEW_AFTER_SHARE)
-        return Pin(str(row.account_id), stale=stale)
+        return Pin(str(row.account_id), int(row.foreign_history), stale=stale)
 
-    async def keep(self, key: str, account_id: str, found: Pin | None) -> None:
-        if not needs_write(account_id, found):
+    async def keep(self, key: str, pin: Pin, found: Pin | None) -> None:
+        if not needs_write(pin, found):
             return
         now = time.time()
         purge = time.monotonic() >= self._next_purge
@@ -98,7 +105,7 @@ class StoreSessionPins:
             self._next_purge = time.monotonic() + PURGE_EVERY
 
         def write(db: sa.Connection) -> None:
-            db.execute(_upsert(db.dialect.name, key, account_id, now + self._idle))
+            db.execute(_upsert(db.dialect.name, key, pin, now + self._idle))
             if purge:
                 db.execute(sa.delete(session_pins).where(session_pins.c.expires_at <= now))
 
@@ -109,10 +116,10 @@ class StoreSessionPins:
         """Nothing of its own: the database is the gateway's."""
 
 
-def _upsert(dialect: str, key: str, account_id: str, expires_at: float) -> sa.Executable:
+def _upsert(dialect: str, key: str, pin: Pin, expires_at: float) -> sa.Executable:
     """One statement that inserts the pin or replaces the one there (two workers may pin one key at once)."""
-    values = {"pin_key": key, "account_id": account_id, "expires_at": expires_at}
-    update = {"account_id": account_id, "expires_at": expires_at}
+    update = {"account_id": pin.account_id, "foreign_history": pin.foreign_history, "expires_at": expires_at}
+    values = {"pin_key": key, **update}
     if dialect == "postgresql":
         pg = postgresql.insert(session_pins).values(values)
         return pg.on_conflict_do_update(index_elements=[session_pins.c.pin_key], set_=update)

@@ -51,23 +51,23 @@ async def pins_of(request, tmp_path) -> AsyncIterator:
 async def test_a_pin_is_found_by_every_worker_and_follows_a_move(pins_of):
     first, second = pins_of(), pins_of()  # two workers (or replicas) on one place
     assert await first.find(KEY) is None
-    await first.keep(KEY, "account-a", None)
-    assert (await second.find(KEY)).account_id == "account-a"
-    await second.keep(KEY, "account-b", Pin("account-a"))
-    assert (await first.find(KEY)).account_id == "account-b"
+    await first.keep(KEY, Pin("account-a"), None)
+    assert await second.find(KEY) == Pin("account-a")
+    await second.keep(KEY, Pin("account-b", foreign_history=6), Pin("account-a"))
+    assert await first.find(KEY) == Pin("account-b", foreign_history=6)
     assert await first.find("1e" * 16) is None  # another conversation has no pin
 
 
 async def test_two_workers_pinning_one_new_conversation_at_once_both_succeed(pins_of):
     workers = [pins_of() for _ in range(4)]
-    await asyncio.gather(*(pins.keep(KEY, f"account-{n}", None) for n, pins in enumerate(workers)))
+    await asyncio.gather(*(pins.keep(KEY, Pin(f"account-{n}"), None) for n, pins in enumerate(workers)))
     found = await workers[0].find(KEY)
     assert found is not None and found.account_id in {f"account-{n}" for n in range(4)}
 
 
 async def test_an_idle_pin_expires(pins_of):
     pins = pins_of(1)
-    await pins.keep(KEY, "account-a", None)
+    await pins.keep(KEY, Pin("account-a"), None)
     assert (await pins.find(KEY)).account_id == "account-a"
     await asyncio.sleep(2.2)
     assert await pins.find(KEY) is None
@@ -75,17 +75,17 @@ async def test_an_idle_pin_expires(pins_of):
 
 async def test_a_pin_in_use_is_renewed_and_outlives_its_idle_time(pins_of):
     pins = pins_of(2)
-    await pins.keep(KEY, "account-a", None)
+    await pins.keep(KEY, Pin("account-a"), None)
     for _ in range(4):  # 3.2 s of turns, each within the 2 s idle time of the last
         await asyncio.sleep(0.8)
         found = await pins.find(KEY)
         assert found is not None and found.account_id == "account-a"
-        await pins.keep(KEY, "account-a", found)
+        await pins.keep(KEY, Pin("account-a"), found)
 
 
 async def test_a_kept_pin_is_not_written_again_until_its_idle_time_is_worth_renewing(pins_of, monkeypatch):
     pins = pins_of(3600)
-    await pins.keep(KEY, "account-a", None)
+    await pins.keep(KEY, Pin("account-a"), None)
     found = await pins.find(KEY)
     assert found == Pin("account-a", stale=False)
     if isinstance(pins, StoreSessionPins):
@@ -96,7 +96,7 @@ async def test_a_kept_pin_is_not_written_again_until_its_idle_time_is_worth_rene
 
 async def test_only_a_digest_and_an_account_id_are_stored(pins_of):
     pins = pins_of()
-    await pins.keep(KEY, "account-a", None)
+    await pins.keep(KEY, Pin("account-a"), None)
     if isinstance(pins, RedisSessionPins):
         client = redis.Redis.from_url(pins_of.place.url)
         try:
@@ -106,14 +106,14 @@ async def test_only_a_digest_and_an_account_id_are_stored(pins_of):
         assert keys == [f"{pins_of.place.prefix}:pins:{KEY}"]
         return
     rows = await pins_of.database.read(lambda db: [tuple(row) for row in db.execute(sa.select(session_pins))])
-    assert [(key, account) for key, account, _ in rows] == [(KEY, "account-a")]
+    assert [(key, account) for key, account, _foreign, _expires in rows] == [(KEY, "account-a")]
 
 
 class _DeadPins:
     async def find(self, key: str) -> Pin | None:
         raise ConnectionError("refused")
 
-    async def keep(self, key: str, account_id: str, found: Pin | None) -> None:
+    async def keep(self, key: str, pin: Pin, found: Pin | None) -> None:
         raise ConnectionError("refused")
 
     async def close(self) -> None:
@@ -131,7 +131,7 @@ async def test_a_pin_store_that_fails_or_hangs_is_a_turn_without_affinity(pins: 
     monkeypatch.setattr("q2api.accounts.session_affinity.FIND_DEADLINE", 0.2)
     affinity = SessionAffinity(pins)
     turn = affinity.turn(KEY)
-    assert await turn.pinned_account() is None
-    turn.served("account-a", "alpha", None)  # its write fails in the background: no exception here
+    assert await turn.pinned() is None
+    turn.served("account-a", "alpha", None, 0)  # its write fails in the background: no exception here
     await affinity.close()
     assert any("the pin store did not answer" in line for line in log_lines)
