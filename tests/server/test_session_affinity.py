@@ -21,12 +21,17 @@ import httpx2
 import openai
 import pytest
 
+from q2api.accounts.opening import open_account_store
 from q2api.accounts.store import SqliteAccountStore
 from q2api.settings import load_settings
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream
+from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, capture_logs, sdk, user
 from tests.support.metrics_scrape import Scrape
+from tests.support.serve_process import CLIENT_KEY as SERVE_CLIENT_KEY
+from tests.support.serve_process import serve
+from tests.support.tenant_stores import scratch_redis
 
 pytestmark = pytest.mark.asyncio
 
@@ -207,3 +212,59 @@ async def test_affinity_off_lets_the_pool_rotate(tmp_path):
         for n in range(3):
             await conversation.turn(client, n)
     assert len(set(served_by(sim))) > 1  # the control: without affinity the turns spread
+
+
+# -- across workers and replicas ---------------------------------------------------------------------
+
+
+async def conversation_on(targets: list[str], turns: int = TURNS) -> None:
+    """One Claude Code conversation, its turns sent to `targets` in turn (replicas, or one port of workers)."""
+    clients = [sdk(target, api_key=SERVE_CLIENT_KEY) for target in targets]
+    conversation = ClaudeCodeConversation()
+    for n in range(turns):
+        await conversation.turn(clients[n % len(clients)], n)
+
+
+def assert_stayed(sim: SimulatedUpstream, lines: list[str], metrics_text: str) -> None:
+    accounts = served_by(sim)
+    assert len(accounts) == TURNS and len(set(accounts)) == 1, accounts
+    assert not any(REFUSED in line or "Traceback" in line for line in lines)
+    metrics = Scrape(metrics_text)
+    assert metrics.value("q2api_session_turns_total", outcome="kept", why="-") == TURNS - 1
+    assert metrics.total("q2api_session_turns_total", outcome="moved") == 0
+
+
+@pytest.mark.parametrize("pinned_in", ["store", "redis"])
+async def test_a_conversation_stays_on_one_account_across_two_workers(tmp_path: Path, pinned_in: str) -> None:
+    with contextlib.ExitStack() as stack:
+        extra = stack.enter_context(scratch_redis()).env if pinned_in == "redis" else {}
+        await add_accounts(SqliteAccountStore(tmp_path / "data"))
+        upstream = stack.enter_context(SimulatedUpstream.run_in_thread())
+        server = stack.enter_context(serve(tmp_path, accounts_env(upstream.sim), workers=2, **extra))
+        await conversation_on([server.base_url])
+        assert_stayed(upstream.sim, server.lines, server.get_text("/metrics"))
+
+
+async def test_a_conversation_stays_on_one_account_across_two_replicas_on_postgresql(tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        database_url = stack.enter_context(scratch_database_url("postgresql"))
+        store = await open_account_store(database_url, tmp_path, TEST_SECRET_KEY)
+        try:
+            await add_accounts(store)
+        finally:
+            await store.close()
+        upstream = stack.enter_context(SimulatedUpstream.run_in_thread())
+        env = {**accounts_env(upstream.sim), "Q2API_DATABASE_URL": database_url, "Q2API_SECRET_KEY": TEST_SECRET_KEY}
+        replicas = []
+        for n in range(2):
+            (tmp_path / f"r{n}").mkdir()
+            replicas.append(stack.enter_context(serve(tmp_path / f"r{n}", env)))
+        await conversation_on([replica.base_url for replica in replicas])
+        accounts = served_by(upstream.sim)
+        assert len(accounts) == TURNS and len(set(accounts)) == 1, accounts
+        kept = sum(
+            Scrape(replica.get_text("/metrics")).value("q2api_session_turns_total", outcome="kept", why="-")
+            for replica in replicas
+        )
+        assert kept == TURNS - 1  # every turn after the first found its pin, whichever replica it reached
+        assert not any(REFUSED in line for replica in replicas for line in replica.lines)
