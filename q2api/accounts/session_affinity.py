@@ -30,7 +30,10 @@ from q2api.accounts.session_pins import Pin, SessionPins
 from q2api.amazonq.turn_affinity import MoveReason, PinnedAccount
 
 TurnOutcome = Literal["kept", "moved", "started"]
-FIND_DEADLINE = 2.0  # seconds a turn waits for its pin before it goes on without one
+FIND_DEADLINE = 1.0  # seconds a turn waits for its pin before it goes on without one
+# After a pin store failed, turns go unpinned this long without asking it (a store that hangs would
+# otherwise cost every turn FIND_DEADLINE).
+DOWN_SECONDS = 10.0
 _WARN_EVERY = 60.0
 _LABELS_KEPT = 4096  # account labels remembered (a disabled account's label, to name it in the move line)
 
@@ -50,6 +53,7 @@ class SessionAffinity:
         self._writes: dict[str, asyncio.Task[None]] = {}  # by conversation key: the pins being written
         self._labels: dict[str, str] = {}
         self._warned_at = -_WARN_EVERY
+        self._down_until = 0.0  # monotonic: the pin store failed; not asked again before then
 
     def turn(self, key: str) -> TurnPin:
         """What the account choice asks for one turn of conversation `key` (a TurnAffinity)."""
@@ -57,6 +61,8 @@ class SessionAffinity:
 
     async def preferred(self, key: str) -> Pin | None:
         """The pin of conversation `key`, or None (none, expired, or the pin store did not answer)."""
+        if time.monotonic() < self._down_until:
+            return None
         try:
             async with asyncio.timeout(FIND_DEADLINE):
                 writing = self._writes.get(key)
@@ -64,6 +70,7 @@ class SessionAffinity:
                     await asyncio.wait((writing,))
                 return await self._pins.find(key)
         except Exception as exc:  # a failed or silent pin store: this turn goes without affinity
+            self._down_until = time.monotonic() + DOWN_SECONDS
             self._warn(f"session affinity: the pin store did not answer ({type(exc).__name__}); turns go unpinned")
             return None
 
@@ -91,6 +98,8 @@ class SessionAffinity:
         self._labels[account_id] = label
 
     def _write_later(self, key: str, pin: Pin, found: Pin | None) -> None:
+        if time.monotonic() < self._down_until:
+            return
         task = asyncio.get_running_loop().create_task(self._write(key, pin, found))
         self._writes[key] = task
         task.add_done_callback(lambda done: self._writes.pop(key, None) if self._writes.get(key) is done else None)
@@ -99,6 +108,7 @@ class SessionAffinity:
         try:
             await self._pins.keep(key, pin, found)
         except Exception as exc:
+            self._down_until = time.monotonic() + DOWN_SECONDS
             self._warn(f"session affinity: a pin was not written ({type(exc).__name__}); the next turn may move")
 
     def _warn(self, message: str) -> None:

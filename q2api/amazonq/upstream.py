@@ -123,6 +123,8 @@ class UpstreamClient:
             raise NoAccountConfigured()
         started = time.monotonic()
         opening = Opening(payload, trace or UpstreamTrace())
+        if affinity is not None and len(self._pool) < 2:
+            affinity = None  # one account: nothing to choose between, and no pin worth a round trip
         pinned = await affinity.pinned() if affinity is not None else None
         try:
             async for try_ in self._retries.retrying(opening):

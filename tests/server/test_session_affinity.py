@@ -33,8 +33,6 @@ from tests.support.serve_process import CLIENT_KEY as SERVE_CLIENT_KEY
 from tests.support.serve_process import serve
 from tests.support.tenant_stores import scratch_redis
 
-pytestmark = pytest.mark.asyncio
-
 NATIVE_MODEL = "claude-opus-4-8"  # listed with a reasoning schema: signed native reasoning
 ACCOUNTS = {"rt-alpha": "alpha", "rt-beta": "beta", "rt-gamma": "gamma"}  # refresh token -> label
 TURNS = 20
