@@ -27,7 +27,7 @@ from q2api.settings import load_settings
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
-from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, capture_logs, sdk, user
+from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, capture_logs, sdk
 from tests.support.metrics_scrape import Scrape
 from tests.support.serve_process import CLIENT_KEY as SERVE_CLIENT_KEY
 from tests.support.serve_process import serve
@@ -85,7 +85,11 @@ class ClaudeCodeConversation:
         self.messages: list[dict[str, Any]] = []
 
     async def turn(self, client: anthropic.AsyncAnthropic, n: int) -> None:
-        self.messages.append(user(f"step {n}: go on"))
+        users = [message for message in self.messages if message["role"] == "user"]
+        for message in users[:-1]:  # the marks move to the newest two user messages, as Claude Code moves them
+            message["content"] = [{"type": "text", "text": block["text"]} for block in message["content"]]
+        marked = {"type": "text", "text": f"step {n}: go on", "cache_control": {"type": "ephemeral"}}
+        self.messages.append({"role": "user", "content": [marked]})
         reply = await client.messages.create(
             model=NATIVE_MODEL,
             max_tokens=16_000,
@@ -131,6 +135,7 @@ async def scrape(url: str) -> Scrape:
 
 async def test_a_claude_code_conversation_stays_on_one_account_and_no_signature_is_refused(tmp_path):
     async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
+        sim.usage_frames = True  # cache figures per account, as Amazon Q reports them
         before = await scrape(url)
         client = sdk(url)
         conversation = ClaudeCodeConversation()
@@ -149,7 +154,13 @@ async def test_a_claude_code_conversation_stays_on_one_account_and_no_signature_
     assert metrics.value("q2api_session_turns_total", outcome="kept", why="-") == TURNS - 1
     assert metrics.value("q2api_session_turns_total", outcome="started", why="-") == 2
     assert metrics.total("q2api_session_turns_total", outcome="moved") == 0
-    assert metrics.total("q2api_cache_read_tokens_total") >= 0  # reported per account when Amazon Q counts them
+    # The conversation's cache was read where it was written: on its one account, every turn after the first.
+    cache_reads = {
+        labels["account"]: metrics.value("q2api_cache_read_tokens_total", **labels)
+        for labels in metrics.series("q2api_cache_read_tokens_total")
+    }
+    assert cache_reads[accounts[0]] > 0
+    assert all(tokens == 0 for label, tokens in cache_reads.items() if label != accounts[0]), cache_reads
 
 
 async def test_a_codex_conversation_on_the_responses_door_stays_on_one_account(tmp_path):
