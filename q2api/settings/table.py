@@ -110,9 +110,10 @@ class Settings:
         secret=True,  # it may hold a password: shown with the password masked
         shown_as=_masked_redis_url,
         description="""
-            Where the limits of the client keys kept in the store (`q2api keys`) are counted, shared by
-            every worker and replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in
-            the store itself (SQLite, or the shared database). See
+            Where the limits of the client keys kept in the store (`q2api keys`) are counted, and where
+            conversations are pinned to their account (session affinity), shared by every worker and
+            replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = in the store itself (SQLite,
+            or the shared database). See
             [Keys and usage](keys-and-usage.md#limits).""",
     )
     limits_when_store_down: LimitsWhenStoreDown = setting(
@@ -134,8 +135,8 @@ class Settings:
         default="q2api",
         group=Group.CLIENT_ACCESS,
         description="""
-            The start of every Redis key q2api writes (`PREFIX:tenants:…`), so that deployments sharing
-            one Redis database keep their counters apart.""",
+            The start of every Redis key q2api writes (`PREFIX:tenants:…`, `PREFIX:pins:…`), so that
+            deployments sharing one Redis database keep their counters and session pins apart.""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",

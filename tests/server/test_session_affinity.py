@@ -176,6 +176,28 @@ async def test_a_codex_conversation_on_the_responses_door_stays_on_one_account(t
     assert [history_signatures(request.body) for request in sim.requests] == list(range(TURNS))
 
 
+async def test_a_stored_responses_chain_without_session_headers_stays_on_one_account(tmp_path):
+    """`previous_response_id` alone (no session header, no cache key): the chain's turns share its first
+    response's pin, so the signatures stored with it go back to the account that made them."""
+    async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0)
+        previous = None
+        with capture_logs() as logs:
+            for n in range(6):
+                response = await client.responses.create(
+                    model=NATIVE_MODEL,
+                    input=f"step {n}: go on",
+                    reasoning={"effort": "medium"},
+                    include=["reasoning.encrypted_content"],
+                    **({"previous_response_id": previous} if previous else {}),
+                )
+                previous = response.id
+    accounts = served_by(sim)
+    assert len(accounts) == 6 and len(set(accounts)) == 1, accounts
+    assert REFUSED not in logs.text
+    assert [history_signatures(request.body) for request in sim.requests] == list(range(6))
+
+
 async def test_a_disabled_account_moves_its_conversation_once_and_the_turn_succeeds(tmp_path):
     async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
         before = await scrape(url)
