@@ -32,7 +32,7 @@ from q2api.amazonq.host_walk import HostWalk, is_profile_refusal
 from q2api.amazonq.inflight import InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.retry_policy import RetryPolicy
-from q2api.amazonq.turn_affinity import MoveReason, TurnAffinity
+from q2api.amazonq.turn_affinity import MoveReason, PinnedAccount, TurnAffinity
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream_call import FIXED_HEADERS, TARGET, Opening, UpstreamCaller, read_error
 from q2api.amazonq.upstream_config import DEFAULT_MAX_REQUEST_BYTES, UpstreamConfig
@@ -134,8 +134,7 @@ class UpstreamClient:
                         manager, moved_because = await self.accounts.take_pinned(
                             pinned.account_id, opening.model, opening.resting
                         )
-                        # A move makes the whole history foreign to the new account; staying keeps what was.
-                        opening.foreign_history = opening.history_length if moved_because else pinned.foreign_history
+                        opening.foreign_history = _foreign_history(opening.history_length, pinned, moved_because)
                     else:
                         manager = await self.accounts.take(opening.model, opening.resting)
                     try:
@@ -209,6 +208,15 @@ class UpstreamClient:
             account=manager.label,
         )
         raise error
+
+
+def _foreign_history(history_length: int, pinned: PinnedAccount, moved_because: MoveReason | None) -> int:
+    """How many first history messages carry reasoning the serving account did not make: all of them
+    after a move; after none, what the pin says — unless the history is now shorter (compacted, or
+    started again under the same session id), when it is all the serving account's own."""
+    if moved_because is not None:
+        return history_length
+    return pinned.foreign_history if pinned.foreign_history <= history_length else 0
 
 
 class OpenedReply:
