@@ -9,6 +9,12 @@ served before it moved there: q2api.amazonq.turn_affinity), forgotten once the c
 A turn costs one round trip: `find` (which, in Redis, also renews the idle time). `keep` writes only
 when the pin changes (a new conversation, a moved one) or, in the database, when its idle time is
 worth renewing (`Pin.stale`: after a tenth of it) — a database row is not renewed on every read.
+The lookup is not cached in the process: a pin another worker or replica moved (its account
+failed there) would be missed, and the turn sent back to the account that no longer holds the
+conversation's latest signatures. What is kept locally is only what is safe: a process's own pin
+write of a conversation is waited for before that conversation's next lookup (session_affinity.py),
+and a one-account pool looks nothing up.
+
 A pin store that does not answer degrades to "no pin" (the turn goes where the pool sends it),
 never to a failed request; the WARNING says so once a minute at most.
 """

@@ -24,6 +24,7 @@ import pytest
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.store import SqliteAccountStore
 from q2api.settings import load_settings
+from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
@@ -231,6 +232,26 @@ async def test_a_disabled_account_moves_its_conversation_once_and_the_turn_succe
     assert metrics.value("q2api_session_turns_total", outcome="moved", why="disabled") == 1
     assert metrics.value("q2api_session_turns_total", outcome="kept", why="-") == 4 + 4
     assert "rt-" not in "".join(moves) and "sim-" not in "".join(moves)
+
+
+async def test_a_throttled_account_moves_its_turn_at_once_and_the_conversation_stays_moved(tmp_path):
+    async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
+        client = sdk(url)
+        conversation = ClaudeCodeConversation()
+        with capture_logs() as logs:
+            for n in range(3):
+                await conversation.turn(client, n)
+            pinned = served_by(sim)[-1]
+            sim.enqueue(scripts.throttled())  # the pinned account's answer to turn 4: it rests
+            for n in range(3, 6):
+                await conversation.turn(client, n)
+    accounts = served_by(sim)
+    assert accounts[:4] == [pinned] * 4  # turn 4 was tried on its account first
+    moved_to = accounts[4]
+    assert moved_to != pinned and accounts[4:] == [moved_to] * 3, accounts
+    assert REFUSED not in logs.text
+    moves = [line for line in logs.text.splitlines() if "session moved:" in line]
+    assert len(moves) == 1 and f"from={pinned} to={moved_to} why=failed" in moves[0], moves
 
 
 async def test_affinity_off_lets_the_pool_rotate(tmp_path):
