@@ -55,8 +55,9 @@ class SessionAffinity:
         self._warned_at = -_WARN_EVERY
         self._down_until = 0.0  # monotonic: the pin store failed; not asked again before then
 
-    def turn(self, key: str) -> TurnPin:
-        """What the account choice asks for one turn of conversation `key` (a TurnAffinity)."""
+    def turn(self, key: Callable[[], str]) -> TurnPin:
+        """What the account choice asks for one turn (a TurnAffinity); `key` gives its conversation's key,
+        worked out only when the account choice asks (a one-account pool never does)."""
         return TurnPin(self, key)
 
     async def preferred(self, key: str) -> Pin | None:
@@ -128,15 +129,17 @@ class TurnPin:
     """One turn's affinity (q2api.amazonq.turn_affinity.TurnAffinity): its pin, read once; a turn of several
     upstream calls (web searches, a repair) keeps the account its first call went to."""
 
-    def __init__(self, affinity: SessionAffinity, key: str) -> None:
+    def __init__(self, affinity: SessionAffinity, key: Callable[[], str]) -> None:
         self._affinity = affinity
-        self._key = key
+        self._key_of = key
+        self._key = ""
         self._found: Pin | None = None
         self._looked = False
         self._served: Pin | None = None  # where this turn's last opened call went
 
     async def pinned(self) -> PinnedAccount | None:
         if not self._looked:
+            self._key = self._key_of()
             self._found = await self._affinity.preferred(self._key)
             self._looked = True
         pin = self._served or self._found

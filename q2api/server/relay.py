@@ -329,8 +329,10 @@ class MessagesRelay:
         """The upstream as this turn sees it: pinned to its conversation's account, with affinity on."""
         if self._affinity is None:
             return self._upstream
-        key = session_key(headers, prepared.request, prepared.call.session)
-        return PinnedOpener(self._upstream, self._affinity.turn(key.digest))
+        request, door_session = prepared.request, prepared.call.session
+        return PinnedOpener(
+            self._upstream, self._affinity.turn(lambda: session_key(headers, request, door_session).digest)
+        )
 
     def refuse(
         self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR, caller: Caller | None = None
