@@ -39,6 +39,12 @@ _LABELS_KEPT = 4096  # account labels remembered (a disabled account's label, to
 
 
 @dataclass(frozen=True, slots=True)
+class TurnKey:
+    digest: str  # the conversation's key (q2api.frontdoors.session_key)
+    held: bool = True  # False: the turn goes where the pool sends it (its pin is only written)
+
+
+@dataclass(frozen=True, slots=True)
 class AffinityObserver:
     turn: Callable[[TurnOutcome, str], None] = lambda outcome, why: None  # why: a move's reason, else ""
 
@@ -55,7 +61,7 @@ class SessionAffinity:
         self._warned_at = -_WARN_EVERY
         self._down_until = 0.0  # monotonic: the pin store failed; not asked again before then
 
-    def turn(self, key: Callable[[], str]) -> TurnPin:
+    def turn(self, key: Callable[[], TurnKey]) -> TurnPin:
         """What the account choice asks for one turn (a TurnAffinity); `key` gives its conversation's key,
         worked out only when the account choice asks (a one-account pool never does)."""
         return TurnPin(self, key)
@@ -129,7 +135,7 @@ class TurnPin:
     """One turn's affinity (q2api.amazonq.turn_affinity.TurnAffinity): its pin, read once; a turn of several
     upstream calls (web searches, a repair) keeps the account its first call went to."""
 
-    def __init__(self, affinity: SessionAffinity, key: Callable[[], str]) -> None:
+    def __init__(self, affinity: SessionAffinity, key: Callable[[], TurnKey]) -> None:
         self._affinity = affinity
         self._key_of = key
         self._key = ""
@@ -139,8 +145,9 @@ class TurnPin:
 
     async def pinned(self) -> PinnedAccount | None:
         if not self._looked:
-            self._key = self._key_of()
-            self._found = await self._affinity.preferred(self._key)
+            key = self._key_of()
+            self._key = key.digest
+            self._found = await self._affinity.preferred(self._key) if key.held else None
             self._looked = True
         pin = self._served or self._found
         return PinnedAccount(pin.account_id, pin.foreign_history) if pin is not None else None

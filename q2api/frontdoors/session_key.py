@@ -13,7 +13,9 @@ conversation is known by the first of these the request carries:
 5. an explicit `x-q2api-session` header;
 6. else a digest of the system prompt and the first user message's text: what every turn of one
    conversation resends unchanged (cache marks, images and tool blocks are left out of it: they
-   move or differ between turns).
+   move or differ between turns). Many unrelated requests open alike (one-shot API calls with one
+   prompt), so the first turn of such a conversation (`SessionKey.first_turn`: no assistant message
+   yet) is not held to an account: it goes where the pool sends it, and its later turns follow it.
 
 The key is a digest of its source and value, never the value: pins are stored in Redis or the
 database, and the raw ids and prompt text must not be.
@@ -61,6 +63,7 @@ class DoorSession:
 class SessionKey:
     digest: str
     source: SessionSource
+    first_turn: bool = False  # a conversation known by its opening alone, at its first turn
 
 
 def session_key(headers: Mapping[str, str], request: MessagesRequest, door: DoorSession | None = None) -> SessionKey:
@@ -80,12 +83,13 @@ def session_key(headers: Mapping[str, str], request: MessagesRequest, door: Door
     value = _usable(headers.get(EXPLICIT_SESSION_HEADER))
     if value is not None:
         return _key("x-q2api-session", value)
-    return _key("prompt-digest", _opening_text(request))
+    first_turn = not any(message.role == "assistant" for message in request.messages)
+    return _key("prompt-digest", _opening_text(request), first_turn)
 
 
-def _key(source: SessionSource, value: str) -> SessionKey:
+def _key(source: SessionSource, value: str, first_turn: bool = False) -> SessionKey:
     digest = hashlib.sha256(f"{source}\0{value}".encode("utf-8", "surrogatepass")).hexdigest()
-    return SessionKey(digest[:_DIGEST_HEX], source)
+    return SessionKey(digest[:_DIGEST_HEX], source, first_turn)
 
 
 def _usable(value: str | None) -> str | None:

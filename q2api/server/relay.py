@@ -31,7 +31,7 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.accounts.session_affinity import SessionAffinity
+from q2api.accounts.session_affinity import SessionAffinity, TurnKey
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
@@ -330,9 +330,12 @@ class MessagesRelay:
         if self._affinity is None:
             return self._upstream
         request, door_session = prepared.request, prepared.call.session
-        return PinnedOpener(
-            self._upstream, self._affinity.turn(lambda: session_key(headers, request, door_session).digest)
-        )
+
+        def key() -> TurnKey:  # worked out only when the account choice asks (never with one account)
+            found = session_key(headers, request, door_session)
+            return TurnKey(found.digest, held=not found.first_turn)
+
+        return PinnedOpener(self._upstream, self._affinity.turn(key))
 
     def refuse(
         self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR, caller: Caller | None = None

@@ -11,7 +11,7 @@ import redis
 import sqlalchemy as sa
 
 from q2api.accounts.redis_session_pins import RedisSessionPins
-from q2api.accounts.session_affinity import SessionAffinity
+from q2api.accounts.session_affinity import SessionAffinity, TurnKey
 from q2api.accounts.session_pins import SESSION_PIN_MIGRATIONS, Pin, StoreSessionPins, session_pins
 from q2api.store.opening import opened_database
 from tests.support.tenant_stores import DATABASE_KINDS, database_url_for, scratch_redis
@@ -134,11 +134,12 @@ async def test_a_pin_store_that_fails_or_hangs_is_a_turn_without_affinity(kind, 
     pins = kind()
     monkeypatch.setattr("q2api.accounts.session_affinity.FIND_DEADLINE", 0.2)
     affinity = SessionAffinity(pins)
-    turn = affinity.turn(lambda: KEY)
+    turn = affinity.turn(lambda: TurnKey(KEY))
     assert await turn.pinned() is None
     turn.served("account-a", "alpha", None, 0)  # its write fails in the background: no exception here
     # The next turns do not ask a store that just failed (a hanging one would cost each turn the deadline).
-    assert await affinity.turn(lambda: KEY).pinned() is None and await affinity.turn(lambda: KEY).pinned() is None
+    assert await affinity.turn(lambda: TurnKey(KEY)).pinned() is None
+    assert await affinity.turn(lambda: TurnKey(KEY)).pinned() is None
     assert pins.asked == 1
     await affinity.close()
     assert sum("the pin store did not answer" in line for line in log_lines) == 1

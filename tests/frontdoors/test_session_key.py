@@ -62,7 +62,8 @@ def test_every_turn_of_a_conversation_without_ids_has_one_key_and_another_conver
     system = [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
     first = session_key({}, request(FIRST, system=system))
     later = session_key({}, request(LATER, system=[{"type": "text", "text": "You are terse."}]))
-    assert first == later  # cache marks and later turns change nothing
+    assert first.digest == later.digest  # cache marks and later turns change nothing
+    assert first.first_turn and not later.first_turn  # a first turn is not held to an account
     other = session_key({}, request([{"role": "user", "content": "write a poem"}], system=system))
     assert other.digest != first.digest
     other_system = session_key({}, request(FIRST, system="You are verbose."))

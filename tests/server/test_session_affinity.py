@@ -28,7 +28,7 @@ from q2api.testing import scripts
 from q2api.testing.gateway_server import running_gateway
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
-from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, capture_logs, sdk
+from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, capture_logs, sdk, user
 from tests.support.metrics_scrape import Scrape
 from tests.support.serve_process import CLIENT_KEY as SERVE_CLIENT_KEY
 from tests.support.serve_process import serve
@@ -197,6 +197,26 @@ async def test_a_stored_responses_chain_without_session_headers_stays_on_one_acc
     assert len(accounts) == 6 and len(set(accounts)) == 1, accounts
     assert REFUSED not in logs.text
     assert [history_signatures(request.body) for request in sim.requests] == list(range(6))
+
+
+async def test_a_conversation_without_ids_follows_its_first_turn_and_one_shot_prompts_still_spread(tmp_path):
+    async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
+        client = sdk(url)
+        for _ in range(3):  # the same one-shot prompt three times: not held together, the pool spreads them
+            await client.messages.create(model=NATIVE_MODEL, max_tokens=100, messages=[user("ping")])
+        one_shots = served_by(sim)
+        messages: list[dict[str, Any]] = [user("plan the refactor")]
+        for n in range(5):  # no session id anywhere: known by its system prompt and first message
+            reply = await client.messages.create(
+                model=NATIVE_MODEL, max_tokens=16_000, thinking={"type": "adaptive"}, messages=messages
+            )
+            messages += [
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+                user(f"and step {n}?"),
+            ]
+    assert len(set(one_shots)) == 3, one_shots
+    conversation = served_by(sim, 3)
+    assert len(conversation) == 5 and len(set(conversation)) == 1, conversation
 
 
 async def test_a_disabled_account_moves_its_conversation_once_and_the_turn_succeeds(tmp_path):
