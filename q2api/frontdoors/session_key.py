@@ -4,7 +4,9 @@ A conversation's turns go to the account that served its previous turn (docs/acc
 session affinity): that account holds its reasoning signatures and its prompt cache. The
 conversation is known by the first of these the request carries:
 
-1. Claude Code's `X-Claude-Code-Session-Id` header;
+1. Claude Code's `X-Claude-Code-Session-Id` header (with `x-claude-code-agent-id` when a subagent
+   sends it: each subagent is a conversation of its own, with its own history and signatures, so a
+   burst of parallel subagents neither piles onto one account nor moves the main conversation);
 2. Codex's `session-id` / `thread-id` headers, then its body's `prompt_cache_key`
    (q2api.frontdoors.responses.conversation_key);
 3. a Responses `previous_response_id` chain: its first response's id (a turn that starts a
@@ -46,6 +48,7 @@ SessionSource = Literal[
     "prompt-digest",
 ]
 CLAUDE_CODE_SESSION_HEADER = "x-claude-code-session-id"
+CLAUDE_CODE_AGENT_HEADER = "x-claude-code-agent-id"
 EXPLICIT_SESSION_HEADER = "x-q2api-session"
 MAX_VALUE_CHARS = 1024  # a longer header or user id is not a conversation id: left out
 _DIGEST_HEX = 32  # 128 bits: no two conversations share a key by chance
@@ -70,7 +73,8 @@ def session_key(headers: Mapping[str, str], request: MessagesRequest, door: Door
     """The request's conversation key, from the first source above that it carries."""
     value = _usable(headers.get(CLAUDE_CODE_SESSION_HEADER))
     if value is not None:
-        return _key("claude-code-session", value)
+        agent = _usable(headers.get(CLAUDE_CODE_AGENT_HEADER))
+        return _key("claude-code-session", value if agent is None else f"{value}\0agent\0{agent}")
     codex = door.codex if door is not None and door.codex is not None else conversation_key(headers, None)
     if codex is not None:
         return _key(codex.source, codex.value)

@@ -70,6 +70,15 @@ def test_every_turn_of_a_conversation_without_ids_has_one_key_and_another_conver
     assert other_system.digest != first.digest
 
 
+def test_each_claude_code_subagent_is_a_conversation_of_its_own():
+    session = {"x-claude-code-session-id": "cc-1"}
+    main = session_key(session, request(FIRST))
+    agent = session_key({**session, "x-claude-code-agent-id": "agent-7"}, request(FIRST))
+    other = session_key({**session, "x-claude-code-agent-id": "agent-8"}, request(FIRST))
+    assert len({main.digest, agent.digest, other.digest}) == 3
+    assert agent.source == "claude-code-session"
+
+
 def test_a_source_is_part_of_the_key():
     by_header = session_key({"x-q2api-session": "same"}, request(FIRST))
     by_user = session_key({}, request(FIRST, metadata={"user_id": "same"}))
