@@ -68,8 +68,11 @@ class RequestIdMiddleware:
         app: ASGIApp,
         error_response_for: DoorErrorResponse | None = None,
         self_logged: frozenset[tuple[str, str]] = frozenset(),
+        route_label: Callable[[str], str] | None = None,
     ) -> None:
         self.app = app
+        # The route a request's metrics are counted under (q2api.server.doors.ROUTE_LABELS; default: "other").
+        self._route_label = route_label or _uncounted
         # The bug's 500 in the envelope of the door the request came through (default: Anthropic's).
         self._error_response_for = error_response_for or default_error_response_for
         self._self_logged = self_logged  # (method, path) of the routes that write their own line
@@ -110,8 +113,15 @@ class RequestIdMiddleware:
                     level = "DEBUG" if _polled(method, path) else "INFO"
                     logger.bind(status=status).log(level, f"{method} {one_line(path)}")
                     metrics.observe_request(
-                        route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
+                        route=self._route_label(path),
+                        model=metrics.NO_MODEL,
+                        status=status,
+                        seconds=time.perf_counter() - started,
                     )
+
+
+def _uncounted(path: str) -> str:
+    return metrics.OTHER_ROUTE
 
 
 def _polled(method: str, path: str) -> bool:

@@ -180,6 +180,11 @@ class ResponsesDoor:
         self.response_id = response_id or new_id("resp")
         self.call: ResponsesCall | None = None  # the call `read` made
 
+    @property
+    def parsed(self) -> ResponsesRequest | None:
+        """The request as the edge read it (None: `read` parses the body itself)."""
+        return self._parsed
+
     def read(self, body: bytes) -> ResponsesCall:
         parsed = self._parsed if self._parsed is not None else read_responses_request(body)
         try:
