@@ -398,7 +398,7 @@ def test_the_readme_codex_recipe_is_the_config_the_real_codex_is_tested_with() -
 def test_the_hosted_tools_the_agents_sdk_section_names_are_treated_as_it_says() -> None:
     import orjson
 
-    from q2api.frontdoors.chat.errors import ChatError
+    from q2api.frontdoors.openai_shared import ChatError
     from q2api.frontdoors.responses.door import RESPONSES_DOOR
 
     page = (DOCS / "clients.md").read_text(encoding="utf-8")

@@ -18,9 +18,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.openai_shared import ChatError
 from q2api.log_text import one_line
 from q2api.openai.errors import OpenAIError
 from q2api.server import metrics

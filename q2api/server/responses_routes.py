@@ -26,8 +26,8 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.openai_shared import ChatError
 from q2api.frontdoors.responses.conversation_key import ConversationKey, conversation_key
 from q2api.frontdoors.responses.door import ResponsesCall, ResponsesDoor, read_responses_request
 from q2api.frontdoors.responses.framing import SSE, Framing

@@ -46,7 +46,7 @@ from starlette.types import Message, Scope
 from starlette.websockets import WebSocket
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.frontdoors.chat.errors import ChatError
+from q2api.frontdoors.openai_shared import ChatError
 from q2api.frontdoors.responses.conversation_key import conversation_key
 from q2api.frontdoors.responses.door import (
     RESPONSES_DOOR,

@@ -21,11 +21,10 @@ from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.events import StreamEvent
 from q2api.anthropic.types import MessagesRequest
-from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
-from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.frontdoors.openai_shared import ChatError, HeldResponseCheck, client_error_of, held_check, openai_error
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of

@@ -40,7 +40,7 @@ from typing import Any, assert_never
 import orjson
 
 from q2api.anthropic.events import StreamEvent, Usage
-from q2api.frontdoors.chat.reply import INVALID_RESPONSE_STATUS, NO_RETRY
+from q2api.frontdoors.openai_shared import INVALID_RESPONSE_STATUS, NO_RETRY
 from q2api.frontdoors.responses.custom_tools import InputStream
 from q2api.frontdoors.responses.request import ReplyOptions, new_id
 from q2api.frontdoors.responses.tools import ToolName
