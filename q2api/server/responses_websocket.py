@@ -56,7 +56,8 @@ from q2api.frontdoors.responses.door import (
     responses_error_reply,
 )
 from q2api.frontdoors.responses.framing import json_lines
-from q2api.frontdoors.responses.reply import ResponseBuilder, claude_events_of
+from q2api.frontdoors.responses.message_events import claude_events_of
+from q2api.frontdoors.responses.reply import ResponseBuilder
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.server.admission import hosts_of
 from q2api.server.cross_site import HostAllowList, refuse_browser_websocket

@@ -27,7 +27,8 @@ from q2api.frontdoors.field_table import report_unknown_fields
 from q2api.frontdoors.openai_shared import ChatError, HeldResponseCheck, client_error_of, held_check, openai_error
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
-from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
+from q2api.frontdoors.responses.message_events import claude_events_of
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest
