@@ -219,7 +219,7 @@ _REPOSITORY_PATH = re.compile(r"`((?:q2api|tests|bench|deploy|docs|\.ci)/[\w./-]
 
 
 def test_every_repository_path_the_documents_name_exists() -> None:
-    # Pages name source files in code (`q2api/server/relay.py`), not as links the site cannot follow:
+    # Pages name source files in code (`q2api/server/lifecycle/relay.py`), not as links the site cannot follow:
     # a file moved or renamed must take its mentions along.
     documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
     missing = [

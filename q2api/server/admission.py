@@ -10,7 +10,7 @@ from starlette.requests import HTTPConnection
 
 from q2api.server.cross_site import HostAllowList
 from q2api.server.gateway import gateway_of
-from q2api.server.tenancy import Caller
+from q2api.server.lifecycle.tenancy import Caller
 
 HOSTS_STATE = "host_allow_list"  # its name in `app.state`
 

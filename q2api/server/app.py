@@ -28,7 +28,7 @@ from q2api.server.admission import HOSTS_STATE
 from q2api.server.cross_site import HostAllowList
 from q2api.server.edge import ClientKeys, RequestIdMiddleware, error_response
 from q2api.server.gateway import STATE_KEY, Gateway, open_gateway
-from q2api.server.tenancy import Tenancy
+from q2api.server.lifecycle.tenancy import Tenancy
 from q2api.server.transport import transport_limits
 from q2api.settings import Settings
 from q2api.store.errors import STORE_ERRORS

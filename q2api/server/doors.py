@@ -38,8 +38,8 @@ from q2api.server.cross_site import require_json
 from q2api.server.edge import json_response, read_body
 from q2api.server.endpoints import SHELL_ROUTES
 from q2api.server.gateway import gateway_of
+from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.metrics import OTHER_ROUTE
-from q2api.server.tenancy import Caller, Tenancy
 
 # The request's own door, read from its body before the relay reads it (a door with state).
 Before = Callable[[Request, Caller, bytes], Awaitable[FrontDoor]]
@@ -78,7 +78,13 @@ async def relayed(request: Request, door: Door) -> Response:
         await after(request, admitted, front)
 
     return await relay.handle(
-        request, body, request_id, front, finishing=finishing if after is not None else None, caller=caller
+        body,
+        request_id,
+        front,
+        disconnected=request.receive,
+        headers=request.headers.items(),
+        finishing=finishing if after is not None else None,
+        caller=caller,
     )
 
 
@@ -153,7 +159,7 @@ DOORS: tuple[Door, ...] = (CHAT, RESPONSES, CLAUDE)
 # ------------------------------------------------------------ built from DOORS
 
 # The doors' POST routes: the relay writes their requests' log lines and metrics itself
-# (q2api.server.exchange_log).
+# (q2api.server.lifecycle.exchange_log).
 SELF_LOGGED = frozenset(("POST", door.front.route) for door in DOORS)
 # The replayable doors, by the route a capture names (q2api.server.captures.replaying).
 FRONT_DOORS: dict[str, FrontDoor] = {door.front.route: door.front for door in DOORS}

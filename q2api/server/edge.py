@@ -60,7 +60,7 @@ class RequestIdMiddleware:
     client gets the 500 envelope with `Connection: close`.
 
     The front doors' POST routes (`self_logged`) write their request's line and metrics themselves
-    (q2api.server.exchange_log): here they get theirs only when a gateway bug is answered here.
+    (q2api.server.lifecycle.exchange_log): here they get theirs only when a gateway bug is answered here.
     """
 
     def __init__(
@@ -229,7 +229,7 @@ def store_unavailable(message: str, *, retry_after: int | None = None) -> ChatEr
 
 def presented_key(request: HTTPConnection) -> str | None:
     """The client key a request carries: `x-api-key` (SDK 0.x/1.x), else `Authorization: Bearer` (SDK 2.x,
-    Claude Code with ANTHROPIC_AUTH_TOKEN); None: neither. q2api.server.tenancy judges it."""
+    Claude Code with ANTHROPIC_AUTH_TOKEN); None: neither. q2api.server.lifecycle.tenancy judges it."""
     # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
     presented = request.headers.get("x-api-key") or None
     if presented is None:

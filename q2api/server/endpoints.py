@@ -15,8 +15,8 @@ from q2api.server import metrics
 from q2api.server.admission import admit
 from q2api.server.edge import json_response
 from q2api.server.gateway import gateway_of
+from q2api.server.lifecycle.tenancy import Caller
 from q2api.server.readiness import readiness
-from q2api.server.tenancy import Caller
 
 MODELS_OWNER = "amazon-q"  # `owned_by` of each /v1/models entry: who serves it here
 

@@ -37,7 +37,7 @@ from q2api.openai.responses_types import ResponsesRequest
 from q2api.server.admission import admit
 from q2api.server.edge import json_response, store_unavailable
 from q2api.server.gateway import gateway_of
-from q2api.server.tenancy import Caller
+from q2api.server.lifecycle.tenancy import Caller
 from q2api.store.errors import STORE_ERRORS
 from q2api.stored_responses.store import (
     Conversation,

@@ -63,8 +63,8 @@ from q2api.server.admission import hosts_of
 from q2api.server.cross_site import HostAllowList, refuse_browser_websocket
 from q2api.server.edge import REQUEST_ID_HEADER, log_gateway_bug, new_request_id
 from q2api.server.gateway import Gateway, gateway_of
+from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.responses_routes import door_for, keep, response_owner
-from q2api.server.tenancy import Caller, Tenancy
 from q2api.settings import Settings
 from q2api.stored_responses.store import Conversation
 
@@ -263,7 +263,15 @@ class ResponsesSocket:
         async def store_finished() -> None:
             await self._keep(gateway, door, owner)
 
-        answer = await gateway.relay.handle(request, body, request_id, door, finishing=store_finished, caller=caller)
+        answer = await gateway.relay.handle(
+            body,
+            request_id,
+            door,
+            disconnected=request.receive,
+            headers=request.headers.items(),
+            finishing=store_finished,
+            caller=caller,
+        )
         await _relay_answer(connection, answer, request.scope, stream_id)
         connection.remember(door)
 

@@ -112,7 +112,7 @@ def chat_completion(message: dict[str, Any], options: ReplyOptions, *, created: 
 
 
 class ChatChunkEncoder:
-    """Claude stream events → `chat.completion.chunk` SSE lines (an EventEncoder of q2api.server.streaming).
+    """Claude stream events → `chat.completion.chunk` SSE lines (an EventEncoder of q2api.server.lifecycle.streaming).
 
     Stateful: one per streamed request.
     """
