@@ -50,7 +50,7 @@ class RequestIdMiddleware:
     The id is also put in the log context for the whole exchange, so lines
     logged deep inside (an upstream refusal with Amazon Q's own request id, a
     retry, a token refresh) can be tied to the client's request. Requests to
-    other routes than the two front doors, whose relay writes a richer line,
+    other routes than the front doors' POSTs, whose relay writes a richer line,
     get their one log line (and their request metrics) here (`/healthz`,
     `/readyz` and `/metrics` at DEBUG: monitors poll them; so does the console
     its admin API reads).

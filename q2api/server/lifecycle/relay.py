@@ -2,7 +2,8 @@
 
 `POST /v1/messages` (the Claude door), `POST /v1/chat/completions` (OpenAI Chat Completions) and
 `POST /v1/responses` (the OpenAI Responses API) share everything below: the door only reads the
-body into a Claude request and renders the reply (q2api.frontdoors).
+body into a Claude request and renders the reply (q2api.frontdoors; each door with its routes and
+hooks is declared once in q2api.server.doors, which hands the relay a body, never a Starlette request).
 
 The order of work is the order of failure modes:
 
