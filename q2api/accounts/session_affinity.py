@@ -9,7 +9,7 @@ once the turn is served, `served` records where it went:
 * kept — on its pinned account;
 * moved — elsewhere, with the reason (`session moved: from=… to=… why=…`, INFO, account labels
   only); what only the old account accepts (its signatures) is then handled as any refused
-  signature is (q2api.server.reply: sent once more without the history's reasoning);
+  signature is (q2api.server.lifecycle.reply: sent once more without the history's reasoning);
 * started — a conversation without a pin (new, or idle past the affinity time).
 
 Pins are written in the background (a turn never waits for the write), and a pin store that fails

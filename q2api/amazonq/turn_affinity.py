@@ -9,7 +9,7 @@ Amazon Q accepts a history reasoning signature only from the account that made i
 (THINKING_SIGNATURE_INVALID otherwise: docs/protocol.md#native-thinking). So when a turn moves, the
 history it carries is foreign to its new account: the body sent there leaves out the reasoning of
 those messages (`without_reasoning_before`), as the one retry after a refused signature does
-(q2api.server.reply), without spending a refused call on it. The pin remembers how many history
+(q2api.server.lifecycle.reply), without spending a refused call on it. The pin remembers how many history
 messages are foreign (`foreign_history`), so that later turns on the new account leave out the same
 ones and keep the reasoning the new account signed.
 """

@@ -11,7 +11,7 @@ from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.turn_affinity import TurnAffinity
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream import OpenedReply
-from q2api.server.reply import UpstreamOpener
+from q2api.server.lifecycle.reply import UpstreamOpener
 
 
 class PinnedOpener:
