@@ -12,8 +12,10 @@ once the turn is served, `served` records where it went:
   signature is (q2api.server.lifecycle.reply: sent once more without the history's reasoning);
 * started — a conversation without a pin (new, or idle past the affinity time).
 
-Pins are written in the background (a turn never waits for the write), and a pin store that fails
-is a turn without affinity, never a failed turn.
+Pins are written in the background while the reply streams (its first byte never waits for the
+write); the reply's end waits for it (`TurnPin.settled`, a second at most), so the conversation's
+next turn finds the pin whichever worker or replica it reaches. A pin store that fails is a turn
+without affinity, never a failed turn.
 """
 
 from __future__ import annotations
@@ -81,7 +83,9 @@ class SessionAffinity:
             self._warn(f"session affinity: the pin store did not answer ({type(exc).__name__}); turns go unpinned")
             return None
 
-    def served(self, key: str, found: Pin | None, pin: Pin, label: str, why: MoveReason | None) -> TurnOutcome:
+    def served(
+        self, key: str, found: Pin | None, pin: Pin, label: str, why: MoveReason | None
+    ) -> tuple[TurnOutcome, asyncio.Task[None] | None]:
         """`pin.account_id` (`label`) serves the turn of `key`; `why`: the account choice's reason for not
         taking the pinned account (None when it was not asked to, or took it)."""
         account_id = pin.account_id
@@ -96,20 +100,20 @@ class SessionAffinity:
             outcome, reason = "moved", why or "unknown"
             logger.info(f"session moved: from={previous_label} to={label} why={reason}")
         self._observer.turn(outcome, reason)
-        self._write_later(key, pin, found)
-        return outcome
+        return outcome, self._write_later(key, pin, found)
 
     def _remember(self, account_id: str, label: str) -> None:
         if account_id not in self._labels and len(self._labels) >= _LABELS_KEPT:
             self._labels.pop(next(iter(self._labels)))
         self._labels[account_id] = label
 
-    def _write_later(self, key: str, pin: Pin, found: Pin | None) -> None:
+    def _write_later(self, key: str, pin: Pin, found: Pin | None) -> asyncio.Task[None] | None:
         if time.monotonic() < self._down_until:
-            return
+            return None
         task = asyncio.get_running_loop().create_task(self._write(key, pin, found))
         self._writes[key] = task
         task.add_done_callback(lambda done: self._writes.pop(key, None) if self._writes.get(key) is done else None)
+        return task
 
     async def _write(self, key: str, pin: Pin, found: Pin | None) -> None:
         try:
@@ -142,6 +146,7 @@ class TurnPin:
         self._found: Pin | None = None
         self._looked = False
         self._served: Pin | None = None  # where this turn's last opened call went
+        self._writing: asyncio.Task[None] | None = None  # its pin, being written
 
     async def pinned(self) -> PinnedAccount | None:
         if not self._looked:
@@ -155,7 +160,14 @@ class TurnPin:
     def served(self, account_id: str, label: str, moved_because: MoveReason | None, foreign_history: int) -> None:
         pin = Pin(account_id, foreign_history)
         if self._served is None:
-            self._affinity.served(self._key, self._found, pin, label, moved_because)
+            _, self._writing = self._affinity.served(self._key, self._found, pin, label, moved_because)
         elif account_id != self._served.account_id:  # a later call of the turn moved: the pin follows it
-            self._affinity.served(self._key, self._served, pin, label, moved_because)
+            _, self._writing = self._affinity.served(self._key, self._served, pin, label, moved_because)
         self._served = pin
+
+    async def settled(self) -> None:
+        """Wait (FIND_DEADLINE at most) for this turn's pin to be written: called before the reply's last
+        byte, so that the next turn, wherever it goes, finds it."""
+        writing = self._writing
+        if writing is not None and not writing.done():
+            await asyncio.wait((writing,), timeout=FIND_DEADLINE)

@@ -7,6 +7,7 @@ the conversation's account first.
 
 from __future__ import annotations
 
+from q2api.accounts.session_affinity import TurnPin
 from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.turn_affinity import TurnAffinity
 from q2api.amazonq.types import GenerateAssistantResponseRequest
@@ -15,7 +16,7 @@ from q2api.server.lifecycle.reply import UpstreamOpener
 
 
 class PinnedOpener:
-    def __init__(self, upstream: UpstreamOpener, turn: TurnAffinity) -> None:
+    def __init__(self, upstream: UpstreamOpener, turn: TurnPin) -> None:
         self._upstream = upstream
         self._turn = turn
 
@@ -26,3 +27,7 @@ class PinnedOpener:
         affinity: TurnAffinity | None = None,
     ) -> OpenedReply:
         return self._upstream.open_stream(payload, trace, affinity or self._turn)
+
+    async def settled(self) -> None:
+        """The turn's pin is written (or a second went by): awaited before the reply's last byte."""
+        await self._turn.settled()

@@ -221,6 +221,8 @@ class MessagesRelay:
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
         upstream = self._opener_for(headers, prepared)
+        if isinstance(upstream, PinnedOpener):
+            finishing = _pinned_first(upstream, finishing)
         response = await unless_client_leaves(
             disconnected, self._respond(exchange, prepared, door, recorder, finishing, upstream)
         )
@@ -360,3 +362,15 @@ class MessagesRelay:
     def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
         exchange.end(error.status, error.error_type, error.message)
         return error_response(error, exchange.request_id, door)
+
+
+def _pinned_first(opener: PinnedOpener, finishing: Finishing | None) -> Finishing:
+    """`finishing`, after the turn's pin is written: the client's next turn may come the moment it has
+    the last byte, to another worker or replica."""
+
+    async def finish() -> None:
+        await opener.settled()
+        if finishing is not None:
+            await finishing()
+
+    return finish
