@@ -8,8 +8,9 @@ once the turn is served, `served` records where it went:
 
 * kept — on its pinned account;
 * moved — elsewhere, with the reason (`session moved: from=… to=… why=…`, INFO, account labels
-  only); what only the old account accepts (its signatures) is then handled as any refused
-  signature is (q2api.server.lifecycle.reply: sent once more without the history's reasoning);
+  only); what only the old account accepts (its signatures) is left out of what the new one is sent,
+  as the retry after a refused signature leaves it out (q2api.amazonq.turn_affinity,
+  q2api.server.lifecycle.reply), without spending a refused call;
 * started — a conversation without a pin (new, or idle past the affinity time).
 
 Pins are written in the background while the reply streams (its first byte never waits for the
