@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ import anthropic
 import httpx2
 import openai
 import pytest
+from websockets.asyncio.client import connect
 
 from q2api.accounts.opening import open_account_store
 from q2api.accounts.store import SqliteAccountStore
@@ -340,3 +342,38 @@ async def test_a_conversation_stays_on_one_account_across_two_replicas_on_postgr
         )
         assert kept == TURNS - 1  # every turn after the first found its pin, whichever replica it reached
         assert not any(REFUSED in line for replica in replicas for line in replica.lines)
+
+
+async def test_a_codex_conversation_over_the_responses_websocket_stays_on_one_account(tmp_path):
+    """Codex's own transport: one socket, its handshake carrying `session-id` / `thread-id`, each turn a
+    `response.create` that continues the connection's last response (`store: false`)."""
+    thread = str(uuid.uuid4())
+    headers = {"authorization": f"Bearer {CLIENT_KEY}", "session-id": thread, "thread-id": thread}
+    async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
+        with capture_logs() as logs:
+            async with connect(url.replace("http://", "ws://") + "/v1/responses", additional_headers=headers) as socket:
+                previous = None
+                for n in range(10):
+                    message = {
+                        "type": "response.create",
+                        "model": NATIVE_MODEL,
+                        "input": [{"role": "user", "content": [{"type": "input_text", "text": f"step {n}"}]}],
+                        "store": False,
+                        "reasoning": {"effort": "medium"},
+                        "include": ["reasoning.encrypted_content"],
+                        "prompt_cache_key": thread,
+                        **({"previous_response_id": previous} if previous else {}),
+                    }
+                    await socket.send(json.dumps(message))
+                    while (event := json.loads(await asyncio.wait_for(socket.recv(), 30)))["type"] not in (
+                        "response.completed",
+                        "response.failed",
+                        "error",
+                    ):
+                        pass
+                    assert event["type"] == "response.completed", event
+                    previous = event["response"]["id"]
+    accounts = served_by(sim)
+    assert len(accounts) == 10 and len(set(accounts)) == 1, accounts
+    assert REFUSED not in logs.text
+    assert [history_signatures(request.body) for request in sim.requests] == list(range(10))
