@@ -63,6 +63,7 @@ async def test_two_workers_pinning_one_new_conversation_at_once_both_succeed(pin
     assert found is not None and found.account_id in {f"account-{n}" for n in range(4)}
 
 
+@pytest.mark.slow  # waits for the idle time to pass
 async def test_an_idle_pin_expires(pins_of):
     pins = pins_of(1)
     await pins.keep(KEY, Pin("account-a"), None)
@@ -71,6 +72,7 @@ async def test_an_idle_pin_expires(pins_of):
     assert await pins.find(KEY) is None
 
 
+@pytest.mark.slow  # turns spaced over more than the idle time
 async def test_a_pin_in_use_is_renewed_and_outlives_its_idle_time(pins_of):
     pins = pins_of(2)
     await pins.keep(KEY, Pin("account-a"), None)

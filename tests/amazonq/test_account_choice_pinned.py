@@ -69,7 +69,8 @@ async def test_a_removed_account_is_disabled_and_one_that_failed_this_request_is
     assert why == "failed" and chosen.account_id != "a"
 
 
-async def test_a_full_pinned_account_is_waited_for_briefly_then_left():
+async def test_a_full_pinned_account_is_waited_for_briefly_then_left(monkeypatch):
+    monkeypatch.setattr("q2api.amazonq.account_choice.PINNED_SLOT_WAIT", 0.5)
     pool = _Pool()
     accounts = choice(pool, cap=1)
     accounts.inflight.take("a")

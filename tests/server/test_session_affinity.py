@@ -136,6 +136,7 @@ async def scrape(url: str) -> Scrape:
         return Scrape((await http.get("/metrics")).text)
 
 
+@pytest.mark.slow  # twenty turns of a growing conversation
 async def test_a_claude_code_conversation_stays_on_one_account_and_no_signature_is_refused(tmp_path):
     async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
         sim.usage_frames = True  # cache figures per account, as Amazon Q reports them
@@ -166,6 +167,7 @@ async def test_a_claude_code_conversation_stays_on_one_account_and_no_signature_
     assert all(tokens == 0 for label, tokens in cache_reads.items() if label != accounts[0]), cache_reads
 
 
+@pytest.mark.slow  # twenty turns of a growing conversation
 async def test_a_codex_conversation_on_the_responses_door_stays_on_one_account(tmp_path):
     async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
         client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=CLIENT_KEY, max_retries=0)
@@ -179,6 +181,7 @@ async def test_a_codex_conversation_on_the_responses_door_stays_on_one_account(t
     assert [history_signatures(request.body) for request in sim.requests] == list(range(TURNS))
 
 
+@pytest.mark.slow  # a stored chain, read back each turn
 async def test_a_stored_responses_chain_without_session_headers_stays_on_one_account(tmp_path):
     """`previous_response_id` alone (no session header, no cache key): the chain's turns share its first
     response's pin, so the signatures stored with it go back to the account that made them."""
@@ -221,6 +224,7 @@ async def test_a_conversation_without_ids_follows_its_first_turn_and_one_shot_pr
     assert len(conversation) == 5 and len(set(conversation)) == 1, conversation
 
 
+@pytest.mark.slow  # waits for the pool to follow the store (its reload tick)
 async def test_a_disabled_account_moves_its_conversation_once_and_the_turn_succeeds(tmp_path):
     async with SimulatedUpstream() as sim, three_account_gateway(sim, tmp_path) as url:
         before = await scrape(url)
@@ -344,6 +348,7 @@ async def test_a_conversation_stays_on_one_account_across_two_replicas_on_postgr
         assert not any(REFUSED in line for replica in replicas for line in replica.lines)
 
 
+@pytest.mark.slow  # ten turns over a socket
 async def test_a_codex_conversation_over_the_responses_websocket_stays_on_one_account(tmp_path):
     """Codex's own transport: one socket, its handshake carrying `session-id` / `thread-id`, each turn a
     `response.create` that continues the connection's last response (`store: false`)."""
