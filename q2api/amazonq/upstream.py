@@ -49,7 +49,7 @@ from q2api.amazonq.errors import (
 )
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.hosts import Host, sends_profile, shape_document
-from q2api.amazonq.inflight import InflightSlots
+from q2api.amazonq.inflight import FleetSlots, InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.wait_deadline import WaitDeadline
@@ -241,15 +241,17 @@ class UpstreamClient:
         observer: UpstreamObserver = NO_OBSERVER,
         hosts: HostChoice | None = None,
         proxies: AccountProxies | None = None,
+        fleet: FleetSlots | None = None,
     ) -> None:
         """`proxies`: `session` with its HTTP(S)_PROXY routes, and the sessions of the accounts that have a
-        proxy of their own (whoever made it closes it)."""
+        proxy of their own (whoever made it closes it). `fleet`: the in-flight cap counted across every
+        worker and replica too (q2api.fleet), not only in this process."""
         self._account_proxies = proxies or AccountProxies(session)
         self._pool = pool
         self._config = config
         self._observer = observer
         self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
-        self.inflight = InflightSlots(config.account_max_inflight)
+        self.inflight = InflightSlots(config.account_max_inflight, fleet)
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=config.connect_timeout,
@@ -332,8 +334,9 @@ class UpstreamClient:
         while True:
             manager = self._pick(attempt)
             if manager is not None:
-                self.inflight.take(manager.account_id)
-                return manager
+                if await self.inflight.acquire(manager.account_id):
+                    return manager
+                continue  # full across the fleet: `_pick` now knows it, and looks at the others
             if self._pool.pick(model=attempt.model) is None:  # not busy: no account may serve at all
                 if not len(self._pool):  # every account left the pool since the request started
                     raise NoAccountConfigured()
