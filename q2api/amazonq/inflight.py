@@ -3,7 +3,7 @@ account (peers report 5–8), and a pile-up beyond that ends in throttling of ev
 
 A slot is taken when an account is chosen for a call and given back when the reply ends (or the
 call fails). A request that finds every eligible account full waits briefly for a slot
-(`wait_for_release`); q2api.amazonq.upstream then answers it "overloaded" with a `retry-after`.
+(`wait_for_release`); q2api.amazonq.account_choice then answers it "overloaded" with a `retry-after`.
 
 Each process counts its own slots; with a `FleetSlots` (q2api.fleet: Redis, or the store) the cap
 holds across every worker and replica too. Then taking a slot (`acquire`) costs one round trip to
