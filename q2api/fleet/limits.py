@@ -47,6 +47,7 @@ class FleetLimits:
         )
         self._rests: dict[str, Rests] = {}  # what the ledger last said of each account's rests
         self._background: set[asyncio.Task[None]] = set()
+        self._giving_back: dict[str, set[asyncio.Task[None]]] = {}  # by account: give-backs on their way
         self._failed_at: float | None = None
         self._last_error: Exception | None = None
 
@@ -76,6 +77,10 @@ class FleetLimits:
             # and expires on its own.
             async with asyncio.timeout(TAKE_TIMEOUT):
                 taken = await self._ledger.take(account_id, lease, cap)
+                if taken.lease is None and await self._given_back(account_id):
+                    # A call of this process ended a moment ago and its slot is on its way back: the next
+                    # call of the same turn (after a web search, a retry) is not refused for its own slot.
+                    taken = await self._ledger.take(account_id, lease, cap)
         except Exception as exc:
             self._failed(exc, "counted in its worker alone")
             return FleetAnswer(None, 0, shared=False)
@@ -87,7 +92,24 @@ class FleetLimits:
 
     def give_back(self, account_id: str, lease: str) -> None:
         self._held.drop(lease)
-        self._send(self._ledger.give_back(account_id, lease), "with a slot not given back (it expires)")
+        task = self._send(self._ledger.give_back(account_id, lease), "with a slot not given back (it expires)")
+        pending = self._giving_back.setdefault(account_id, set())
+        pending.add(task)
+
+        def given_back(done: asyncio.Task[None]) -> None:
+            pending.discard(done)
+            if not pending and self._giving_back.get(account_id) is pending:
+                del self._giving_back[account_id]
+
+        task.add_done_callback(given_back)
+
+    async def _given_back(self, account_id: str) -> bool:
+        """Wait for the slots of `account_id` this process is giving back; whether there were any."""
+        pending = self._giving_back.get(account_id)
+        if not pending:
+            return False
+        await asyncio.wait(set(pending))
+        return True
 
     # -- FleetRests ------------------------------------------------------------------------------
 
@@ -104,7 +126,7 @@ class FleetLimits:
 
     # -- the ledger's health -----------------------------------------------------------------------
 
-    def _send(self, call: Awaitable[None], touched: str) -> None:
+    def _send(self, call: Awaitable[None], touched: str) -> asyncio.Task[None]:
         async def send() -> None:
             try:
                 async with asyncio.timeout(TAKE_TIMEOUT):
@@ -117,6 +139,7 @@ class FleetLimits:
         task = asyncio.get_running_loop().create_task(send())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def _resting_after_failure(self) -> bool:
         return self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_AFTER_FAILURE
