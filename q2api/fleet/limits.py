@@ -60,6 +60,11 @@ class FleetLimits:
             await asyncio.wait(set(self._background), timeout=_CLOSE_WAIT)
         await self._ledger.close()
 
+    async def settled(self) -> None:
+        """Wait for what was sent in the background (give-backs, rests) to be answered."""
+        while self._background:
+            await asyncio.wait(set(self._background))
+
     @property
     def slots_held(self) -> int:
         return len(self._held)
