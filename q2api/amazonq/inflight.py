@@ -10,7 +10,9 @@ holds across every worker and replica too. Then taking a slot (`acquire`) costs 
 the fleet's count, after this process's own count said yes, and giving it back (`release`) one more,
 sent without waiting. What the fleet answered about an account (how many it has in flight) is
 remembered for a moment (`FLEET_VIEW_SECONDS`), so the least busy account is chosen fleet-wide and a
-request waiting for a slot asks the fleet again at that pace, not in a tight loop.
+request waiting for a slot asks the fleet again at that pace, not in a tight loop; while one request
+of this process asks about an account the fleet last said was full, the others wait for its answer
+instead of asking too.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class InflightSlots:
         self._counts: collections.Counter[str] = collections.Counter()
         self._leases: dict[str, list[str]] = {}  # the fleet's leases of this process's slots, by account
         self._seen: dict[str, _Seen] = {}  # what the fleet last said of an account's slots
+        self._full_lately: set[str] = set()  # accounts whose last take the fleet refused
+        self._probes: dict[str, asyncio.Future[None]] = {}  # the one take asking for an account full lately
         self._released = asyncio.Event()  # set at each release; waiters clear it and wait again
 
     def count(self, account_id: str) -> int:
@@ -107,14 +111,31 @@ class InflightSlots:
         it is full (the fleet's answer is then remembered for FLEET_VIEW_SECONDS)."""
         if self._counts[account_id] >= self.cap:
             return False
-        self._counts[account_id] += 1  # before the round trip: another request of this process sees it
         if self.fleet is None:
+            self._counts[account_id] += 1
             return True
+        probe = self._probes.get(account_id)
+        if probe is not None:
+            # The account was full a moment ago and a request of this process is asking already: its
+            # answer is this one's too (a waiting crowd asks the fleet once, not each of its members).
+            await asyncio.shield(probe)
+            return False
+        if account_id in self._full_lately:
+            probe = self._probes[account_id] = asyncio.get_running_loop().create_future()
+        self._counts[account_id] += 1  # before the round trip: another request of this process sees it
         try:
             answer = await self.fleet.take(account_id, self.cap)
         except BaseException:  # cancelled while asking: a slot the fleet may have counted expires unrenewed
             self._drop(account_id)
             raise
+        finally:
+            if probe is not None:
+                del self._probes[account_id]
+                probe.set_result(None)
+        if answer.lease is None and answer.shared:
+            self._full_lately.add(account_id)
+        else:
+            self._full_lately.discard(account_id)
         if answer.shared:
             # A refusal is remembered as full, whatever cap the process that counted the others had.
             in_flight = answer.in_flight if answer.lease is not None else max(answer.in_flight, self.cap)
