@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from q2api.testing.simulated_hosts import HostRules
 from q2api.testing.simulated_upstream import SimulatedUpstream
 from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
-from tests.support.gateway_harness import JSON_BODY, MODEL
+from tests.support.gateway_harness import JSON_BODY, MODEL, capture_logs, open_gateway
 from tests.support.serve_process import CLIENT_KEY, serve
 from tests.support.tenant_stores import scratch_redis
 
@@ -178,3 +179,26 @@ async def test_a_host_that_failed_over_for_one_process_rests_for_the_other(tmp_p
             assert (refusing.refused, serving.served) == (refused_once, 4)
             assert not any("upstream host failed over" in line for line in second.lines)
             assert sum("upstream host failed over" in line for line in first.lines) == 1
+
+
+async def test_with_redis_down_each_worker_holds_the_cap_alone_and_says_so_once(tmp_path: Path) -> None:
+    """Redis on a port nothing listens on: the burst is still served, the cap held by the process's own
+    count (at the upstream, never more than the cap), and the log says it once, not once a request."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+    with capture_logs() as logs:
+        async with open_gateway(
+            tmp_path,
+            Q2API_REDIS_URL=dead,
+            Q2API_ACCOUNT_MAX_INFLIGHT=str(CAP),
+            Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS="30",
+        ) as gw:
+            gw.sim.responder = lambda record: scripts.stalled_reply(0.1, text_before="ok")
+            async with gw.http(timeout=60) as http:
+                path, body = request_for("claude")
+                responses = await asyncio.gather(*(http.post(path, json=body) for _ in range(10)))
+    assert [response.status_code for response in responses] == [200] * 10
+    assert list(gw.sim.peak_in_flight_by_account.values()) == [CAP]
+    warnings = [line.message for line in logs.lines if "shared in-flight slots" in line.message]
+    assert len(warnings) == 1 and "per worker" in warnings[0], warnings
