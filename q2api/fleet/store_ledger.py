@@ -1,8 +1,9 @@
 """The fleet's slots and rests in the store's tables (SQLite, PostgreSQL or MySQL).
 
-Every write first updates one row (`q2api_fleet_turns`): its lock makes the fleet's writes take turns
-(a row lock on PostgreSQL and MySQL; SQLite's write lock does it anyway), so two replicas counting an
-account's slots at once cannot both see the last one free. One row for every account: each write is
+Every write on a shared database first updates one row (`q2api_fleet_turns`): its lock makes the
+fleet's writes take turns (a row lock on PostgreSQL and MySQL), so two replicas counting an account's
+slots at once cannot both see the last one free. SQLite needs no such row: its writes take the file's
+write lock up front (BEGIN IMMEDIATE, q2api.store.sqlite_database), which already makes them take turns. One row for every account: each write is
 a handful of small statements, and a deployment's requests per second are far below what one row's
 turns allow. Times are epoch seconds of the writing process's clock, as for the client keys' leases.
 """
@@ -22,11 +23,13 @@ from q2api.store.database import StoreDatabase
 class StoreLedger:
     def __init__(self, database: StoreDatabase) -> None:
         self._database = database
+        self._takes_turns = database.kind != "sqlite"
 
     async def take(self, account_id: str, lease: str, cap: int) -> Taken:
         def take(db: sa.Connection) -> Taken:
             now = time.time()
-            _take_turn(db, now)
+            if self._takes_turns:
+                _take_turn(db, now)
             db.execute(
                 sa.delete(account_slots).where(
                     account_slots.c.account_id == account_id, account_slots.c.expires_at <= now
@@ -63,7 +66,8 @@ class StoreLedger:
         where = (host_rests.c.account_id == account_id, host_rests.c.host_url == host_url)
 
         def rest(db: sa.Connection) -> None:
-            _take_turn(db, time.time())  # under the turn, no other write inserts this row meanwhile
+            if self._takes_turns:  # under the turn, no other write inserts this row meanwhile
+                _take_turn(db, time.time())
             changed = db.execute(sa.update(host_rests).where(*where).values(failures=failures, until=until)).rowcount
             if not changed:
                 db.execute(
