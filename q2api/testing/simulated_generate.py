@@ -10,7 +10,9 @@ of the user's text (with signed reasoning first when the request asks for reason
 The reply is then written as the script says: its frames, its pauses (kept on an absolute schedule),
 a dropped connection where it aborts. The counters (`streams_started`, `streams_completed`,
 `disconnects`, `aborts`, `bytes_streamed`) let a test see that a client going away really closed the
-upstream stream. With `usage_frames` every streamed reply ends with the closing frames of
+upstream stream; `in_flight_by_account` and `peak_in_flight_by_account` count the replies streaming
+at once per account (the refresh token that issued the bearer), where an account's in-flight cap is
+judged. With `usage_frames` every streamed reply ends with the closing frames of
 q2api.testing.simulated_accounting.
 
 `GenerateAssistantResponse` is a base of `SimulatedUpstream`, whose attributes the tests script
