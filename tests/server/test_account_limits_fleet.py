@@ -118,8 +118,9 @@ async def test_a_burst_across_two_replicas_of_two_workers_on_postgresql_never_ha
 
 async def test_the_slots_of_a_killed_process_are_free_again_within_seconds(tmp_path: Path) -> None:
     """Two gateways on one SQLite store: the first takes both slots with replies that never end, and is
-    killed (SIGKILL: nothing of it gives them back). The second is refused at once — the slots are held
-    fleet-wide — and serves again once their short lease runs out unrenewed, not after minutes."""
+    killed (SIGKILL: nothing of it gives them back). The second is refused meanwhile — the slots are held
+    fleet-wide, past their lease while renewed — and serves again once their short lease runs out
+    unrenewed, not after minutes."""
     calls = itertools.count()
 
     def first_two_hang(record: Any) -> Reply:
@@ -143,6 +144,10 @@ async def test_the_slots_of_a_killed_process_are_free_again_within_seconds(tmp_p
                 while upstream.sim.in_flight_by_account.total() < CAP:
                     assert time.monotonic() < deadline, "the hanging replies never started"
                     await asyncio.sleep(0.05)
+                refused = await http.post(other.base_url + path, json=body, headers=headers)
+                assert refused.status_code == 529, refused.text
+                # Past a lease, the slots still hold: their process renews them while their replies run.
+                await asyncio.sleep(SLOT_LEASE_SECONDS + 1)
                 refused = await http.post(other.base_url + path, json=body, headers=headers)
                 assert refused.status_code == 529, refused.text
                 doomed.kill()
