@@ -30,11 +30,9 @@ class StoreLedger:
             now = time.time()
             if self._takes_turns:
                 _take_turn(db, now)
-            db.execute(
-                sa.delete(account_slots).where(
-                    account_slots.c.account_id == account_id, account_slots.c.expires_at <= now
-                )
-            )
+            # Every account's expired slots, not only this one's: those of an account removed since (or
+            # never asked for again) would otherwise stay. The table holds the fleet's requests in flight.
+            db.execute(sa.delete(account_slots).where(account_slots.c.expires_at <= now))
             in_flight = db.execute(
                 sa.select(sa.func.count()).select_from(account_slots).where(account_slots.c.account_id == account_id)
             ).scalar_one()
