@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from q2api.amazonq.inflight import FleetAnswer
 from q2api.fleet.ledger import SLOT_RENEW_SECONDS, FleetLedger, Rests
@@ -37,8 +37,10 @@ _CLOSE_WAIT = 2.0  # seconds `close` waits for the give-backs still on their way
 
 
 class FleetLimits:
-    def __init__(self, ledger: FleetLedger) -> None:
+    def __init__(self, ledger: FleetLedger, *, on_unshared: Callable[[], None] = lambda: None) -> None:
+        """`on_unshared`: told of each slot counted in this process alone (the server's /metrics)."""
         self._ledger = ledger
+        self._on_unshared = on_unshared
         self.outage = Outage(
             "the accounts' shared in-flight slots and host rests",
             "each worker counts its own in-flight slots (Q2API_ACCOUNT_MAX_INFLIGHT per worker) and keeps its "
@@ -77,6 +79,7 @@ class FleetLimits:
         if self._resting_after_failure():
             assert self._last_error is not None
             self.outage.failed(self._last_error, "counted in its worker alone")
+            self._on_unshared()
             return FleetAnswer(None, 0, shared=False)
         lease = new_lease()
         try:
@@ -90,6 +93,7 @@ class FleetLimits:
                     taken = await self._ledger.take(account_id, lease, cap)
         except Exception as exc:
             self._failed(exc, "counted in its worker alone")
+            self._on_unshared()
             return FleetAnswer(None, 0, shared=False)
         self._answered()
         self._rests[account_id] = taken.rests
@@ -161,11 +165,13 @@ class FleetLimits:
         self.outage.answered()
 
 
-def fleet_limits(database: StoreDatabase, redis_url: str | None, redis_prefix: str) -> FleetLimits:
+def fleet_limits(
+    database: StoreDatabase, redis_url: str | None, redis_prefix: str, *, on_unshared: Callable[[], None] = lambda: None
+) -> FleetLimits:
     """The fleet's limits kept in Redis when there is one (`Q2API_REDIS_URL`), else in `database` (the
     store's, whose migrations include FLEET_MIGRATIONS); `start` it in the running loop, `close` it after."""
     if redis_url:
         from q2api.fleet.redis_ledger import RedisLedger  # redis is imported only when used
 
-        return FleetLimits(RedisLedger(redis_url, redis_prefix))
-    return FleetLimits(StoreLedger(database))
+        return FleetLimits(RedisLedger(redis_url, redis_prefix), on_unshared=on_unshared)
+    return FleetLimits(StoreLedger(database), on_unshared=on_unshared)

@@ -120,7 +120,9 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         reloader.start()
         stack.push_async_callback(reloader.stop)
         # The accounts' in-flight cap and host rests, held across every worker and replica.
-        fleet = fleet_limits(database, settings.redis_url, settings.redis_prefix)
+        fleet = fleet_limits(
+            database, settings.redis_url, settings.redis_prefix, on_unshared=metrics.count_unshared_slot
+        )
         fleet.start()
         stack.push_async_callback(fleet.close)
         hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER, fleet=fleet)

@@ -26,6 +26,7 @@ from q2api.testing.simulated_upstream import SimulatedUpstream
 from q2api.testing.simulation_thread import SimulationThread
 from tests.support.databases import TEST_SECRET_KEY, scratch_database_url
 from tests.support.gateway_harness import JSON_BODY, MODEL, capture_logs, open_gateway
+from tests.support.metrics_scrape import Scrape
 from tests.support.serve_process import CLIENT_KEY, serve
 from tests.support.tenant_stores import scratch_redis
 
@@ -202,8 +203,11 @@ async def test_with_redis_down_each_worker_holds_the_cap_alone_and_says_so_once(
             gw.sim.responder = lambda record: scripts.stalled_reply(0.1, text_before="ok")
             async with gw.http(timeout=60) as http:
                 path, body = request_for("claude")
+                before = Scrape((await http.get("/metrics")).text).value("q2api_account_slots_unshared_total")
                 responses = await asyncio.gather(*(http.post(path, json=body) for _ in range(10)))
+                after = Scrape((await http.get("/metrics")).text).value("q2api_account_slots_unshared_total")
     assert [response.status_code for response in responses] == [200] * 10
     assert list(gw.sim.peak_in_flight_by_account.values()) == [CAP]
     warnings = [line.message for line in logs.lines if "shared in-flight slots" in line.message]
     assert len(warnings) == 1 and "per worker" in warnings[0], warnings
+    assert after - before == 10  # every call's slot, counted in the process alone
