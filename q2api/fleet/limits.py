@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from q2api.amazonq.inflight import FleetAnswer
 from q2api.fleet.ledger import SLOT_RENEW_SECONDS, FleetLedger, Rests
@@ -53,6 +54,7 @@ class FleetLimits:
         self._background: set[asyncio.Task[None]] = set()
         self._giving_back: dict[str, set[asyncio.Task[None]]] = {}  # by account: give-backs on their way
         self._failed_at: float | None = None
+        self._closed = False  # after `close`, nothing more is sent: what is still held expires on its own
         self._last_error: Exception | None = None
 
     def start(self) -> None:
@@ -62,6 +64,7 @@ class FleetLimits:
         await self._held.close()
         if self._background:
             await asyncio.wait(set(self._background), timeout=_CLOSE_WAIT)
+        self._closed = True
         await self._ledger.close()
 
     async def settled(self) -> None:
@@ -137,8 +140,11 @@ class FleetLimits:
 
     # -- the ledger's health -----------------------------------------------------------------------
 
-    def _send(self, call: Awaitable[None], touched: str) -> asyncio.Task[None]:
+    def _send(self, call: Coroutine[Any, Any, None], touched: str) -> asyncio.Task[None]:
         async def send() -> None:
+            if self._closed:
+                call.close()
+                return
             try:
                 async with asyncio.timeout(TAKE_TIMEOUT):
                     await call
