@@ -117,9 +117,10 @@ async def test_a_burst_across_two_replicas_of_two_workers_on_postgresql_never_ha
         judge_burst(upstream, await burst([replica.base_url for replica in replicas]))
 
 
-async def test_the_slots_of_a_killed_process_are_free_again_within_seconds(tmp_path: Path) -> None:
-    """Two gateways on one SQLite store: the first takes both slots with replies that never end, and is
-    killed (SIGKILL: nothing of it gives them back). The second is refused meanwhile — the slots are held
+@pytest.mark.parametrize("counted_in", ["store", "redis"])
+async def test_the_slots_of_a_killed_process_are_free_again_within_seconds(tmp_path: Path, counted_in: str) -> None:
+    """Two gateways on one SQLite store, counting in it or in Redis: the first takes both slots with
+    replies that never end, and is killed (SIGKILL: nothing of it gives them back). The second is refused meanwhile — the slots are held
     fleet-wide, past their lease while renewed — and serves again once their short lease runs out
     unrenewed, not after minutes."""
     calls = itertools.count()
@@ -130,7 +131,10 @@ async def test_the_slots_of_a_killed_process_are_free_again_within_seconds(tmp_p
     settings = {**CAPPED, "Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS": "0"}
     headers = {**JSON_BODY, "x-api-key": CLIENT_KEY}
     path, body = request_for("claude")
-    with SimulatedUpstream.run_in_thread() as upstream:
+    with contextlib.ExitStack() as stack:
+        if counted_in == "redis":
+            settings.update(stack.enter_context(scratch_redis()).env)
+        upstream = stack.enter_context(SimulatedUpstream.run_in_thread())
         upstream.sim.responder = first_two_hang
         with (
             serve(tmp_path, upstream.env(), **settings) as doomed,
@@ -165,16 +169,22 @@ async def test_the_slots_of_a_killed_process_are_free_again_within_seconds(tmp_p
                 await asyncio.gather(*hanging, return_exceptions=True)
 
 
-async def test_a_host_that_failed_over_for_one_process_rests_for_the_other(tmp_path: Path) -> None:
-    """Two gateways on one SQLite store, the account's hosts a first one that refuses its (IdC) token and
-    a second that serves it: the first gateway fails over once, and the second never tries the first host."""
+@pytest.mark.parametrize("counted_in", ["store", "redis"])
+async def test_a_host_that_failed_over_for_one_process_rests_for_the_other(tmp_path: Path, counted_in: str) -> None:
+    """Two gateways on one SQLite store (counting in it, or in Redis), the account's hosts a first one that
+    refuses its (IdC) token and a second that serves it: the first gateway fails over once, and the second
+    never tries the first host."""
     headers = {**JSON_BODY, "x-api-key": CLIENT_KEY}
     path, body = request_for("claude")
-    with SimulatedUpstream.run_in_thread() as upstream:
+    settings = dict(CAPPED)
+    with contextlib.ExitStack() as stack:
+        if counted_in == "redis":
+            settings.update(stack.enter_context(scratch_redis()).env)
+        upstream = stack.enter_context(SimulatedUpstream.run_in_thread())
         refusing = upstream.run(upstream.sim.add_host(HostRules(refuses_token_kinds=frozenset({"idc"}))))
         serving = upstream.run(upstream.sim.add_host(HostRules()))
         env = {**upstream.env(), "AMAZONQ_ENDPOINT": f"{refusing.url},{serving.url}"}
-        with serve(tmp_path, env, **CAPPED) as first, serve(tmp_path, env, **CAPPED) as second:
+        with serve(tmp_path, env, **settings) as first, serve(tmp_path, env, **settings) as second:
             async with httpx2.AsyncClient(timeout=60) as http:
                 assert (await http.post(first.base_url + path, json=body, headers=headers)).status_code == 200
                 refused_once = refusing.refused  # the token's refusals (a refresh may have been tried on it)
