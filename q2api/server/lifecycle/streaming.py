@@ -50,14 +50,14 @@ class ReplyStream(Response):
         send_timeout: float,
         headers: dict[str, str] | None = None,
         end_off_loop: bool = False,
-        finishing: Callable[[], Awaitable[None]] | None = None,
+        after: Callable[[object], Awaitable[None]] | None = None,
     ) -> None:
         """`end_off_loop`: the events that end the reply are encoded in a worker thread (the encoder
-        checks the whole reply there, at a cost the client chose). `finishing` is awaited before the
-        last write of a reply that succeeded."""
+        checks the whole reply there, at a cost the client chose). `after` is awaited with the
+        encoder's `answer()` before the last write of a reply that succeeded (with one to give)."""
         self._reply = reply
         self._end_off_loop = end_off_loop
-        self._finishing = finishing
+        self._after = after
         self._held = held
         self._encoder = encoder
         self._ping_interval = ping_interval
@@ -95,8 +95,10 @@ class ReplyStream(Response):
             if last:
                 # The end of the body rides on the last events' write: one socket write, not two.
                 chunk += encoder.trailer()
-                if self._finishing is not None and reply.failure is None:
-                    await self._finishing()
+                if self._after is not None and reply.failure is None:
+                    answer = encoder.answer()
+                    if answer is not None:
+                        await self._after(answer)
             if chunk or last:
                 self._sending_since = loop.time()
                 await send({"type": "http.response.body", "body": chunk, "more_body": not last})
