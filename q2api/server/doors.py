@@ -42,9 +42,10 @@ from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
 from q2api.server import responses_routes, responses_websocket
 from q2api.server.admission import admit
 from q2api.server.cross_site import require_json
-from q2api.server.edge import json_response, read_body
+from q2api.server.edge import SinkResponse, json_response, read_body
 from q2api.server.endpoints import SHELL_ROUTES
 from q2api.server.gateway import gateway_of
+from q2api.server.lifecycle.sink import Sink
 from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.metrics import OTHER_ROUTE
 from q2api.server.responses_routes import HTTP, Turn
@@ -79,15 +80,21 @@ async def relayed(request: Request, door: Door) -> Response:
         front = await door.before(request, caller, body, HTTP) if door.before is not None else door.front
     except AnthropicError as error:
         return relay.refuse(request_id, error, door.front, caller)
-    return await relay.handle(
-        body,
-        request_id,
-        front,
-        disconnected=request.receive,
-        headers=request.headers.items(),
-        after=partial(door.after, request, caller) if door.after is not None and caller is not None else None,
-        caller=caller,
-    )
+    after = partial(door.after, request, caller) if door.after is not None and caller is not None else None
+
+    async def answer(sink: Sink) -> None:
+        await relay.handle(
+            body,
+            request_id,
+            front,
+            disconnected=request.receive,
+            sink=sink,
+            headers=request.headers.items(),
+            after=after,
+            caller=caller,
+        )
+
+    return SinkResponse(answer)
 
 
 # ------------------------------------------------------------ the Claude Messages door

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from loguru import logger
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import Message, Scope
 from starlette.websockets import WebSocket
 
@@ -64,6 +63,7 @@ from q2api.server.admission import hosts_of
 from q2api.server.cross_site import HostAllowList, refuse_browser_websocket
 from q2api.server.edge import REQUEST_ID_HEADER, log_gateway_bug, new_request_id
 from q2api.server.gateway import Gateway, gateway_of
+from q2api.server.lifecycle.sink import write_whole
 from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.responses_routes import Turn
 from q2api.settings import Settings
@@ -255,7 +255,7 @@ class ResponsesSocket:
                 return
         except AnthropicError as error:
             refusal = gateway.relay.refuse(request_id, error, self._door.front, caller)
-            await _relay_answer(connection, refusal, request.scope, stream_id)
+            await write_whole(_SocketSink(connection, stream_id), refusal)
             return
         finished: list[tuple[DoorCall, object]] = []
 
@@ -263,16 +263,16 @@ class ResponsesSocket:
             await stored(call, answer)
             finished.append((call, answer))
 
-        answer = await gateway.relay.handle(
+        await gateway.relay.handle(
             body,
             request_id,
             door,
             disconnected=request.receive,
+            sink=_SocketSink(connection, stream_id),
             headers=request.headers.items(),
             after=after,
             caller=caller,
         )
-        await _relay_answer(connection, answer, request.scope, stream_id)
         for call, response in finished:
             connection.remember(door, call, response)
 
@@ -360,34 +360,35 @@ def _error_message(status: int, envelope: Any, headers: dict[str, str], stream_i
     return event
 
 
-async def _relay_answer(connection: _Connection, answer: Response, scope: Scope, stream_id: str | None) -> None:
-    """Play the relay's HTTP answer onto the socket: a stream's lines as messages, an error status
-    as an error message (a client that left gets nothing)."""
-    status = 0
-    headers: dict[str, str] = {}
-    pending = b""
-    body: list[bytes] = []
+class _SocketSink:
+    """A turn's sink (q2api.server.lifecycle.sink): a stream's lines as messages, an error status as
+    an error message (a client that left gets nothing)."""
 
-    async def send(message: Message) -> None:
-        nonlocal status, pending
-        if message["type"] == "http.response.start":
-            status = message["status"]
-            headers.update((name.decode("latin-1"), value.decode("latin-1")) for name, value in message["headers"])
+    def __init__(self, connection: _Connection, stream_id: str | None) -> None:
+        self._connection = connection
+        self._stream_id = stream_id
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._pending = b""
+        self._body: list[bytes] = []
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self._status = status
+        self._headers.update((name.decode("latin-1"), value.decode("latin-1")) for name, value in headers)
+
+    async def write(self, chunk: bytes, *, more: bool) -> None:
+        connection = self._connection
+        if self._status != 200:
+            self._body.append(chunk)
+            if not more and self._body and not connection.closed.is_set():
+                envelope = orjson.loads(b"".join(self._body))
+                await connection.send(_error_message(self._status, envelope, self._headers, self._stream_id))
             return
-        chunk = message.get("body", b"")
-        if status != 200:
-            body.append(chunk)
-            return
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()  # an unfinished line waits for the rest (the encoder writes whole lines)
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()  # an unfinished line waits for the rest (the encoder writes whole lines)
         for line in lines:
             if line:
                 await connection.send(line)
-
-    await answer(scope, connection.disconnected, send)
-    if status != 200 and body and not connection.closed.is_set():
-        envelope = orjson.loads(b"".join(body))
-        await connection.send(_error_message(status, envelope, headers, stream_id))
 
 
 async def serve(websocket: WebSocket, door: Door) -> None:

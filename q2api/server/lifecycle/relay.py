@@ -53,6 +53,7 @@ from q2api.server.lifecycle.disconnects import unless_client_leaves
 from q2api.server.lifecycle.exchange_log import Exchange
 from q2api.server.lifecycle.off_loop import run_off_loop
 from q2api.server.lifecycle.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
+from q2api.server.lifecycle.sink import Sink, write_whole
 from q2api.server.lifecycle.streaming import ReplyStream
 from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.wiring import loop_policy, trim_policy
@@ -182,14 +183,34 @@ class MessagesRelay:
         door: FrontDoor = CLAUDE_DOOR,
         *,
         disconnected: Receive,
+        sink: Sink,
         headers: Iterable[tuple[str, str]] = (),
         after: After | None = None,
         caller: Caller | None = None,
+    ) -> None:
+        """One request's body, read by `door`, relayed and answered into `sink` (its status, headers
+        and body: q2api.server.lifecycle.sink). `disconnected` is the connection's ASGI `receive`
+        (its `http.disconnect` cancels the work: q2api.server.lifecycle.disconnects, and ends a
+        stream); `headers` are the request's, for its capture file; `after` is the door's `after`
+        hook for this request (q2api.server.doors), awaited once the reply succeeded, before its
+        last byte."""
+        answer = await self._answer(body, request_id, door, disconnected, headers, after, caller)
+        if isinstance(answer, ReplyStream):
+            await answer.into(sink, disconnected)
+        else:
+            await write_whole(sink, answer)
+
+    async def _answer(
+        self,
+        body: bytes,
+        request_id: str,
+        door: FrontDoor,
+        disconnected: Receive,
+        headers: Iterable[tuple[str, str]],
+        after: After | None,
+        caller: Caller | None,
     ) -> Response:
-        """One request's body, read by `door`, relayed and answered. `disconnected` is the connection's
-        ASGI `receive` (its `http.disconnect` cancels the work: q2api.server.lifecycle.disconnects);
-        `headers` are the request's, for its capture file; `after` is the door's `after` hook for this
-        request (q2api.server.doors), awaited once the reply succeeded, before its last byte."""
+        """The answer to one request: a whole response, or the stream to play into the sink."""
         self.requests_received += 1
         exchange = self._exchange(request_id, door, request_bytes=len(body))
         exchange.key_label = caller.label if caller is not None else None
