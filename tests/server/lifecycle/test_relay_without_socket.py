@@ -15,7 +15,8 @@ from q2api.amazonq.errors import UpstreamHTTPError
 from q2api.amazonq.upstream import OpenedReply
 from q2api.frontdoors.chat.door import CHAT_DOOR
 from q2api.frontdoors.claude import CLAUDE_DOOR
-from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.door import DoorCall, FrontDoor
+from q2api.frontdoors.responses.door import RESPONSES_DOOR, ResponsesCall
 from q2api.models.routing import ModelRouter
 from q2api.models.table import builtin_catalogue
 from q2api.server.lifecycle.exchange_log import Exchange
@@ -25,6 +26,7 @@ from q2api.settings import Settings
 from q2api.testing.scripts import text_events
 
 CLAUDE_BODY = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+RESPONSES_BODY = {"model": "claude-sonnet-4-5", "input": "hi"}
 CHAT_BODY = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -251,3 +253,48 @@ async def test_a_client_that_leaves_mid_stream_ends_it_and_closes_the_upstream()
     assert sink.status == 200 and not sink.ended  # the body was never finished: nobody is left to read it
     assert upstream.cancelled.is_set() and upstream.closed >= 1
     assert [(exchange.status, exchange.error) for exchange in logged] == [(499, "client_disconnected")]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_doors_after_hook_gets_the_call_and_its_finished_answer_before_the_last_byte(stream: bool) -> None:
+    upstream, logged = _Upstream(frames=_frames("Hello", " there")), []
+    sink = ListSink()
+    seen: list[tuple[DoorCall, Any, bool]] = []
+
+    async def after(call: DoorCall, answer: object) -> None:
+        seen.append((call, answer, sink.ended))
+
+    body = orjson.dumps({**RESPONSES_BODY, "stream": stream})
+    relay = _relay(upstream, logged)
+    await relay.handle(body, "req_test", RESPONSES_DOOR, disconnected=_stays_connected, sink=sink, after=after)
+    [(call, answer, ended)] = seen
+    assert not ended  # stored before the client can read the end and continue it
+    assert isinstance(call, ResponsesCall) and answer["id"] == call.frame.response_id
+    assert answer["status"] == "completed" and answer["output"][0]["content"][0]["text"] == "Hello there"
+    if stream:
+        assert b"response.completed" in sink.body
+    else:
+        assert sink.json() == answer
+
+
+async def test_a_doors_after_hook_is_not_awaited_for_a_refused_reply() -> None:
+    upstream, logged = _Upstream(UpstreamHTTPError(429, "ThrottlingException", "Too many requests")), []
+    sink, seen = ListSink(), []
+
+    async def after(call: DoorCall, answer: object) -> None:
+        seen.append(answer)
+
+    body = orjson.dumps({**RESPONSES_BODY, "stream": True})
+    relay = _relay(upstream, logged)
+    await relay.handle(body, "req_test", RESPONSES_DOOR, disconnected=_stays_connected, sink=sink, after=after)
+    assert sink.status == 429 and sink.json()["error"]["code"] == "rate_limit_exceeded"
+    assert seen == []
+
+
+async def test_the_responses_door_read_on_its_own_refuses_a_continued_conversation_by_name() -> None:
+    upstream, logged = _Upstream(), []
+    sink = await _handle(
+        _relay(upstream, logged), {**RESPONSES_BODY, "previous_response_id": "resp_1"}, RESPONSES_DOOR, _stays_connected
+    )
+    assert sink.status == 400 and sink.json()["error"]["param"] == "previous_response_id"
+    assert upstream.opened == 0
