@@ -1,8 +1,9 @@
 """Which account makes the next call to Amazon Q: the least busy, then the least recently used.
 
 Every attempt of a request (its retries and account switches included) asks `AccountChoice.take` for
-an account and gets one with an in-flight slot already taken (q2api.amazonq.inflight); the caller
-gives the slot back with `release` when the call fails or its reply ends.
+an account and gets one with an in-flight slot already taken (q2api.amazonq.inflight: in this process,
+and across the fleet when there is one); the caller gives the slot back with `release` when the call
+fails or its reply ends.
 
 The ranking, in order:
 
@@ -63,8 +64,9 @@ class AccountChoice:
         while True:
             chosen = self.pick(model, resting)
             if chosen is not None:
-                self.inflight.take(chosen.account_id)
-                return chosen
+                if await self.inflight.acquire(chosen.account_id):
+                    return chosen
+                continue  # full across the fleet: `pick` now knows it, and looks at the others
             if self._pool.pick(model=model) is None:  # not busy: no account may serve at all
                 if not len(self._pool):  # every account left the pool since the request started
                     raise NoAccountConfigured()
@@ -81,10 +83,12 @@ class AccountChoice:
         why = self.unfit(pinned, model, resting)
         if why is None:
             chosen = self._pool.manager(pinned)
-            if chosen is not None and await self._slot_within(pinned, min(PINNED_SLOT_WAIT, self._wait)):
-                self.inflight.take(pinned)
+            if chosen is None:
+                why = "disabled"
+            elif await self._slot_within(pinned, min(PINNED_SLOT_WAIT, self._wait)):
                 return chosen, None
-            why = "busy" if chosen is not None else "disabled"
+            else:
+                why = "busy"
         return await self.take(model, resting), why
 
     def unfit(self, account_id: str, model: str | None, resting: Collection[str] = ()) -> MoveReason | None:
@@ -97,14 +101,16 @@ class AccountChoice:
         return None
 
     async def _slot_within(self, account_id: str, seconds: float) -> bool:
-        """Whether `account_id` has a free slot now or within `seconds` (nothing is taken)."""
+        """A slot of `account_id` taken (across the fleet too), now or within `seconds`; False when it
+        stayed full."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
-        while self.inflight.count(account_id) >= self.inflight.cap:
+        while True:
+            if self.inflight.has_free_slot(account_id) and await self.inflight.acquire(account_id):
+                return True
             remaining = deadline - loop.time()
             if remaining <= 0 or not await self.inflight.wait_for_release(remaining):
                 return False
-        return True
 
     def release(self, account_id: str) -> None:
         """The call made with `account_id` failed, or its reply ended: its slot is free again."""
