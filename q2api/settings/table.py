@@ -111,8 +111,8 @@ class Settings:
         shown_as=_masked_redis_url,
         description="""
             Where the limits of the client keys kept in the store (`q2api keys`), the accounts'
-            in-flight slots and their hosts' rests are counted, and where conversations are pinned to
-            their account (session affinity), shared by every worker and replica:
+            in-flight slots, their hosts' rests and the session affinity pins are kept, shared by every
+            worker and replica:
             `redis://host:6379/0` (`rediss://` with TLS). Empty = in the store itself (SQLite, or the
             shared database). See [Keys and usage](keys-and-usage.md#limits),
             [Deployment](deployment.md#shared-limits) and [Accounts](accounts.md#session-affinity).""",
