@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from loguru import logger
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from q2api.amazonq.account_access import CredentialPool
 from q2api.amazonq.errors import (
@@ -37,7 +37,8 @@ class RetryPolicy:
     def retrying(self, opening: Opening) -> AsyncRetrying:
         """The attempts of one opening: `async for try_ in policy.retrying(opening): with try_: …`."""
         return AsyncRetrying(
-            stop=stop_after_attempt(self._config.max_retries + 1),
+            # The budget grows when the host walk moves to another host after broken connections.
+            stop=lambda state: state.attempt_number >= self._config.max_retries + 1 + opening.extra_attempts,
             retry=retry_if_exception(lambda exc: self.should_retry(exc, opening)),
             wait=lambda state: self.wait_before_retry(state, opening),
             before_sleep=self.log_retry,

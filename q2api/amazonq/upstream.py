@@ -94,7 +94,8 @@ class UpstreamClient:
         self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
         self.inflight = InflightSlots(config.account_max_inflight)
         self.accounts = AccountChoice(pool, self.inflight, wait=config.inflight_wait)
-        self._walk = HostWalk(self.hosts, UpstreamCaller(proxies or AccountProxies(session), config, observer))
+        caller = UpstreamCaller(proxies or AccountProxies(session), config, observer)
+        self._walk = HostWalk(self.hosts, caller, max_retries=config.max_retries)
         self._retries = RetryPolicy(config, pool, observer)
 
     def open_stream(self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None = None) -> OpenedReply:

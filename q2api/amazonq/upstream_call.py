@@ -51,6 +51,11 @@ class Opening:
         self._bodies: dict[tuple[str | None, bool], bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
         self.served_by = ""  # the host of the 200 reply
+        self.transport_failures: dict[str, int] = {}  # broken connections before any answer, by host URL
+        self.extra_attempts = 0  # attempts granted beyond the retry budget: a host moved to gets its own
+
+    def grant_attempts(self, count: int) -> None:
+        self.extra_attempts += count
 
     def body_for(self, profile_arn: str | None, host: Host) -> bytes:
         """The body for `host`: with `profileArn` when given, without what the host refuses; encoded once
