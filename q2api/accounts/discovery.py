@@ -80,6 +80,7 @@ class AccountDiscovery:
         if live:
             pool.on_served = self._served
             pool.on_joined = self._joined
+            pool.on_model_refused = self._model_refused
 
     # -- catalogues -------------------------------------------------------------
 
@@ -175,6 +176,12 @@ class AccountDiscovery:
         if len(self._pool) > 1:
             self._pool.set_models(account_id, ())
         self._spawn(self._read_catalogue(manager))
+
+    def _model_refused(self, account_id: str) -> None:
+        """Amazon Q refused a model this account's catalogue lists: read its catalogue again now."""
+        manager = self._pool.manager(account_id)
+        if manager is not None:
+            self._spawn(self._read_catalogue(manager))
 
     # -- credits ----------------------------------------------------------------
 

@@ -125,6 +125,7 @@ class HostWalk:
         if response.status == 200:
             opening.served_by = host.name
             self.hosts.served(manager, host)
+            self._caller.sizes.accepted(host.name, opening.model, opening.sent_size)
         return response
 
 

@@ -22,6 +22,7 @@ from q2api.amazonq.errors import (
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
+    is_model_refusal,
 )
 from q2api.amazonq.observer import UpstreamObserver
 from q2api.amazonq.upstream_call import Opening
@@ -48,6 +49,10 @@ class RetryPolicy:
     def should_retry(self, exc: BaseException, opening: Opening) -> bool:
         if self.another_account_can_take(exc, opening):
             return True
+        if is_model_refusal(exc):
+            # The account no longer counts as having the model (upstream.py told the pool): another
+            # account that has it is asked at once; none, and the refusal is the answer.
+            return self._pool.has_alternative(opening.resting, opening.model)
         if isinstance(exc, UpstreamUnavailable):
             return True
         if isinstance(exc, UpstreamTimeout):
@@ -68,7 +73,7 @@ class RetryPolicy:
 
     def wait_before_retry(self, state: RetryCallState, opening: Opening) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        if self.another_account_can_take(exc, opening):
+        if self.another_account_can_take(exc, opening) or (exc is not None and is_model_refusal(exc)):
             return 0.0
         hinted = float(exc.retry_after) if isinstance(exc, UpstreamHTTPError) and exc.retry_after else 0.0
         ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (state.attempt_number - 1))

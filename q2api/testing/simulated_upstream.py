@@ -269,10 +269,13 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
 
 
 def _is_service_call(request: web.Request) -> bool:
-    """ListAvailableModels, getUsageLimits, ListAvailableProfiles: REST paths or awsJson targets."""
+    """ListAvailableModels or getUsageLimits, in either flavour (ListAvailableProfiles answers its own
+    refusals: "Unsupported token type", A9)."""
     if request.path in ("/ListAvailableModels", "/getUsageLimits"):
         return True
-    return request.path == "/" and request.headers.get("X-Amz-Target", "").startswith(SERVICE_TARGET_PREFIX)
+    target = request.headers.get("X-Amz-Target", "")
+    operation = target.removeprefix(SERVICE_TARGET_PREFIX).lower() if target.startswith(SERVICE_TARGET_PREFIX) else ""
+    return request.path == "/" and operation in ("listavailablemodels", "getusagelimits")
 
 
 def _reset(request: web.Request) -> None:
