@@ -82,6 +82,8 @@ class RetryPolicy:
     def log_retry(self, state: RetryCallState) -> None:
         self._observer.upstream_retry()
         exc = state.outcome.exception() if state.outcome else None
+        if exc is not None and is_model_refusal(exc):
+            return  # its one WARNING says where the request went (UpstreamClient._model_refused)
         # Upstream text goes into the message, so no format kwargs (loguru would str.format it).
         logger.bind(attempt=state.attempt_number, wait=round(state.upcoming_sleep, 2)).warning(
             f"retrying the Amazon Q request: {exc}"

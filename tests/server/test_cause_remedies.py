@@ -78,6 +78,7 @@ async def test_invalid_model_id_for_a_listed_model_rereads_the_catalogue_and_rer
     assert len(served) == 4
     warnings = [line for line in logs.lines if line.message.startswith(REFUSAL_LINE)]
     assert len(warnings) == 1 and warnings[0].level == "WARNING"
+    assert [line for line in logs.lines if line.level == "WARNING" and "retrying" in line.message] == []
     assert "account=refusing" in warnings[0].message and f"model={Q_MODEL}" in warnings[0].message
     assert scrape.value("q2api_upstream_model_refusals_total", outcome="rerouted") == 1
 
