@@ -125,26 +125,30 @@ async def test_a_body_refused_for_its_size_is_prompt_too_long_and_a_larger_one_i
             calls_after_refusal = len(sim.requests)
             with pytest.raises(anthropic.BadRequestError) as gateway_said:
                 await client.messages.create(model=MODEL, max_tokens=32, messages=[*conversation, user("more")])
+            with pytest.raises(anthropic.BadRequestError) as streamed:
+                await client.messages.create(model=MODEL, max_tokens=32, messages=conversation, stream=True)
             openai_client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=CLIENT_KEY, max_retries=0)
             async with openai_client:
                 with pytest.raises(openai.BadRequestError) as openai_said:
                     await openai_client.chat.completions.create(model=MODEL, messages=conversation)  # type: ignore[arg-type]
+                with pytest.raises(openai.BadRequestError) as responses_said:
+                    await openai_client.responses.create(model=MODEL, input=conversation)  # type: ignore[arg-type]
             small = await client.messages.create(model=MODEL, max_tokens=32, messages=[user("small still works")])
             scrape = Scrape((await http.get("/metrics")).text).since(before)
 
     assert calls_after_refusal == 1
     assert len(sim.requests) == 2  # the refused body, then only the small one: the others never left
-    for caught in (upstream_said, gateway_said):
+    for caught in (upstream_said, gateway_said, streamed):
         assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
         message = caught.value.body["error"]["message"]  # type: ignore[index]
         assert message.startswith("prompt is too long: ") and " tokens > " in message and "-byte request" in message
     refused_size = len(sim.requests[0].raw)
     assert f"{refused_size:,}-byte" in upstream_said.value.body["error"]["message"]  # type: ignore[index]
     assert "not sent" in gateway_said.value.body["error"]["message"]  # type: ignore[index]
-    assert openai_said.value.code == "context_length_exceeded"
+    assert openai_said.value.code == responses_said.value.code == "context_length_exceeded"
     assert "small still works" in small.content[0].text
     assert scrape.value("q2api_upstream_size_refusals_total", answered_by="upstream") == 1
-    assert scrape.value("q2api_upstream_size_refusals_total", answered_by="local") == 2
+    assert scrape.value("q2api_upstream_size_refusals_total", answered_by="local") == 4
 
 
 async def test_improperly_formed_for_a_small_body_stays_a_plain_invalid_request(tmp_path: Path) -> None:
