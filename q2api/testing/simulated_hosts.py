@@ -12,7 +12,7 @@ way the real host answers it, before the request reaches the script:
 
 Two rules play a host that fails every call whatever is sent, for the host walk (docs/protocol.md#hosts):
 
-* `HostRules.resetting()` resets every connection once the request has arrived, before any byte of
+* `HostRules.resetting()` resets every connection once the request's headers have arrived, before any byte of
   an answer — the transport failure peers saw from a host being moved or filtered ("error sending
   request for url (https://q.ap-southeast-2.amazonaws.com/…)", kiro-account-manager #103, A8.1);
 * `HostRules.not_found()` answers every call 404 — a host that does not serve the operation, one of
