@@ -118,13 +118,15 @@ async def test_an_api_key_whose_first_hosts_answer_404_and_403_is_added_and_serv
         f"{KEY_CHECK_LINE} account=key from={names[0]} to={names[1]} status=404",
         f"{KEY_CHECK_LINE} account=key from={names[1]} to={names[2]} status=403",
     ]
+    # Serving walks the same hosts, once: whichever call came first (the joined account's catalogue
+    # read, or its first chat) moved it on, and every later call goes straight to the host that takes it.
     switches = [line.message for line in logs.lines if line.message.startswith(FAILOVER_LINE)]
     assert switches == [
         f"{FAILOVER_LINE} account=key from={names[0]} to={names[1]} status=404",
         f"{FAILOVER_LINE} account=key from={names[1]} to={names[2]} status=403",
     ]
-    assert {request.port for request in sim.requests} == {refusing.port, taking.port}
-    assert taking.served == 2  # both replies; the second went straight there
+    assert {request.port for request in sim.requests} <= {refusing.port, taking.port}
+    assert taking.served == 2  # both replies
     assert API_KEY not in logs.text
 
 
@@ -156,4 +158,37 @@ async def test_an_amazonq_api_key_walks_past_a_404_and_a_403_host_to_the_one_tha
         f"{FAILOVER_LINE} account=environment from={names[1]} to={names[2]} status=403",
     ]
     assert hosts[2].served == 2
+    assert API_KEY not in logs.text
+
+
+async def test_an_api_keys_catalogue_and_credits_are_read_from_the_host_that_takes_it(tmp_path: Path) -> None:
+    async with SimulatedUpstream(check_tokens=True) as sim:
+        sim.add_api_key(API_KEY)
+        hosts = [
+            await sim.add_host(rules)
+            for rules in (HostRules.not_found(), HostRules.refusing("api_key"), HostRules.legacy_q())
+        ]
+        settings = load_settings(
+            {
+                "AMAZONQ_ENDPOINT": ",".join(host.override_entry for host in hosts),
+                "AMAZONQ_API_KEY": API_KEY,
+                "Q2API_DATA_DIR": str(tmp_path),
+                "Q2API_API_KEYS": CLIENT_KEY,
+            },
+            env_file=None,
+        )
+        with capture_logs() as logs:
+            async with running_gateway(settings) as url, sdk(url) as client:
+                assert "after discovery" in await ask(client, "after discovery")
+    # Discovery walked the hosts at start-up: the catalogue was read (no fallback to the built-in
+    # table) and the chat went straight to the host that takes the key.
+    assert not any("model catalogue unavailable" in line.message for line in logs.lines)
+    assert any(line.message.startswith("model catalogue read:") for line in logs.lines)
+    assert [request.port for request in sim.requests] == [hosts[2].port]
+    names = [host_name(host.url) for host in hosts]
+    switches = {line.message for line in logs.lines if line.message.startswith(FAILOVER_LINE)}
+    assert switches == {
+        f"{FAILOVER_LINE} account=environment from={names[0]} to={names[1]} status=404",
+        f"{FAILOVER_LINE} account=environment from={names[1]} to={names[2]} status=403",
+    }
     assert API_KEY not in logs.text
