@@ -17,10 +17,6 @@ import orjson
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.conversion.pipeline import GuardedConversion, convert_guarded
-from q2api.frontdoors.chat.door import CHAT_DOOR
-from q2api.frontdoors.claude import CLAUDE_DOOR
-from q2api.frontdoors.door import FrontDoor
-from q2api.frontdoors.responses.door import RESPONSES_DOOR
 from q2api.models.routing import clamp_max_tokens
 from q2api.server.captures.document import (
     FORMAT,
@@ -32,8 +28,7 @@ from q2api.server.captures.document import (
 )
 from q2api.server.captures.placeholders import restored
 from q2api.server.captures.redaction import Placeholder, without_binary
-
-DOORS: dict[str, FrontDoor] = {door.route: door for door in (CLAUDE_DOOR, CHAT_DOOR, RESPONSES_DOOR)}
+from q2api.server.doors import CLAUDE, FRONT_DOORS
 
 
 class NotACapture(ValueError):
@@ -59,8 +54,8 @@ class LoadedCapture:
         self.document = document
         self.summary: Mapping[str, Any] = document.get("summary") or {}
         self.placeholders = [Placeholder.from_dict(fields) for fields in document.get("placeholders") or ()]
-        route = str(self.summary.get("route") or CLAUDE_DOOR.route)
-        door = DOORS.get(route)
+        route = str(self.summary.get("route") or CLAUDE.front.route)
+        door = FRONT_DOORS.get(route)
         if door is None:
             raise NotACapture(f"this version has no front door for {route}")
         self.door = door
