@@ -1,8 +1,9 @@
 """Which account makes the next call to Amazon Q: the least busy, then the least recently used.
 
 Every attempt of a request (its retries and account switches included) asks `AccountChoice.take` for
-an account and gets one with an in-flight slot already taken (q2api.amazonq.inflight); the caller
-gives the slot back with `release` when the call fails or its reply ends.
+an account and gets one with an in-flight slot already taken (q2api.amazonq.inflight: in this process,
+and across the fleet when there is one); the caller gives the slot back with `release` when the call
+fails or its reply ends.
 
 The ranking, in order:
 
@@ -57,8 +58,9 @@ class AccountChoice:
         while True:
             chosen = self.pick(model, resting)
             if chosen is not None:
-                self.inflight.take(chosen.account_id)
-                return chosen
+                if await self.inflight.acquire(chosen.account_id):
+                    return chosen
+                continue  # full across the fleet: `pick` now knows it, and looks at the others
             if self._pool.pick(model=model) is None:  # not busy: no account may serve at all
                 if not len(self._pool):  # every account left the pool since the request started
                     raise NoAccountConfigured()

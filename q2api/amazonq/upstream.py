@@ -32,7 +32,7 @@ from q2api.amazonq.errors import (
 )
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_walk import HostWalk, is_profile_refusal
-from q2api.amazonq.inflight import InflightSlots
+from q2api.amazonq.inflight import FleetSlots, InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.retry_policy import RetryPolicy
 from q2api.amazonq.types import GenerateAssistantResponseRequest
@@ -88,14 +88,16 @@ class UpstreamClient:
         observer: UpstreamObserver = NO_OBSERVER,
         hosts: HostChoice | None = None,
         proxies: AccountProxies | None = None,
+        fleet: FleetSlots | None = None,
     ) -> None:
         """`proxies`: `session` with its HTTP(S)_PROXY routes, and the sessions of the accounts that have a
-        proxy of their own (whoever made it closes it)."""
+        proxy of their own (whoever made it closes it). `fleet`: the in-flight cap counted across every
+        worker and replica too (q2api.fleet), not only in this process."""
         self._pool = pool
         self._config = config
         self._observer = observer
         self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
-        self.inflight = InflightSlots(config.account_max_inflight)
+        self.inflight = InflightSlots(config.account_max_inflight, fleet)
         self.accounts = AccountChoice(pool, self.inflight, wait=config.inflight_wait)
         # What each host accepted and refused of request sizes: in memory, per process (body_sizes.py).
         self.body_sizes = BodySizes()
