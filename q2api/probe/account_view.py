@@ -141,6 +141,9 @@ class ProbePool:
     def has_alternative(self, exclude: Collection[str], model: str | None = None) -> bool:
         return False
 
+    def model_refused(self, account_id: str, model: str) -> None:
+        return None  # the probe reports what Amazon Q answered; it chooses no other account
+
     def report_success(self, account_id: str) -> None:
         return None
 
