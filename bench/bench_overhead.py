@@ -72,6 +72,7 @@ class RateFigures:
     gateway_ttft: dict[float, float]
     alone_ttft: dict[float, float]
     gateway_cores: float
+    gateway_cpu_per_request: float  # seconds: the gateway's CPU over the run and its tail, per request
     others: float
 
     @property
@@ -111,6 +112,9 @@ async def at_rate(rig: Rig, gateway: Target, alone: Target, rate: float, seconds
     cores = (rig.gateway.cpu() - cpu_before) / max(time.monotonic() - started, 1e-9)
     others, _steal, _ours = load.cores()
     await rig.gateway.settle()
+    # Counted once every request has ended (the ledger's rows written): a rate the machine could not keep
+    # up with ends late, and its CPU per request must not be divided by a rate it never reached.
+    cpu_per_request = (rig.gateway.cpu() - cpu_before) / requests
     pairs = [
         (mine.ttft, twin.ttft)
         for mine, twin in zip(through.results, direct, strict=True)
@@ -127,6 +131,7 @@ async def at_rate(rig: Rig, gateway: Target, alone: Target, rate: float, seconds
         gateway_ttft={p: percentile([mine for mine, _ in pairs], p) for p in PERCENTILES},
         alone_ttft={p: percentile([twin for _, twin in pairs], p) for p in PERCENTILES},
         gateway_cores=cores,
+        gateway_cpu_per_request=cpu_per_request,
         others=others,
     )
 
@@ -137,7 +142,8 @@ def describe(figures: RateFigures) -> str:
     alone = " / ".join(f"{figures.alone_ttft[p] * 1000:.1f}" for p in PERCENTILES)
     text = (
         f"{figures.rate:6.1f} req/s: overhead p50/p95/p99 {overhead} ms (gateway TTFT {gateway}, simulator alone "
-        f"{alone}); {figures.requests} requests, gateway {figures.gateway_cores:.2f} cores, other processes "
+        f"{alone}); {figures.requests} requests, gateway {figures.gateway_cores:.2f} cores "
+        f"({figures.gateway_cpu_per_request * 1000:.1f} ms CPU per request), other processes "
         f"{figures.others:.2f} cores, load {os.getloadavg()[0]:.1f}"
     )
     if figures.failed:
@@ -184,11 +190,12 @@ async def run(args: argparse.Namespace, pool: ClientPool, report: Report) -> Non
                         f"{kind}: largest rate, p99 <= {args.p99_limit * 1000:g} ms",
                         f"{best.rate:.1f} req/s on one worker ({best.gateway_cores:.2f} cores used)",
                     )
-            # What the worker's CPU alone allows, whatever the latency: one core over its CPU per request.
-            busiest = max(tried.values(), key=lambda figures: figures.rate)
-            cpu_per_request = busiest.gateway_cores / busiest.rate
+            # What the worker's CPU alone allows, whatever the latency: one core over its CPU per request (the
+            # median over the rates tried, each counted to the end of its last request).
+            per_request = sorted(figures.gateway_cpu_per_request for figures in tried.values())
+            cpu_per_request = per_request[len(per_request) // 2]
             report.row(
-                f"{kind}: CPU per request at {busiest.rate:g}/s",
+                f"{kind}: CPU per request (median of {len(per_request)} rates)",
                 f"{cpu_per_request * 1000:.1f} ms: at most {1 / cpu_per_request:.0f} req/s per core",
             )
             report.flush()

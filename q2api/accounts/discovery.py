@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from loguru import logger
 
@@ -35,6 +35,8 @@ from q2api.amazonq.catalogue import Catalogue, CatalogueSource, fetch_catalogue,
 from q2api.amazonq.credits import Credits, fetch_credits, iso_time
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.service_api import ServiceApi, ServiceApis
+
+T = TypeVar("T")
 
 # A request for a model nobody has refreshes the catalogues, but not more often than this (seconds).
 ON_DEMAND_MIN_INTERVAL = 300.0
@@ -80,11 +82,25 @@ class AccountDiscovery:
         if live:
             pool.on_served = self._served
             pool.on_joined = self._joined
+            pool.on_model_refused = self._model_refused
 
     # -- catalogues -------------------------------------------------------------
 
     def _api_for(self, manager: TokenManager) -> ServiceApi:
         return self._api.for_account(manager) if isinstance(self._api, ServiceApis) else self._api
+
+    async def _on_hosts(self, manager: TokenManager, call: Callable[[ServiceApi], Awaitable[T]]) -> T:
+        """`call` on the account's host; a Kiro API key whose host answers "not here" (401, 403, 404, no
+        connection) moves on down its hosts as its chat would (ServiceApis.move_on), so a key whose first
+        hosts refuse it gets its catalogue and credits from the host that takes it."""
+        for _ in range(8):  # a bound: an account has three hosts at most, each moved past once
+            api = self._api_for(manager)
+            try:
+                return await call(api)
+            except Exception as exc:
+                if not (isinstance(self._api, ServiceApis) and self._api.move_on(manager, api, exc)):
+                    raise
+        return await call(self._api_for(manager))
 
     def catalogue(self) -> Catalogue:
         """Every model some account may use (the built-in table while none is known)."""
@@ -134,13 +150,16 @@ class AccountDiscovery:
         account = manager.label
         try:
             token = await manager.access_token()
-            fresh = await fetch_catalogue(
-                self._api_for(manager),
-                token,
-                profile_arn=manager.profile_arn,
-                fetched_at=self._clock(),
-                token_type=token_type_of(manager.auth_kind),
-                proxy_url=manager.proxy_url,
+            fresh = await self._on_hosts(
+                manager,
+                lambda api: fetch_catalogue(
+                    api,
+                    token,
+                    profile_arn=manager.profile_arn,
+                    fetched_at=self._clock(),
+                    token_type=token_type_of(manager.auth_kind),
+                    proxy_url=manager.proxy_url,
+                ),
             )
             if not fresh.models:
                 raise ValueError("Amazon Q listed no model")
@@ -176,6 +195,12 @@ class AccountDiscovery:
             self._pool.set_models(account_id, ())
         self._spawn(self._read_catalogue(manager))
 
+    def _model_refused(self, account_id: str) -> None:
+        """Amazon Q refused a model this account's catalogue lists: read its catalogue again now."""
+        manager = self._pool.manager(account_id)
+        if manager is not None:
+            self._spawn(self._read_catalogue(manager))
+
     # -- credits ----------------------------------------------------------------
 
     def credits(self, account_id: str) -> Credits | None:
@@ -210,13 +235,16 @@ class AccountDiscovery:
     async def _read_credits(self, manager: TokenManager) -> Credits | None:
         try:
             token = await manager.access_token()
-            credits = await fetch_credits(
-                self._api_for(manager),
-                token,
-                profile_arn=manager.profile_arn,
-                fetched_at=self._clock(),
-                token_type=token_type_of(manager.auth_kind),
-                proxy_url=manager.proxy_url,
+            credits = await self._on_hosts(
+                manager,
+                lambda api: fetch_credits(
+                    api,
+                    token,
+                    profile_arn=manager.profile_arn,
+                    fetched_at=self._clock(),
+                    token_type=token_type_of(manager.auth_kind),
+                    proxy_url=manager.proxy_url,
+                ),
             )
         except Exception as exc:  # credits are informative; never a reason to fail anything
             logger.bind(account=manager.label).warning(f"credits unavailable: {exc}")

@@ -4,7 +4,9 @@ Shared by `q2api accounts add` and `POST /admin/api/accounts`, so both refuse a
 made-up or revoked credential the same way instead of listing it as `active`:
 a refresh token by one refresh (an IdC login's profile is looked up then), a
 Kiro API key by one `getUsageLimits` call with it (usage limits answer keys:
-docs/protocol.md#kiro-api-keys).
+docs/protocol.md#kiro-api-keys), walking the hosts an API-key account's requests walk: one host's
+401, 403 or 404 (or no connection) is that host's answer, and the next host is asked — one WARNING
+per switch; the key is refused only when no host takes it and one of them refused it.
 
 The verifying refresh may rotate the refresh token, after which the one the
 operator gave is dead. So every field is checked against the stores' limits
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Sequence
 
 import aiohttp
 from loguru import logger
@@ -29,12 +32,23 @@ from q2api.accounts.records import Account, AccountStatus
 from q2api.accounts.refresh import RefreshedToken, RefreshEndpoints, refresh_access_token
 from q2api.accounts.store_protocol import CredentialStore
 from q2api.amazonq.account_proxies import AccountProxies, check_proxy_url
+from q2api.amazonq.attempts import host_of
 from q2api.amazonq.bearer import API_KEY_AUTH, API_KEY_TOKEN_TYPE
 from q2api.amazonq.credits import fetch_credits
-from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable, UpstreamError, UpstreamHTTPError
+from q2api.amazonq.errors import (
+    HostUnreachable,
+    RefreshRejected,
+    RefreshUnavailable,
+    UpstreamError,
+    UpstreamHTTPError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from q2api.amazonq.service_api import ServiceApi
 from q2api.store.errors import STORE_ERRORS
 
+# What one host answers a key it does not serve (A8.5: the statuses inference moves to the next host on).
+HOST_ANSWER_STATUSES = frozenset({401, 403, 404})
 # An API key's "expiry" in its verifying answer: none (it is used until Amazon Q refuses it).
 NO_EXPIRY = float("inf")
 
@@ -106,18 +120,18 @@ async def verify_new_account(
     new: NewAccount,
     *,
     proxies: AccountProxies | None = None,
-    amazonq_endpoint: str | None = None,
+    amazonq_endpoints: Sequence[str] = (),
 ) -> RefreshedToken:
     """One real call with the given credentials. Raises RefreshRejected or RefreshUnavailable.
 
-    A login is refreshed once; a Kiro API key makes one `getUsageLimits` call on `amazonq_endpoint`
-    (the token it "refreshes" to is the key itself, with no expiry).
+    A login is refreshed once; a Kiro API key makes a `getUsageLimits` call on `amazonq_endpoints`, in
+    order, until one host takes it (the token it "refreshes" to is the key itself, with no expiry).
     """
     proxies = proxies or AccountProxies(session)
     if new.api_key:
-        if not amazonq_endpoint:
+        if not amazonq_endpoints:
             raise RefreshUnavailable("no Amazon Q endpoint to check the API key against")
-        await _check_api_key(proxies, amazonq_endpoint, new, endpoints.timeout)
+        await _check_api_key(proxies, amazonq_endpoints, new, endpoints.timeout)
         return RefreshedToken(access_token=new.api_key, expires_at=NO_EXPIRY, refresh_token=None, profile_arn=None)
     now = time.time()
     candidate = Account(
@@ -142,19 +156,42 @@ async def verify_new_account(
     return await refresh_access_token(session, candidate, endpoints, proxies=proxies)
 
 
-async def _check_api_key(proxies: AccountProxies, endpoint: str, new: NewAccount, timeout: float) -> None:
+async def _check_api_key(proxies: AccountProxies, endpoints: Sequence[str], new: NewAccount, timeout: float) -> None:
+    """Walk `endpoints` until one host answers the key's `getUsageLimits`; raise when none does."""
     assert new.api_key is not None
-    api = ServiceApi(proxies.direct, endpoint, timeout=timeout, proxies=proxies)
-    try:
-        await fetch_credits(api, new.api_key, profile_arn=None, token_type=API_KEY_TOKEN_TYPE, proxy_url=new.proxy_url)
-    except UpstreamHTTPError as error:
-        if error.status in (401, 403):
-            raise RefreshRejected(
-                new.label, f"Amazon Q refused the API key: HTTP {error.status} {error.message}"
-            ) from None
-        raise RefreshUnavailable(f"could not check the API key: Amazon Q answered HTTP {error.status}") from None
-    except UpstreamError as exc:
-        raise RefreshUnavailable(f"could not check the API key: {exc}") from None
+    answers: list[str] = []  # "host: what it said", for the operator when no host takes the key
+    refused = False
+    for index, endpoint in enumerate(endpoints):
+        api = ServiceApi(proxies.direct, endpoint, timeout=timeout, proxies=proxies)
+        try:
+            await fetch_credits(
+                api, new.api_key, profile_arn=None, token_type=API_KEY_TOKEN_TYPE, proxy_url=new.proxy_url
+            )
+        except UpstreamHTTPError as error:
+            answers.append(f"{host_of(endpoint)}: HTTP {error.status} {error.message}")
+            if error.status not in HOST_ANSWER_STATUSES:
+                raise RefreshUnavailable(
+                    f"could not check the API key: Amazon Q answered HTTP {error.status}"
+                ) from None
+            refused = refused or error.status in (401, 403)
+            status = str(error.status)
+        except (HostUnreachable, UpstreamUnavailable, UpstreamTimeout) as exc:
+            answers.append(f"{host_of(endpoint)}: {exc}")
+            status = "unreachable"
+        except UpstreamError as exc:
+            raise RefreshUnavailable(f"could not check the API key: {exc}") from None
+        else:
+            return
+        if index + 1 < len(endpoints):
+            # Host names and a status only: never the key.
+            logger.warning(
+                f"API key check moved to the next host: account={new.label} from={host_of(endpoint)} "
+                f"to={host_of(endpoints[index + 1])} status={status}"
+            )
+    detail = "; ".join(answers)
+    if refused:
+        raise RefreshRejected(new.label, f"Amazon Q refused the API key on every host ({detail})")
+    raise RefreshUnavailable(f"could not check the API key: no host answered it ({detail})")
 
 
 async def store_new_account(

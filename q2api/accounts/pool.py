@@ -37,6 +37,10 @@ THROTTLE_COOLDOWN_MAX = 300.0
 QUOTA_COOLDOWN = 3600.0  # a quota: look again hourly (a plan upgrade takes effect at once)
 ACCESS_DENIED_COOLDOWN = 1800.0
 FAILURE_COOLDOWN = 300.0  # after `failure_limit` consecutive failures
+# How long an account is not chosen for a model Amazon Q refused for it (INVALID_MODEL_ID) though its
+# catalogue lists it (9router#2882, #2308 report exactly that mismatch): its catalogue is read again at once,
+# and a re-read that still lists the model is not believed before this passes.
+MODEL_REFUSAL_SECONDS = 1800.0
 # How many of its own shared rests per account a pool remembers (see AccountPool._own_rest_ends).
 _OWN_RESTS_KEPT = 8
 # Failures that are the request's own fault, not the account's or the upstream's.
@@ -73,9 +77,17 @@ class _Slot:
     last_picked: float = 0.0
     # Lower-case ids of the models the account's catalogue lists; None until one is known.
     models: frozenset[str] | None = None
+    # Models Amazon Q refused for this account (INVALID_MODEL_ID) though its catalogue lists them: lower-case
+    # id → monotonic time the refusal is forgotten (a catalogue that still lists it is not believed until then).
+    refused_models: dict[str, float] = dataclasses.field(default_factory=dict)
 
-    def serves(self, model: str | None) -> bool:
-        return model is None or self.models is None or model.lower() in self.models
+    def serves(self, model: str | None, now: float = 0.0) -> bool:
+        if model is None:
+            return True
+        wanted = model.lower()
+        if self.refused_models and self.refused_models.get(wanted, 0.0) > now:
+            return False
+        return self.models is None or wanted in self.models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +122,8 @@ class AccountPool:
         self.on_served: Callable[[str], None] | None = None
         # Called with the account id when `sync` adds an account (its catalogue is read then).
         self.on_joined: Callable[[str], None] | None = None
+        # Called with the account id when Amazon Q refused a model its catalogue lists (read it again).
+        self.on_model_refused: Callable[[str], None] | None = None
         self._rests_to_share: dict[str, AccountRest | None] = {}  # None: the rest ended early
         # The ends (wall clock) of the rests this pool shared, by account: the store keeps the longest
         # rest it was given, so an earlier, longer one of this pool's own may still be there after a
@@ -162,7 +176,7 @@ class AccountPool:
         """
         now = self._clock()
         candidates = [
-            slot for account_id, slot in self._slots.items() if account_id not in exclude and slot.serves(model)
+            slot for account_id, slot in self._slots.items() if account_id not in exclude and slot.serves(model, now)
         ]
         if not candidates:
             return None
@@ -174,7 +188,7 @@ class AccountPool:
         """Is there a usable account outside `exclude` (worth switching to at once)?"""
         now = self._clock()
         return any(
-            account_id not in exclude and slot.serves(model) and _health(slot, now) is AccountHealth.READY
+            account_id not in exclude and slot.serves(model, now) and _health(slot, now) is AccountHealth.READY
             for account_id, slot in self._slots.items()
         )
 
@@ -185,12 +199,23 @@ class AccountPool:
         slot = self._slots.get(account_id)
         if slot is None:
             return "disabled"
-        if not slot.serves(model):
+        now = self._clock()
+        if not slot.serves(model, now):
             return "model"
-        health = _health(slot, self._clock())
+        health = _health(slot, now)
         if health is AccountHealth.NEEDS_LOGIN:
             return "needs_login"
         return None if health is AccountHealth.READY else "resting"
+
+    def model_refused(self, account_id: str, model: str) -> None:
+        """Amazon Q answered INVALID_MODEL_ID for `model` on this account: it is not chosen for `model` for
+        MODEL_REFUSAL_SECONDS, and its catalogue is read again (`on_model_refused`)."""
+        slot = self._slots.get(account_id)
+        if slot is None:
+            return
+        slot.refused_models[model.lower()] = self._clock() + MODEL_REFUSAL_SECONDS
+        if self.on_model_refused is not None:
+            self.on_model_refused(account_id)
 
     def set_models(self, account_id: str, model_ids: Iterable[str] | None) -> None:
         """The models the account may use from now on (None: unknown, so any)."""

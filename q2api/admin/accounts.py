@@ -25,7 +25,7 @@ from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.errors import RefreshRejected, RefreshUnavailable
 from q2api.server.cross_site import is_json_content_type
 from q2api.server.gateway import Gateway
-from q2api.server.wiring import api_key_check_url
+from q2api.server.wiring import api_key_check_urls
 from q2api.store.errors import STORE_ERRORS
 
 _MAX_BODY_BYTES = 64 * 1024
@@ -81,7 +81,7 @@ async def add_account(request: Request, gateway: Gateway, writes: BackgroundWrit
             gateway.endpoints,
             new,
             proxies=gateway.proxies,
-            amazonq_endpoint=api_key_check_url(gateway.settings, new.region),
+            amazonq_endpoints=api_key_check_urls(gateway.settings, new.region),
         )
     except RefreshRejected as exc:
         what = "Amazon Q refused this API key" if new.api_key else "the token service refused this refresh token"
@@ -181,7 +181,7 @@ async def _check_api_key_account(gateway: Gateway, account: Account) -> Response
             gateway.endpoints,
             check,
             proxies=gateway.proxies,
-            amazonq_endpoint=api_key_check_url(gateway.settings, account.region),
+            amazonq_endpoints=api_key_check_urls(gateway.settings, account.region),
         )
     except ValueError as exc:  # no key stored: nothing to check
         raise AdminError(400, "refresh_refused", f"the account holds no usable API key ({exc})") from None

@@ -13,10 +13,7 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from q2api.accounts.onboarding import BackgroundWrites
-from q2api.admin.console_routes import console_off_route, console_routes
-from q2api.admin.logins import LoginRunner
-from q2api.admin.routes import admin_routes
+from q2api.admin.console_routes import console_off_route
 from q2api.server.app import create_app
 from q2api.settings import Settings
 
@@ -26,6 +23,13 @@ class AdminSurface:
     logins, and verified accounts waiting for the store."""
 
     def __init__(self, admin_key: str) -> None:
+        # Imported here: a gateway without Q2API_ADMIN_KEY never loads the admin API, its device-code
+        # logins nor their onboarding (BENCHMARKS.md, issue 33: what a configuration does not use).
+        from q2api.accounts.onboarding import BackgroundWrites
+        from q2api.admin.console_routes import console_routes
+        from q2api.admin.logins import LoginRunner
+        from q2api.admin.routes import admin_routes
+
         self._logins = LoginRunner()
         self._writes = BackgroundWrites()
         self._routes: list[BaseRoute] = [*admin_routes(admin_key, self._logins, self._writes), *console_routes()]

@@ -77,6 +77,11 @@ class CredentialPool(Protocol):
         """Whether an account outside `exclude` could take a request for `model` now."""
         ...
 
+    def model_refused(self, account_id: str, model: str) -> None:
+        """Amazon Q answered INVALID_MODEL_ID for `model` on this account though its catalogue lists it: the
+        account is not chosen for `model` for a while, and its catalogue is read again."""
+        ...
+
     def report_success(self, account_id: str) -> None: ...
 
     def report_failure(

@@ -13,13 +13,10 @@ A proxy URL may carry credentials (`socks5://user:password@host:1080`): they are
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.client_proto import ResponseHandler
-from aiohttp_socks import ProxyConnectionError, ProxyConnector, ProxyError, ProxyTimeoutError
 
 from q2api.amazonq.proxy import proxy_route
 
@@ -62,24 +59,6 @@ def describe_proxy(url: str | None) -> str | None:
     return f"{scheme}://{user[:4] + '…' if len(user) > 4 else user}:…@{location}"
 
 
-class _AccountProxyConnector(ProxyConnector):
-    """aiohttp-socks' connector, whose failures come out as aiohttp's own errors, which every caller
-    already handles as "Amazon Q unreachable" (or timed out): it raises them as its own classes, which
-    are not aiohttp's and would otherwise escape as a 500.
-
-    Their text is the proxy's answer ("Username and password authentication failure", a CONNECT
-    status) or the socket error, never the proxy URL or its credentials.
-    """
-
-    async def _wrap_create_connection(self, *args: Any, **kwargs: Any) -> tuple[asyncio.Transport, ResponseHandler]:
-        try:
-            return await super()._wrap_create_connection(*args, **kwargs)
-        except ProxyTimeoutError:
-            raise aiohttp.ConnectionTimeoutError("the account's proxy did not answer in time") from None
-        except (ProxyError, ProxyConnectionError) as exc:
-            raise aiohttp.ClientConnectionError(f"the account's proxy failed: {exc}") from None
-
-
 class AccountProxies:
     """The direct session, and one session per account proxy (call inside the running loop)."""
 
@@ -98,7 +77,11 @@ class AccountProxies:
         session = self._sessions.get(proxy_url)
         if session is None or session.closed:
             # limit=0 as in the direct session: the 101st concurrent stream opens a connection instead of queueing.
-            connector = _AccountProxyConnector.from_url(proxy_url, limit=0, ttl_dns_cache=300, **self._keepalive)
+            # Imported on the first proxied account: aiohttp-socks and python-socks cost a worker that has
+            # none ~1 MB (BENCHMARKS.md, issue 33).
+            from q2api.amazonq.proxy_connector import AccountProxyConnector
+
+            connector = AccountProxyConnector.from_url(proxy_url, limit=0, ttl_dns_cache=300, **self._keepalive)
             session = self._sessions[proxy_url] = aiohttp.ClientSession(
                 connector=connector,
                 trust_env=False,

@@ -2,6 +2,7 @@
 
     UpstreamError                      no reply could be obtained from Amazon Q
     ├── UpstreamHTTPError              (status, code, message, reason, request_id, retry_after, body); `.kind`
+    │   └── RefusedForSize             (size, host): a size-shaped 400, read as a context overflow
     ├── UpstreamTimeout                (phase: TimeoutPhase, seconds)
     ├── UpstreamUnavailable            refused, reset, DNS, TLS, or broken mid-reply
     │   └── HostUnreachable            no connection could be opened to the host (refused, DNS, TLS)
@@ -9,6 +10,7 @@
     │   └── NoAccountConfigured
     ├── ModelNotServed                 (model): no account's catalogue has the model
     ├── RequestTooLarge                (size, limit): the encoded request is over the upstream's limit
+    │   └── RequestKnownTooLarge       (size, limit, host): the host refused one as large before; not sent
     ├── AccountsBusy                   (retry_after): every eligible account has its cap of requests in flight
     └── RefreshUnavailable             the token service could not be reached; tokens are kept
 
@@ -100,6 +102,46 @@ def is_signature_refusal(error: UpstreamHTTPError) -> bool:
     )
 
 
+class RefusedForSize(UpstreamHTTPError):
+    """Amazon Q refused the request with a size-shaped 400 (q2api.amazonq.body_sizes.is_size_refusal): the
+    client hears a prompt too long naming the size, so Claude Code compacts, whatever text the host used."""
+
+    def __init__(self, refusal: UpstreamHTTPError, size: int, host: str) -> None:
+        super().__init__(
+            refusal.status,
+            refusal.code,
+            refusal.message,
+            refusal.reason,
+            refusal.request_id,
+            refusal.retry_after,
+            refusal.body,
+        )
+        self.size = size
+        self.host = host
+
+    @property
+    def kind(self) -> FailureKind:
+        return FailureKind.CONTEXT_OVERFLOW
+
+    @property
+    def size_detail(self) -> str:
+        """Without parentheses: the OpenAI doors recognise the context-overflow message by its shape."""
+        return f"Amazon Q at {self.host} refused the {self.size:,}-byte request as too large"
+
+
+MODEL_REFUSED_REASON = "INVALID_MODEL_ID"
+
+
+def is_model_refusal(error: BaseException) -> bool:
+    """Amazon Q refused the request's model for this account (HTTP 400, reason INVALID_MODEL_ID;
+    docs/protocol.md#errors) — also for a model the account's catalogue lists (9router#2882, #2308)."""
+    return (
+        isinstance(error, UpstreamHTTPError)
+        and error.status == 400
+        and (error.reason == MODEL_REFUSED_REASON or MODEL_REFUSED_REASON in error.message)
+    )
+
+
 class TimeoutPhase(enum.StrEnum):
     CONNECT = "connect"  # opening the connection
     FIRST_BYTE = "first_byte"  # waiting for the response headers
@@ -170,6 +212,26 @@ class RequestTooLarge(UpstreamError):
         self.size = size
         self.limit = limit
         super().__init__(f"the Amazon Q request would be {size:,} bytes, over the upstream's limit of {limit:,} bytes")
+
+
+class RequestKnownTooLarge(RequestTooLarge):
+    """The host refused a body at least this large before and never accepted one as large
+    (q2api.amazonq.body_sizes): answered by the gateway without a call. The message has no parentheses:
+    the OpenAI doors recognise the context-overflow message by its shape."""
+
+    def __init__(self, size: int, host: str, refused_before: int) -> None:
+        self.size = size
+        self.limit = refused_before
+        self.host = host
+        UpstreamError.__init__(
+            self,
+            f"Amazon Q at {host} refused a {refused_before:,}-byte request as too large before, and this one is "
+            f"{size:,} bytes, so it was not sent",
+        )
+
+    @property
+    def size_detail(self) -> str:
+        return str(self)
 
 
 class AccountsBusy(UpstreamError):

@@ -50,6 +50,7 @@ class HostChoice:
         """`failed` answered `credential` with an auth- or route-shaped failure and `following` is tried next."""
         seconds = self.rests.rest(credential.account_id, failed)
         self._observer.host_failover(failed.name, following.name)
+        self._observer.host_switch(status)
         # Host names and a status only: nothing the client sent, nothing secret.
         logger.bind(rest_seconds=round(seconds)).warning(
             f"upstream host failed over: account={credential.label} from={failed.name} "

@@ -5,6 +5,11 @@ auth- or route-shaped failure (401/403/404 after one token refresh, the runtime 
 "profileArn is required", or no connection at all) rests for the account and the call moves to the
 account's next host — one WARNING per switch (HostChoice.failed) — with a body shaped for that host
 (q2api.amazonq.hosts). A 400 about the body is the request's, whichever host said it: the walk stops.
+
+A connection that breaks before any byte of the answer (reset, or closed by the host) is the host's
+transport failing, not a verdict: the call is retried on the same host by q2api.amazonq.retry_policy,
+and once the host has failed this request `max_retries + 1` times the walk moves on to the account's
+next host (which then gets retries of its own) instead of answering 502.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from q2api.amazonq.errors import (
     TimeoutPhase,
     UpstreamHTTPError,
     UpstreamTimeout,
+    UpstreamUnavailable,
 )
 from q2api.amazonq.host_choice import HostChoice
-from q2api.amazonq.hosts import Host
+from q2api.amazonq.hosts import AuthKind, Host
 from q2api.amazonq.upstream_call import Opening, UpstreamCaller, read_error
 
 # Statuses that say "not this host for this token" rather than "not this request" (A8.5, NR's
@@ -32,10 +38,17 @@ PROFILE_REQUIRED_TEXT = "profilearn is required"
 Answer = tuple[aiohttp.ClientResponse | None, UpstreamHTTPError | None]
 
 
+# Why a call moved to the account's next host (the WARNING's `status=` and the metric's `reason`).
+SWITCH_UNREACHABLE = "unreachable"
+SWITCH_CONNECT_TIMEOUT = "connect_timeout"
+SWITCH_CONNECTION_BROKEN = "connection_broken"  # reset or closed before any byte, its retries spent
+
+
 class HostWalk:
-    def __init__(self, hosts: HostChoice, caller: UpstreamCaller) -> None:
+    def __init__(self, hosts: HostChoice, caller: UpstreamCaller, *, max_retries: int) -> None:
         self.hosts = hosts
         self._caller = caller
+        self._max_retries = max_retries
 
     async def call(self, opening: Opening, manager: Credential, token: str) -> Answer:
         """Call the account's hosts in order until one answers with something else than "not here".
@@ -58,12 +71,21 @@ class HostWalk:
                 connect_failed = isinstance(exc, HostUnreachable) or exc.phase is TimeoutPhase.CONNECT
                 if following is None or not connect_failed:
                     raise
-                self.hosts.failed(
-                    manager, host, following, "unreachable" if isinstance(exc, HostUnreachable) else "connect_timeout"
-                )
+                reason = SWITCH_UNREACHABLE if isinstance(exc, HostUnreachable) else SWITCH_CONNECT_TIMEOUT
+                self.hosts.failed(manager, host, following, reason)
+                continue
+            except UpstreamUnavailable:
+                if following is None or not self._transport_retries_spent(opening, host):
+                    raise  # retried on this host (retry_policy), as long as its retries last
+                self.hosts.failed(manager, host, following, SWITCH_CONNECTION_BROKEN)
+                opening.grant_attempts(self._max_retries)  # the next host gets retries of its own
                 continue
             answer, error = await self._judged(opening, manager, host, response)
-            if error is not None and error.kind is FailureKind.BEARER_INVALID and not refreshed:
+            # A Kiro API key is never refreshed (its "refresh" is the verdict that it is dead): one host's
+            # refusal of it is that host's answer (A8.3: the runtime host refuses keys), so the walk moves
+            # on, and only the last host's refusal reaches the refresh below.
+            key_elsewhere = following is not None and manager.auth_kind == AuthKind.API_KEY
+            if error is not None and error.kind is FailureKind.BEARER_INVALID and not refreshed and not key_elsewhere:
                 # Expired or revoked early: refresh once (unless another request already did) and
                 # repeat the call once on this host, outside the retry budget; its answer is judged
                 # like the first (a "profileArn is required" still moves on to the next host).
@@ -77,8 +99,13 @@ class HostWalk:
                 return None, error  # a 400 about the body: terminal, whichever host answered it
             if following is None or error.suspended:
                 return None, error  # a suspension is the account's, not the host's
-            self.hosts.failed(manager, host, following, str(error.status))
+            self.hosts.failed(manager, host, following, str(error.status))  # 400: "profileArn is required"
         raise AssertionError("unreachable: the last host's answer is returned")  # pragma: no cover
+
+    def _transport_retries_spent(self, opening: Opening, host: Host) -> bool:
+        """Counts one more broken connection to `host` for this request; True once it had its retries."""
+        failures = opening.transport_failures[host.url] = opening.transport_failures.get(host.url, 0) + 1
+        return failures > self._max_retries
 
     async def _judged(
         self, opening: Opening, manager: Credential, host: Host, response: aiohttp.ClientResponse
@@ -98,6 +125,7 @@ class HostWalk:
         if response.status == 200:
             opening.served_by = host.name
             self.hosts.served(manager, host)
+            self._caller.sizes.accepted(host.name, opening.model, opening.sent_size)
         return response
 
 

@@ -170,6 +170,15 @@ def inference_hosts(auth_kind: str, region: str | None, override: Sequence[Host]
     return (legacy, *codewhisperer, runtime)
 
 
+def usable_hosts(
+    auth_kind: str, region: str | None, has_profile: bool, override: Sequence[Host] = ()
+) -> tuple[Host, ...]:
+    """The hosts an account's calls may go to, in their order (those it may not be sent to left out)."""
+    return tuple(
+        host for host in inference_hosts(auth_kind, region, override) if accepts_account(host, auth_kind, has_profile)
+    )
+
+
 def first_host(auth_kind: str, region: str | None, has_profile: bool, override: Sequence[Host] = ()) -> Host:
     """Where an account's calls go when nothing has failed yet (for one-off calls outside the gateway)."""
     hosts = inference_hosts(auth_kind, region, override)

@@ -34,6 +34,15 @@ class UpstreamObserver:
     host_attempt: Callable[[str, str], None] = _ignore
     # A request moved from one of its account's hosts to the next: from, to (host names).
     host_failover: Callable[[str, str], None] = _ignore
+    # A request moved to its account's next host, and why: "unreachable", "connect_timeout",
+    # "connection_broken" or the status ("401", "403", "404"; "400": the host's "profileArn is required").
+    host_switch: Callable[[str], None] = _ignore
+    # A body judged too large: "upstream" (Amazon Q refused it, size-shaped) or "local" (answered by the
+    # gateway from what the host refused before, no call made).
+    size_refusal: Callable[[str], None] = _ignore
+    # Amazon Q answered INVALID_MODEL_ID for a model the account's catalogue lists: "rerouted" to another
+    # account that has it, or "refused" (no other account could take it).
+    model_refusal: Callable[[str], None] = _ignore
     # A failed call is about to be repeated (tenacity's before-sleep).
     upstream_retry: Callable[[], None] = _ignore
     # A token refresh finished: see the REFRESH_* outcomes below.

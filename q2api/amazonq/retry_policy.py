@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from loguru import logger
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from q2api.amazonq.account_access import CredentialPool
 from q2api.amazonq.errors import (
@@ -22,6 +22,7 @@ from q2api.amazonq.errors import (
     UpstreamHTTPError,
     UpstreamTimeout,
     UpstreamUnavailable,
+    is_model_refusal,
 )
 from q2api.amazonq.observer import UpstreamObserver
 from q2api.amazonq.upstream_call import Opening
@@ -37,7 +38,8 @@ class RetryPolicy:
     def retrying(self, opening: Opening) -> AsyncRetrying:
         """The attempts of one opening: `async for try_ in policy.retrying(opening): with try_: …`."""
         return AsyncRetrying(
-            stop=stop_after_attempt(self._config.max_retries + 1),
+            # The budget grows when the host walk moves to another host after broken connections.
+            stop=lambda state: state.attempt_number >= self._config.max_retries + 1 + opening.extra_attempts,
             retry=retry_if_exception(lambda exc: self.should_retry(exc, opening)),
             wait=lambda state: self.wait_before_retry(state, opening),
             before_sleep=self.log_retry,
@@ -47,6 +49,10 @@ class RetryPolicy:
     def should_retry(self, exc: BaseException, opening: Opening) -> bool:
         if self.another_account_can_take(exc, opening):
             return True
+        if is_model_refusal(exc):
+            # The account no longer counts as having the model (upstream.py told the pool): another
+            # account that has it is asked at once; none, and the refusal is the answer.
+            return self._pool.has_alternative(opening.resting, opening.model)
         if isinstance(exc, UpstreamUnavailable):
             return True
         if isinstance(exc, UpstreamTimeout):
@@ -67,7 +73,7 @@ class RetryPolicy:
 
     def wait_before_retry(self, state: RetryCallState, opening: Opening) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        if self.another_account_can_take(exc, opening):
+        if self.another_account_can_take(exc, opening) or (exc is not None and is_model_refusal(exc)):
             return 0.0
         hinted = float(exc.retry_after) if isinstance(exc, UpstreamHTTPError) and exc.retry_after else 0.0
         ceiling = min(self._config.backoff_max, self._config.backoff_initial * 2 ** (state.attempt_number - 1))
@@ -76,6 +82,8 @@ class RetryPolicy:
     def log_retry(self, state: RetryCallState) -> None:
         self._observer.upstream_retry()
         exc = state.outcome.exception() if state.outcome else None
+        if exc is not None and is_model_refusal(exc):
+            return  # its one WARNING says where the request went (UpstreamClient._model_refused)
         # Upstream text goes into the message, so no format kwargs (loguru would str.format it).
         logger.bind(attempt=state.attempt_number, wait=round(state.upcoming_sleep, 2)).warning(
             f"retrying the Amazon Q request: {exc}"

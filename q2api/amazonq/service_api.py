@@ -22,7 +22,7 @@ import orjson
 
 from q2api.amazonq.account_access import Credential
 from q2api.amazonq.account_proxies import AccountProxies
-from q2api.amazonq.bearer import authorization_headers
+from q2api.amazonq.bearer import API_KEY_AUTH, authorization_headers
 from q2api.amazonq.errors import (
     TimeoutPhase,
     UpstreamHTTPError,
@@ -67,6 +67,7 @@ class ServiceApi:
         their own (the caller closes them)."""
         self._proxies = proxies or AccountProxies(session)
         self._endpoint = endpoint.rstrip("/")
+        self.endpoint = self._endpoint  # the host's URL without its trailing slash
         self._timeout_seconds = timeout
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self.flavour = Flavour.REST  # until the host shows it speaks only awsJson
@@ -163,6 +164,34 @@ class ServiceApis:
         self._timeout = timeout
         self._proxies = proxies or AccountProxies(session)
         self._apis: dict[str, ServiceApi] = {}
+
+    def move_on(self, credential: Credential, api: ServiceApi, failure: BaseException) -> bool:
+        """A Kiro API key's call through `api` failed with a host's answer (401, 403 or 404: that host does
+        not serve the key, A8.3) or no connection: that host rests, as a chat's failover would rest it (one
+        WARNING), and True when another host is next. Only for keys: a login's 403 on these calls can be
+        the call's own (an IdC catalogue without a profile, A9), not the host's."""
+        if credential.auth_kind != API_KEY_AUTH:
+            return False
+        if isinstance(failure, UpstreamHTTPError):
+            if failure.status not in (401, 403, 404):
+                return False
+            reason = str(failure.status)
+        elif isinstance(failure, UpstreamUnavailable):
+            reason = "unreachable"
+        else:
+            return False
+        hosts = self._hosts.hosts(credential)
+        failed = next((host for host in hosts if host.url.rstrip("/") == api.endpoint), None)
+        if failed is None:
+            return False
+        preferred = self._hosts.preferred(credential)
+        if preferred != failed and not self._hosts.rests.is_resting(credential.account_id, preferred):
+            return True  # another call moved the account on meanwhile: ask the host it moved to
+        position = hosts.index(failed)
+        if position + 1 >= len(hosts) or self._hosts.rests.is_resting(credential.account_id, failed):
+            return False  # the last host, or every host already rested: its answer stands
+        self._hosts.failed(credential, failed, hosts[position + 1], reason)
+        return True
 
     def for_account(self, credential: Credential) -> ServiceApi:
         url = self._hosts.preferred(credential).url

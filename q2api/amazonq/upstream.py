@@ -21,11 +21,14 @@ from q2api.amazonq.account_access import Credential, CredentialPool
 from q2api.amazonq.account_choice import AccountChoice
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace
+from q2api.amazonq.body_sizes import BodySizes, is_size_refusal
 from q2api.amazonq.errors import (
     NoAccountConfigured,
     RefreshRejected,
+    RefusedForSize,
     RequestTooLarge,
     UpstreamError,
+    is_model_refusal,
 )
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_walk import HostWalk, is_profile_refusal
@@ -97,7 +100,10 @@ class UpstreamClient:
         self.hosts = hosts or HostChoice(config.endpoint, observer=observer)
         self.inflight = InflightSlots(config.account_max_inflight, fleet)
         self.accounts = AccountChoice(pool, self.inflight, wait=config.inflight_wait)
-        self._walk = HostWalk(self.hosts, UpstreamCaller(proxies or AccountProxies(session), config, observer))
+        # What each host accepted and refused of request sizes: in memory, per process (body_sizes.py).
+        self.body_sizes = BodySizes()
+        caller = UpstreamCaller(proxies or AccountProxies(session), config, observer, self.body_sizes)
+        self._walk = HostWalk(self.hosts, caller, max_retries=config.max_retries)
         self._retries = RetryPolicy(config, pool, observer)
 
     def open_stream(
@@ -193,6 +199,22 @@ class UpstreamClient:
         kind = error.kind
         opening.trace.classify_last(kind.value)
         self._pool.report_failure(manager.account_id, kind, error.retry_after, detail=str(error))
+        if is_model_refusal(error) and opening.model:
+            self._model_refused(opening, manager)
+        elif is_size_refusal(error, opening.sent_size):
+            host = opening.trace.attempts[-1].host if opening.trace.attempts else ""
+            self.body_sizes.refused(host, opening.model, opening.sent_size)
+            self._observer.size_refusal("upstream")
+            logger.info(
+                "Amazon Q refused the request as too large",
+                status=error.status,
+                reason=error.reason,
+                upstream_request_id=error.request_id,
+                account=manager.label,
+                host=host,
+                body_bytes=opening.sent_size,
+            )
+            raise RefusedForSize(error, opening.sent_size, host) from None
         if error.suspended:
             await manager.mark_needs_login(f"suspended ({error.reason or error.code or error.status})")
         elif is_profile_refusal(error) and not manager.profile_arn:
@@ -210,6 +232,20 @@ class UpstreamClient:
             account=manager.label,
         )
         raise error
+
+    def _model_refused(self, opening: Opening, manager: Credential) -> None:
+        """INVALID_MODEL_ID for a model the account was chosen for (its catalogue lists it): the account
+        stops counting as having it and its catalogue is read again (the pool); the retry policy then
+        asks another account that has it. One WARNING, naming no more than the account and the model."""
+        model = opening.model or ""
+        self._pool.model_refused(manager.account_id, model)
+        rerouted = self._pool.has_alternative(opening.resting, model)
+        self._observer.model_refusal("rerouted" if rerouted else "refused")
+        where = "the request goes to another account that has it" if rerouted else "no other account has it"
+        logger.warning(
+            f"Amazon Q refused a model the account's catalogue lists (INVALID_MODEL_ID): account={manager.label} "
+            f"model={model}; its catalogue is read again and {where}"
+        )
 
 
 def _foreign_history(history_length: int, pinned: PinnedAccount, moved_because: MoveReason | None) -> int:

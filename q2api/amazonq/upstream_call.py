@@ -18,8 +18,10 @@ from q2api.amazonq.account_access import Credential
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.attempts import UpstreamAttempt, UpstreamTrace, host_of
 from q2api.amazonq.bearer import authorization_headers, token_type_of
+from q2api.amazonq.body_sizes import BodySizes
 from q2api.amazonq.errors import (
     HostUnreachable,
+    RequestKnownTooLarge,
     RequestTooLarge,
     TimeoutPhase,
     UpstreamHTTPError,
@@ -56,6 +58,12 @@ class Opening:
         # The attempt's account did not make the reasoning of this many first history messages (session
         # affinity moved the conversation): sent without it (q2api.amazonq.turn_affinity).
         self.foreign_history = 0
+        self.sent_size = 0  # the size of the last body sent
+        self.transport_failures: dict[str, int] = {}  # broken connections before any answer, by host URL
+        self.extra_attempts = 0  # attempts granted beyond the retry budget: a host moved to gets its own
+
+    def grant_attempts(self, count: int) -> None:
+        self.extra_attempts += count
 
     def body_for(self, profile_arn: str | None, host: Host) -> bytes:
         """The body for `host`: with `profileArn` when given, without what the host refuses; encoded once
@@ -79,8 +87,11 @@ class Opening:
 class UpstreamCaller:
     """Sends one body to one host, with the account's proxy route, timeouts and token."""
 
-    def __init__(self, proxies: AccountProxies, config: UpstreamConfig, observer: UpstreamObserver) -> None:
+    def __init__(
+        self, proxies: AccountProxies, config: UpstreamConfig, observer: UpstreamObserver, sizes: BodySizes
+    ) -> None:
         self._account_proxies = proxies
+        self.sizes = sizes
         self._config = config
         self._observer = observer
         self._timeout = aiohttp.ClientTimeout(
@@ -98,6 +109,11 @@ class UpstreamCaller:
         body = opening.body_for(manager.profile_arn if sends_profile(manager.auth_kind) else None, host)
         if len(body) > self._config.max_request_bytes:
             raise RequestTooLarge(len(body), self._config.max_request_bytes)
+        refused_before = self.sizes.known_too_large(host.name, opening.model, len(body))
+        if refused_before is not None:
+            self._observer.size_refusal("local")
+            raise RequestKnownTooLarge(len(body), host.name, refused_before)
+        opening.sent_size = len(body)
         began = opening.trace.sending(endpoint, body)
         status: int | None = None
         failure: BaseException | None = None

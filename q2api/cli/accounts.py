@@ -39,7 +39,7 @@ from q2api.cli.accounts_import import run_import
 from q2api.cli.credits import USAGE_COLUMNS, credits_cell, credits_with_current_tokens, read_usage, usage_row
 from q2api.cli.store_copy import copy_accounts
 from q2api.log_text import one_line
-from q2api.server.wiring import api_key_check_url, refresh_endpoints, upstream_session
+from q2api.server.wiring import api_key_check_urls, refresh_endpoints, upstream_session
 from q2api.settings import Settings, SettingsError, load_settings
 from q2api.settings.command_inputs import NEW_API_KEY, NEW_CLIENT_SECRET, NEW_REFRESH_TOKEN
 from q2api.store.errors import STORE_ERRORS
@@ -318,7 +318,7 @@ async def _verify(new: NewAccount, settings: Settings) -> RefreshedToken | None:
                     refresh_endpoints(settings),
                     new,
                     proxies=proxies,
-                    amazonq_endpoint=api_key_check_url(settings, new.region),
+                    amazonq_endpoints=api_key_check_urls(settings, new.region),
                 )
             finally:
                 await proxies.close()

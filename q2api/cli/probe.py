@@ -18,13 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from q2api.probe.compare import compare, rows_as_dicts
-from q2api.probe.limit_steps import LIMITS_BYTES, LIMITS_CALLS
-from q2api.probe.redaction import Redactor
-from q2api.probe.report import serialise
-from q2api.probe.runner import NoSuchAccount, ProbeOptions, run_probe
+from q2api.probe.limit_budget import LIMITS_BYTES, LIMITS_CALLS
 from q2api.probe.steps import DEFAULT_BUDGET
-from q2api.probe.terminal import comparison_table, summary_table
 from q2api.settings import SettingsError, load_settings
 
 EXIT_OK = 0
@@ -63,6 +58,13 @@ def add_probe_parser(commands: Any) -> None:
 
 
 def run_probe_command(args: argparse.Namespace) -> int:
+    # The probe is imported when it runs: every command builds this parser, `q2api serve` too.
+    from q2api.probe.compare import compare, rows_as_dicts
+    from q2api.probe.redaction import Redactor
+    from q2api.probe.report import serialise
+    from q2api.probe.runner import NoSuchAccount, ProbeOptions, run_probe
+    from q2api.probe.terminal import comparison_table, summary_table
+
     if args.yes and not args.limits:
         print("q2api probe: --yes only goes with --limits", file=sys.stderr)
         return EXIT_USAGE

@@ -17,19 +17,17 @@ from typing import Any
 from q2api.probe import bodies
 from q2api.probe.account_run import AccountRun
 from q2api.probe.exchange import REFUSED, SERVED, Generation
+from q2api.probe.limit_budget import (
+    ASSUMED_HISTORY_CAP,
+    HISTORY_CEILING,
+    HISTORY_MAX_CALLS,
+    PAYLOAD_CEILING_BYTES,
+    PAYLOAD_MAX_CALLS,
+    PAYLOAD_PRECISION,
+    PAYLOAD_START_BYTES,
+)
 from q2api.probe.report import DONE, FAILED, SKIPPED, StepReport, host_name
 from q2api.probe.steps import ProbeStep
-
-PAYLOAD_START_BYTES = 256 * 1024
-PAYLOAD_CEILING_BYTES = 16 * 1024 * 1024
-PAYLOAD_PRECISION = 1.05  # the smallest refused body is at most 5 % larger than the largest accepted
-PAYLOAD_MAX_CALLS = 14
-ASSUMED_HISTORY_CAP = 198  # q2api.conversion.trimming's policy, and the peers' figure
-HISTORY_CEILING = 1000
-HISTORY_MAX_CALLS = 14
-# What the confirmation says: at most this many calls, about this many bytes sent in all.
-LIMITS_CALLS = PAYLOAD_MAX_CALLS + HISTORY_MAX_CALLS
-LIMITS_BYTES = 80 * 1024 * 1024
 
 
 async def payload_limit_step(run: AccountRun) -> StepReport:

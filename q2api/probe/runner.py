@@ -35,7 +35,8 @@ from q2api.probe.account_view import ProbeCredential
 from q2api.probe.exchange import ProbeUpstream
 from q2api.probe.generation_steps import cache_step, text_step, thinking_step, tool_call_step, web_search_step
 from q2api.probe.host_step import hosts_step
-from q2api.probe.limit_steps import LIMITS_CALLS, history_cap_step, payload_limit_step
+from q2api.probe.limit_budget import LIMITS_CALLS
+from q2api.probe.limit_steps import history_cap_step, payload_limit_step
 from q2api.probe.redaction import Redactor
 from q2api.probe.report import STOPPED, AccountReport, ProbeReport, StepReport
 from q2api.probe.service_steps import catalogue_step, credits_step, profiles_step

@@ -121,6 +121,26 @@ UPSTREAM_HOST_FAILOVERS = Counter(
     ["from_host", "to_host"],
     registry=_REGISTRY,
 )
+UPSTREAM_HOST_SWITCHES = Counter(
+    "q2api_upstream_host_switches",
+    "Requests moved to their account's next host, by reason (unreachable, connect_timeout, "
+    "connection_broken, or the status: 401, 403, 404, 400 for a host's profileArn is required).",
+    ["reason"],
+    registry=_REGISTRY,
+)
+UPSTREAM_SIZE_REFUSALS = Counter(
+    "q2api_upstream_size_refusals",
+    "Request bodies judged too large for a host: refused by Amazon Q (upstream) or answered by the gateway "
+    "from the smallest body that host refused before, without a call (local).",
+    ["answered_by"],
+    registry=_REGISTRY,
+)
+UPSTREAM_MODEL_REFUSALS = Counter(
+    "q2api_upstream_model_refusals",
+    "INVALID_MODEL_ID for a model the account's catalogue lists: rerouted to another account, or refused.",
+    ["outcome"],
+    registry=_REGISTRY,
+)
 UPSTREAM_RETRIES = Counter(
     "q2api_upstream_retries",
     "Failed Amazon Q calls that were tried again (on the same or another account).",
@@ -383,6 +403,18 @@ def _count_host_failover(from_host: str, to_host: str) -> None:
     UPSTREAM_HOST_FAILOVERS.labels(from_host=from_host, to_host=to_host).inc()
 
 
+def _count_host_switch(reason: str) -> None:
+    UPSTREAM_HOST_SWITCHES.labels(reason=reason).inc()
+
+
+def _count_size_refusal(answered_by: str) -> None:
+    UPSTREAM_SIZE_REFUSALS.labels(answered_by=answered_by).inc()
+
+
+def _count_model_refusal(outcome: str) -> None:
+    UPSTREAM_MODEL_REFUSALS.labels(outcome=outcome).inc()
+
+
 def _count_retry() -> None:
     UPSTREAM_RETRIES.inc()
 
@@ -399,6 +431,9 @@ UPSTREAM_OBSERVER = UpstreamObserver(
     upstream_attempt=_count_attempt,
     host_attempt=_count_host_attempt,
     host_failover=_count_host_failover,
+    host_switch=_count_host_switch,
+    size_refusal=_count_size_refusal,
+    model_refusal=_count_model_refusal,
     upstream_retry=_count_retry,
     token_refresh=_count_refresh,
     account_credits=_set_credits,

@@ -17,7 +17,7 @@ from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.catalogue import Catalogue
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_rests import FleetRests, HostRests
-from q2api.amazonq.hosts import first_host, parse_override
+from q2api.amazonq.hosts import first_host, parse_override, usable_hosts
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.profiles import profile_hosts
 from q2api.amazonq.service_api import ServiceApis
@@ -69,9 +69,13 @@ def refresh_endpoints(settings: Settings) -> RefreshEndpoints:
     )
 
 
-def api_key_check_url(settings: Settings, region: str | None) -> str:
-    """Where a new Kiro API key is checked: the first host an API-key account of `region` calls."""
-    return first_host(API_KEY_AUTH, region, False, parse_override(settings.endpoint)).url
+def api_key_check_urls(settings: Settings, region: str | None) -> tuple[str, ...]:
+    """Where a new Kiro API key is checked: the hosts an API-key account of `region` calls, in their order
+    (the check walks them as inference does: q2api.accounts.onboarding)."""
+    override = parse_override(settings.endpoint)
+    return tuple(host.url for host in usable_hosts(API_KEY_AUTH, region, False, override)) or (
+        first_host(API_KEY_AUTH, region, False, override).url,
+    )
 
 
 def upstream_config(settings: Settings) -> UpstreamConfig:

@@ -92,26 +92,18 @@ class StoreCounters:
                 used[window.name] = amount
             lease = None
             if concurrency is not None:
-                db.execute(sa.delete(key_leases).where(key_leases.c.key_id == key_id, key_leases.c.expires_at <= now))
-                in_flight = db.execute(
-                    sa.select(sa.func.count()).select_from(key_leases).where(key_leases.c.key_id == key_id)
-                ).scalar_one()
+                db.execute(_DROP_EXPIRED_LEASES, {"key": key_id, "at": now})
+                in_flight = db.execute(_LEASES_IN_FLIGHT, {"key": key_id}).scalar_one()
                 if in_flight >= concurrency:
                     return Refused(None, float(in_flight), CONCURRENCY_RETRY_SECONDS)
                 lease = new_lease()
-                db.execute(sa.insert(key_leases).values(id=lease, key_id=key_id, expires_at=now + LEASE_SECONDS))
+                db.execute(_TAKE_LEASE, {"lease": lease, "key": key_id, "until": now + LEASE_SECONDS})
             for window in windows:
                 if window.cost:
                     _add(db, key_id, window.name, window.start, window.cost)
                     used[window.name] += window.cost
                 # Earlier windows of the same limit are over: nobody reads them again.
-                db.execute(
-                    sa.delete(key_windows).where(
-                        key_windows.c.key_id == key_id,
-                        key_windows.c.name == window.name,
-                        key_windows.c.window_start < window.start,
-                    )
-                )
+                db.execute(_DROP_EARLIER_WINDOWS, {"key": key_id, "limit_name": window.name, "window": window.start})
             return Admitted(lease, used)
 
         return await self._database.write(admit, durable=False)
@@ -128,7 +120,7 @@ class StoreCounters:
                     for name, start, _end in windows:
                         _add(db, key_id, name, start, amount)
             if lease is not None:
-                db.execute(sa.delete(key_leases).where(key_leases.c.id == lease))
+                db.execute(_GIVE_LEASE_BACK, {"lease": lease})
 
         await self._database.write(settle, durable=False)
 
@@ -149,26 +141,59 @@ class StoreCounters:
         return None  # the database is the key store's, closed with it
 
 
+# Every statement of an admission and its settling, built once with bound parameters. An admission runs
+# a dozen of them; built anew on every call, SQLAlchemy spent more CPU building each statement and
+# computing its cache key than the database spent running it (BENCHMARKS.md, issue 33: ~3.7 ms of CPU
+# per admission and settling on SQLite). The statement objects are immutable: sharing them between
+# threads and databases is what SQLAlchemy's compiled cache expects. (A bound parameter may not be named
+# after a column of the table an insert or update writes: hence `key`, `window`, `add`.)
+_KEY_ID = sa.bindparam("key", type_=client_keys.c.id.type)
+_TAKE_TURN_AT = sa.update(client_keys).where(client_keys.c.id == _KEY_ID).values(admitted_at=sa.bindparam("at"))
+_TAKE_TURN = sa.update(client_keys).where(client_keys.c.id == _KEY_ID).values(admitted_at=client_keys.c.admitted_at)
+_WINDOW = (
+    key_windows.c.key_id == sa.bindparam("key"),
+    key_windows.c.name == sa.bindparam("limit_name"),
+    key_windows.c.window_start == sa.bindparam("window"),
+)
+_AMOUNT = sa.select(key_windows.c.amount).where(*_WINDOW)
+_ADD = sa.update(key_windows).where(*_WINDOW).values(amount=key_windows.c.amount + sa.bindparam("add"))
+_INSERT_WINDOW = sa.insert(key_windows).values(
+    key_id=sa.bindparam("key"),
+    name=sa.bindparam("limit_name"),
+    window_start=sa.bindparam("window"),
+    amount=sa.bindparam("add"),
+)
+_DROP_EARLIER_WINDOWS = sa.delete(key_windows).where(
+    key_windows.c.key_id == sa.bindparam("key"),
+    key_windows.c.name == sa.bindparam("limit_name"),
+    key_windows.c.window_start < sa.bindparam("window"),
+)
+_DROP_EXPIRED_LEASES = sa.delete(key_leases).where(
+    key_leases.c.key_id == sa.bindparam("key"), key_leases.c.expires_at <= sa.bindparam("at")
+)
+_LEASES_IN_FLIGHT = sa.select(sa.func.count()).select_from(key_leases).where(key_leases.c.key_id == sa.bindparam("key"))
+_TAKE_LEASE = sa.insert(key_leases).values(
+    id=sa.bindparam("lease"), key_id=sa.bindparam("key"), expires_at=sa.bindparam("until")
+)
+_GIVE_LEASE_BACK = sa.delete(key_leases).where(key_leases.c.id == sa.bindparam("lease"))
+
+
 def _take_turn(db: sa.Connection, key_id: str, now: float | None) -> None:
     """Update the key's row first: its lock makes this key's counting transactions take turns."""
-    column = client_keys.c.admitted_at
-    db.execute(
-        sa.update(client_keys).where(client_keys.c.id == key_id).values(admitted_at=column if now is None else now)
-    )
+    if now is None:
+        db.execute(_TAKE_TURN, {"key": key_id})
+    else:
+        db.execute(_TAKE_TURN_AT, {"key": key_id, "at": now})
 
 
 def _amount(db: sa.Connection, key_id: str, name: str, start: float) -> float:
-    row = db.execute(
-        sa.select(key_windows.c.amount).where(
-            key_windows.c.key_id == key_id, key_windows.c.name == name, key_windows.c.window_start == start
-        )
-    ).first()
+    row = db.execute(_AMOUNT, {"key": key_id, "limit_name": name, "window": start}).first()
     return float(row.amount) if row is not None else 0.0
 
 
 def _add(db: sa.Connection, key_id: str, name: str, start: float, amount: float) -> None:
     # Under the key's turn (`_take_turn`): no other transaction inserts this row meanwhile.
-    where = (key_windows.c.key_id == key_id, key_windows.c.name == name, key_windows.c.window_start == start)
-    changed = db.execute(sa.update(key_windows).where(*where).values(amount=key_windows.c.amount + amount)).rowcount
+    parameters = {"key": key_id, "limit_name": name, "window": start, "add": amount}
+    changed = db.execute(_ADD, parameters).rowcount
     if not changed:
-        db.execute(sa.insert(key_windows).values(key_id=key_id, name=name, window_start=start, amount=amount))
+        db.execute(_INSERT_WINDOW, parameters)

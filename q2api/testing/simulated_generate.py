@@ -69,6 +69,9 @@ class GenerateAssistantResponse:
         # conversations beyond them to show the gateway sends them unchanged. `enforce_limits()` plays
         # those of q2api.testing.assumptions.
         self.body_limit: int | None = None  # bytes of the whole body
+        # The answer to a body over `body_limit`: None = the assumptions' ("Input content length exceeds
+        # threshold." with its reason); `scripts.improperly_formed()` plays JW #73's 1.3 MB refusal.
+        self.body_limit_reply: ErrorReply | None = None
         self.history_cap: int | None = None  # history messages
         self.requests: list[RecordedRequest] = []  # GenerateAssistantResponse calls
         self.streams_started = 0
@@ -140,6 +143,8 @@ class GenerateAssistantResponse:
         """The refusal of a body over `body_limit` or a history over `history_cap` (the simulator's own
         choice of answer for the history: no source shows one)."""
         if self.body_limit is not None and len(record.raw) > self.body_limit:
+            if self.body_limit_reply is not None:
+                return self.body_limit_reply
             reason = SIMULATOR.text(assumptions.LIMIT_BODY_REFUSAL)
             return scripts.http_error(
                 400, "ValidationException", "Input content length exceeds threshold.", reason=reason

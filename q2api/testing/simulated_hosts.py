@@ -10,6 +10,19 @@ way the real host answers it, before the request reaches the script:
 * a legacy field (top-level `agentMode` / `systemPrompt`, `conversationState.agentContinuationId` /
   `agentTaskType`) → 400 "Improperly formed request." with reason `REQUEST_BODY_INVALID`.
 
+Two rules play a host that fails every call whatever is sent, for the host walk (docs/protocol.md#hosts):
+
+* `HostRules.resetting()` resets every connection once the request's headers have arrived, before any byte of
+  an answer — the transport failure peers saw from a host being moved or filtered ("error sending
+  request for url (https://q.ap-southeast-2.amazonaws.com/…)", kiro-account-manager #103, A8.1);
+* `HostRules.not_found()` answers every call 404 — a host that does not serve the operation, one of
+  the statuses peers move to the next host on (NR's `KIRO_ENDPOINT_FALLBACK_STATUSES = {401, 403, 404}`,
+  A8.5). No source quotes the body of such a 404 (A8.1: what a deactivated host answers is unknown):
+  `{"message": "Not Found"}` is the simulator's choice.
+
+The token rule holds for the catalogue and credits calls too (a key check is a `getUsageLimits` call): `HostRules.refusing("api_key")` is a host that refuses Kiro API keys with
+the 403 "bearer token invalid", as the runtime host does (A8.3: NR PR #3185, OR PR #11517).
+
 `sim.gone.url()` is an address nothing listens on: connecting is refused, as with a host taken down.
 """
 
@@ -48,6 +61,8 @@ class HostRules:
     refuses_token_kinds: frozenset[str] = frozenset()  # "social", "idc", "api_key"
     requires_profile: bool = False
     rejects_legacy_fields: bool = False
+    resets_connections: bool = False  # every connection reset before any byte of an answer
+    answers_not_found: bool = False  # every call answered 404
     port: int = 0
     url: str = ""
     served: int = 0  # requests that passed its rules
@@ -72,6 +87,32 @@ class HostRules:
             refuses_token_kinds=_refused_kinds(_Q_TAKES),
             requires_profile=SIMULATOR.flag(assumptions.Q_REQUIRES_PROFILE),
         )
+
+    @classmethod
+    def resetting(cls, kind: str = "q") -> HostRules:
+        """A host that resets every connection before answering (A8.1, kiro-account-manager #103)."""
+        return cls(kind=kind, resets_connections=True)
+
+    @classmethod
+    def not_found(cls, kind: str = "q") -> HostRules:
+        """A host that answers every call 404 (A8.5: a status peers fail over on; the body is our choice)."""
+        return cls(kind=kind, answers_not_found=True)
+
+    @classmethod
+    def refusing(cls, *token_kinds: str, kind: str = "q") -> HostRules:
+        """A host that refuses these token kinds with 403 "bearer token invalid" (A8.3), every call alike."""
+        return cls(kind=kind, refuses_token_kinds=frozenset(token_kinds))
+
+    def before_answer(self, token_kind: str | None) -> ErrorReply | None:
+        """What the host answers any call with before looking at it (404, a refused token kind); None: go on.
+        A resetting host is played by the server, which drops the connection instead (`resets_connections`)."""
+        if self.answers_not_found:
+            self.refused += 1
+            return _refusal(404, {"message": "Not Found"})
+        if token_kind in self.refuses_token_kinds:
+            self.refused += 1
+            return scripts.bearer_invalid()
+        return None
 
     @property
     def override_entry(self) -> str:

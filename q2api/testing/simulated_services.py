@@ -146,6 +146,10 @@ class SimulatedServices:
         self.flavours: set[str] = {REST, AWS_JSON} if SIMULATOR.flag(assumptions.CATALOGUE_REST_FLAVOUR) else {AWS_JSON}
         self.failure: ErrorReply | None = None  # when set, both calls answer with it
         self.reject_unknown_models = False
+        # Models an account's catalogue lists that GenerateAssistantResponse still refuses for it with 400
+        # INVALID_MODEL_ID, by refresh token — the mismatch 9router#2882 and #2308 report (whatever
+        # `reject_unknown_models` says).
+        self.refused_models_by_account: dict[str, set[str]] = {}
         self.requests: list[tuple[str, str, dict[str, Any]]] = []  # (flavour, operation, parameters)
         self.api_keys: set[str] = set()  # Kiro API keys this upstream accepts (with tokentype: API_KEY)
         self.profiles: list[dict[str, Any]] = []  # ListAvailableProfiles for every account
@@ -167,13 +171,16 @@ class SimulatedServices:
         return self.usage_by_account.get(account or "", self.usage)
 
     def invalid_model(self, body: object, access_token: str | None) -> ErrorReply | None:
-        """The 400 Amazon Q gives a model id outside the account's catalogue (when rejecting is on)."""
-        if not self.reject_unknown_models:
-            return None
+        """The 400 Amazon Q gives a model id outside the account's catalogue (when rejecting is on), or one
+        refused for the account though its catalogue lists it (`refused_models_by_account`)."""
         try:
             model = body["conversationState"]["currentMessage"]["userInputMessage"].get("modelId")  # type: ignore[index]
         except (KeyError, TypeError, AttributeError):
             model = None
+        if model in self.refused_models_by_account.get(self._account_of(access_token) or "", ()):
+            return scripts.http_error(400, "ValidationException", "Invalid model id", reason="INVALID_MODEL_ID")
+        if not self.reject_unknown_models:
+            return None
         known = {entry["modelId"] for entry in self.catalogue_for(access_token)}
         if model in known:
             return None

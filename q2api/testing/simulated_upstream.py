@@ -33,7 +33,8 @@ makes it refuse bodies and histories over the limits of that table.
 
 `await sim.add_host(HostRules.runtime())` adds an address with the rules of one of the 2026 hosts
 (:mod:`q2api.testing.simulated_hosts`: token kinds it refuses, a required profile, legacy fields
-refused); `ssl_context` makes every address speak TLS, and `connections_seen` counts the client
+refused, a host that resets every connection or answers 404, a token kind refused on every call);
+`ssl_context` makes every address speak TLS, and `connections_seen` counts the client
 connections (handshakes) it accepted.
 
 It records every request (:mod:`q2api.testing.recorded_requests`), knows which access
@@ -55,7 +56,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 import ssl
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -67,7 +70,7 @@ from q2api.testing.simulated_generate import GenerateAssistantResponse
 from q2api.testing.simulated_hosts import GoneAddresses, HostRules
 from q2api.testing.simulated_mcp import SimulatedMcp
 from q2api.testing.simulated_reasoning import SimulatedReasoning
-from q2api.testing.simulated_services import SimulatedServices
+from q2api.testing.simulated_services import SERVICE_TARGET_PREFIX, SimulatedServices
 from q2api.testing.simulated_tokens import TokenEndpoints
 from q2api.testing.simulation_thread import SimulationThread
 
@@ -101,6 +104,7 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
         # Client connections seen (their peer addresses): with TLS each one is one handshake.
         self.connections_seen: set[tuple[Any, ...]] = set()
         self.calls: collections.Counter[str] = collections.Counter()  # every HTTP request, by path
+        self.resets = 0  # connections reset by a resetting host (HostRules.resetting)
         TokenEndpoints.__init__(
             self,
             base_url=lambda: self.base_url,
@@ -122,7 +126,7 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
     # -- lifecycle ------------------------------------------------------------
 
     async def start(self) -> SimulatedUpstream:
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._count])
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._count, self._host_rules_first])
         app.router.add_post("/", self._generate)
         app.router.add_post("/generateAssistantResponse", self._generate)
         app.router.add_post("/token", self._oidc_token)
@@ -175,6 +179,35 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
         self.calls[request.path] += 1
         response: web.StreamResponse = await handler(request)
         return response
+
+    @web.middleware
+    async def _host_rules_first(
+        self, request: web.Request, handler: Callable[[web.Request], Any]
+    ) -> web.StreamResponse:
+        """The rules an extra host applies to every call before it reaches its handler: a reset, a 404,
+        a refused token kind (q2api.testing.simulated_hosts)."""
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        rules = self.host_rules.get(sockname[1]) if isinstance(sockname, tuple) else None
+        if rules is not None and rules.resets_connections:
+            rules.refused += 1
+            self.resets += 1
+            _reset(request)
+            raise asyncio.CancelledError  # nothing is answered: the connection is gone
+        if rules is not None:
+            # The catalogue and credits calls meet the token rule here; GenerateAssistantResponse and the
+            # MCP endpoint meet it in their handlers, which record the calls they refuse.
+            token_kind = self._kind_of_bearer(request) if _is_service_call(request) else None
+            refusal = rules.before_answer(token_kind)
+            if refusal is not None:
+                return web.Response(status=refusal.status, body=refusal.body, headers=refusal.headers)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    def _kind_of_bearer(self, request: web.Request) -> str | None:
+        if any(name.lower() == "tokentype" and value.upper() == "API_KEY" for name, value in request.headers.items()):
+            return "api_key"
+        value = request.headers.get("Authorization", "")
+        return self.token_kinds.get(value[7:]) if value.startswith("Bearer ") else None
 
     # -- addresses ------------------------------------------------------------
 
@@ -233,3 +266,24 @@ class SimulatedUpstream(GenerateAssistantResponse, TokenEndpoints):
                 return False
             await asyncio.sleep(0.01)
         return True
+
+
+def _is_service_call(request: web.Request) -> bool:
+    """ListAvailableModels or getUsageLimits, in either flavour (ListAvailableProfiles answers its own
+    refusals: "Unsupported token type", A9)."""
+    if request.path in ("/ListAvailableModels", "/getUsageLimits"):
+        return True
+    target = request.headers.get("X-Amz-Target", "")
+    operation = target.removeprefix(SERVICE_TARGET_PREFIX).lower() if target.startswith(SERVICE_TARGET_PREFIX) else ""
+    return request.path == "/" and operation in ("listavailablemodels", "getusagelimits")
+
+
+def _reset(request: web.Request) -> None:
+    """Drop the request's connection with a TCP reset (SO_LINGER 0), as a filtering middlebox does."""
+    transport = request.transport
+    if transport is None:
+        return
+    raw = transport.get_extra_info("socket")
+    if raw is not None:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()

@@ -121,6 +121,10 @@ def map_upstream_exception(
     Anything that is not an upstream failure is a gateway bug: a plain 500
     whose message does not echo internals.
     """
+    if isinstance(exc, (upstream.RefusedForSize, upstream.RequestKnownTooLarge)):
+        # A size-shaped refusal (or one known from the host's earlier refusal): the size goes with it.
+        too_long = prompt_too_long(input_tokens, context_window)
+        return AnthropicError(400, f"{too_long.message} ({exc.size_detail})")
     if isinstance(exc, upstream.UpstreamHTTPError):
         return map_upstream_error(
             status=exc.status,

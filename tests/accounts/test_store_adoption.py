@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from q2api.accounts import store_schema
 from q2api.accounts.opening import open_account_store
@@ -249,7 +250,7 @@ sa.Table(
     sa.Column("created_at", TIMESTAMP, nullable=False),
     sa.Column("expires_at", TIMESTAMP, nullable=False, index=True),
     sa.Column("model", sa.String(255), nullable=False),
-    sa.Column("record", sa.Text().with_variant(sa.dialects.mysql.LONGTEXT(), "mysql"), nullable=False),
+    sa.Column("record", sa.Text().with_variant(mysql.LONGTEXT(), "mysql"), nullable=False),
 )
 old_migrations = sa.Table(
     "q2api_schema_migrations",

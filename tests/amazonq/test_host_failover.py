@@ -14,6 +14,7 @@ import pytest
 from q2api.accounts.pool import AccountPool, build_account_pool
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.store import SqliteAccountStore
+from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.errors import AccountsBusy, UpstreamHTTPError, UpstreamUnavailable
 from q2api.amazonq.host_choice import HostChoice
 from q2api.amazonq.host_rests import HostRests
@@ -350,3 +351,27 @@ async def test_a_profile_refusal_after_the_refresh_and_repeat_still_moves_the_ac
     assert [request.access_token for request in sim.requests][:1] == ["expired-access-SECRET"]
     assert sim.refresh_calls == 1 and strict.refused == 2 and legacy.served == 1
     assert [line.rsplit("status=", 1)[1] for line in failovers(logs)] == ["400"]
+
+
+async def test_each_host_whose_connections_break_gets_its_own_retries_before_the_walk_moves_on(tmp_path, sim, session):
+    first, second = await sim.add_host(HostRules.resetting()), await sim.add_host(HostRules.resetting())
+    third = await sim.add_host(HostRules.legacy_q())
+    pool = await pool_of(tmp_path, sim, session, ("idc", None))
+    override = ",".join(host.override_entry for host in (first, second, third))
+    client = client_for(pool, session, override, max_retries=1, backoff_initial=0.01, backoff_max=0.02)
+    trace = UpstreamTrace()
+    with capture_logs() as logs:
+        async with client.open_stream(payload(), trace) as stream:  # type: ignore[arg-type]
+            assert stream.host == f"127.0.0.1:{third.port}"
+    assert (first.refused, second.refused) == (2, 2)  # the first try and one retry each
+    assert [line.rsplit("status=", 1)[1] for line in failovers(logs)] == ["connection_broken"] * 2
+    assert [attempt.outcome for attempt in trace.attempts] == ["unreachable"] * 4 + ["ok"]
+
+
+async def test_the_last_host_whose_connections_break_is_the_requests_failure_after_its_retries(tmp_path, sim, session):
+    only = await sim.add_host(HostRules.resetting())
+    pool = await pool_of(tmp_path, sim, session, ("idc", None))
+    client = client_for(pool, session, only.override_entry, max_retries=2, backoff_initial=0.01, backoff_max=0.02)
+    with capture_logs() as logs, pytest.raises(UpstreamUnavailable):
+        await ask(client)
+    assert only.refused == 3 and failovers(logs) == []

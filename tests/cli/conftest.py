@@ -11,14 +11,21 @@ import pytest
 
 from q2api.settings import READ_VARIABLES
 from q2api.testing.simulated_upstream import SimulatedUpstream
+from q2api.testing.simulation_thread import SimulationThread
 
 
 @pytest.fixture
-def token_service() -> Iterator[SimulatedUpstream]:
-    """The simulated token services `accounts add` verifies with; they accept any token and client."""
+def token_service_thread() -> Iterator[SimulationThread]:
+    """The thread `token_service` runs on (to change it on its own loop: `thread.run(sim.add_host(…))`)."""
     with SimulatedUpstream.run_in_thread() as thread:
         thread.sim.oidc_client = None
-        yield thread.sim
+        yield thread
+
+
+@pytest.fixture
+def token_service(token_service_thread: SimulationThread) -> SimulatedUpstream:
+    """The simulated token services `accounts add` verifies with; they accept any token and client."""
+    return token_service_thread.sim
 
 
 @pytest.fixture

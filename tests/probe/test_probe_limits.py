@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from q2api.probe.compare import SAME, compare
-from q2api.probe.limit_steps import LIMITS_CALLS, PAYLOAD_PRECISION
+from q2api.probe.limit_budget import LIMITS_CALLS
+from q2api.probe.limit_steps import PAYLOAD_PRECISION
 from q2api.probe.runner import ProbeOptions
 from q2api.probe.steps import DEFAULT_BUDGET
 from q2api.testing import assumptions

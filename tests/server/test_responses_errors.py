@@ -51,7 +51,8 @@ UPSTREAM_CASES = {
         openai.BadRequestError,
         "invalid_request_error",
         "context_length_exceeded",
-        r"^prompt is too long: \d+ tokens > \d+ maximum$",
+        # The size-shaped refusal names the size it refused (issue 31 item 4).
+        r"^prompt is too long: \d+ tokens > \d+ maximum \(Amazon Q at [^()]+ refused the [\d,]+-byte request as too large\)$",
     ),
     "suspended": Case(
         scripts.access_denied(), 403, openai.PermissionDeniedError, "permission_error", None, "suspended"
