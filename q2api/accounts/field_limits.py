@@ -38,6 +38,14 @@ FIELD_CHARS: Mapping[str, int] = MappingProxyType(
 )
 
 
+# Sent as an HTTP header as it is (`Authorization: Bearer <api key>`): ASCII only.
+HEADER_FIELDS = frozenset({"api_key"})
+
+
+def _has_control_character(value: str) -> bool:
+    return any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in value)
+
+
 def check_account_fields(**fields: str | None) -> None:
     """Raise ValueError naming the first field no store would take (too long, a NUL, not valid text).
 
@@ -51,6 +59,10 @@ def check_account_fields(**fields: str | None) -> None:
             raise ValueError(f"{name} is too long: {len(value)} characters, at most {limit}")
         if "\x00" in value:
             raise ValueError(f"{name} must not contain a NUL character")
+        if (name in HEADER_FIELDS and not value.isascii()) or (name != "label" and _has_control_character(value)):
+            # These travel in HTTP headers and request lines (an API key is a bearer token; a region is
+            # part of a host name), where a line break is refused by the HTTP client: say so here.
+            raise ValueError(f"{name} must be printable text without control characters")
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:

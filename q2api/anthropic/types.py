@@ -158,7 +158,7 @@ class _ServerToolResult(_Block):
     """Results of Anthropic-side server tools; they have no Amazon Q equivalent."""
 
     tool_use_id: str
-    content: Any = None
+    content: list[Any] | JSONObject | None = None  # the results, or an error object: never a scalar
     caller: JSONObject | None = None
 
 

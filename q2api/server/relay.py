@@ -238,6 +238,7 @@ class MessagesRelay:
             tool_use_ids=prepared.conversion.tool_use_ids,
             stop_sequences=tuple(request.stop_sequences or ()),
             max_tokens=request.max_tokens,
+            max_reply_bytes=self._settings.max_reply_bytes,
             # Also for a model that reasons natively (its reasoning comes in frames of its own): one
             # that still writes tags gets them split, by the same rules as any other.
             thinking_tags=request.thinking is not None and request.thinking.enabled,

@@ -26,6 +26,7 @@ from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.frontdoors.json_numbers import refuse_unwritable_integer_openai
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
@@ -46,6 +47,7 @@ def read_responses_request(body: bytes) -> ResponsesRequest:
     declares are taken out and named in the log (q2api.frontdoors.field_table)."""
     try:
         parsed, unknown = parse_with_unknown_fields(body)
+        refuse_unwritable_integer_openai(body)
     except OpenAIError as error:
         raise ChatError(error) from None
     report_unknown_fields(unknown)
