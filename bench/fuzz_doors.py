@@ -72,14 +72,19 @@ async def send(http: httpx2.AsyncClient, request: FuzzRequest) -> tuple[int, byt
     return response.status_code, response.content
 
 
-async def fuzz_door(base_url: str, fuzzer: DoorFuzzer, seed: int, bodies: int, concurrency: int) -> DoorRun:
+async def fuzz_door(
+    base_url: str, fuzzer: DoorFuzzer, seed: int, bodies: int, concurrency: int, seconds: float | None = None
+) -> DoorRun:
     run = DoorRun(fuzzer.name)
+    deadline = time.monotonic() + seconds if seconds else None
     indices = iter(range(bodies))
     limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx2.AsyncClient(base_url=base_url, timeout=TIMEOUT, limits=limits, trust_env=False) as http:
 
         async def worker() -> None:
             for index in indices:
+                if deadline is not None and time.monotonic() > deadline:
+                    return  # out of time: the report says how many were sent
                 request = fuzzer.request(seed, index)
                 try:
                     status, body = await send(http, request)
@@ -138,6 +143,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--workers", type=int, default=1, help="gateway worker processes")
+    parser.add_argument(
+        "--seconds", type=float, default=None, help="stop each door after this long (default: no limit)"
+    )
     parser.add_argument("--replay", help="door:seed:index — print that body and exit")
     args = parser.parse_args()
     if args.replay:
@@ -154,7 +162,9 @@ def main() -> int:
             for door in args.doors.split(","):
                 del gateway.lines[:]  # INFO logs a line or two per request: hold one door's at a time
                 run = asyncio.run(
-                    fuzz_door(gateway.base_url, DOOR_FUZZERS[door], args.seed, args.bodies, args.concurrency)
+                    fuzz_door(
+                        gateway.base_url, DOOR_FUZZERS[door], args.seed, args.bodies, args.concurrency, args.seconds
+                    )
                 )
                 time.sleep(0.5)  # the last lines of the door's requests reach the reader
                 run.tracebacks, run.error_lines, samples = log_faults(gateway.lines)
