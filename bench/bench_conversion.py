@@ -50,8 +50,8 @@ from q2api.conversion.order_guard import validate_conversation
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.models.routing import ModelRouter
 from q2api.models.table import builtin_catalogue, resolve_model
-from q2api.server.exchange_log import Exchange
-from q2api.server.relay import MessagesRelay
+from q2api.server.lifecycle.exchange_log import Exchange
+from q2api.server.lifecycle.relay import MessagesRelay
 from q2api.settings import Settings
 from tests.support.claude_code_request import claude_code_request
 

@@ -59,14 +59,14 @@ def no_single_off_loop_thread() -> None:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from q2api.server import off_loop
+    from q2api.server.lifecycle import off_loop
 
     off_loop._WORKER = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4))
 
 
 def no_off_loop() -> None:
     """Every body prepared on the event loop, however large."""
-    from q2api.server import relay
+    from q2api.server.lifecycle import relay
 
     relay.OFF_LOOP_BODY_BYTES = 1 << 62
 

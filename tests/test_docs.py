@@ -219,7 +219,7 @@ _REPOSITORY_PATH = re.compile(r"`((?:q2api|tests|bench|deploy|docs|\.ci)/[\w./-]
 
 
 def test_every_repository_path_the_documents_name_exists() -> None:
-    # Pages name source files in code (`q2api/server/relay.py`), not as links the site cannot follow:
+    # Pages name source files in code (`q2api/server/lifecycle/relay.py`), not as links the site cannot follow:
     # a file moved or renamed must take its mentions along.
     documents = [ROOT / name for name in _ROOT_DOCUMENTS] + sorted(DOCS.glob("*.md"))
     missing = [
@@ -398,7 +398,7 @@ def test_the_readme_codex_recipe_is_the_config_the_real_codex_is_tested_with() -
 def test_the_hosted_tools_the_agents_sdk_section_names_are_treated_as_it_says() -> None:
     import orjson
 
-    from q2api.frontdoors.chat.errors import ChatError
+    from q2api.frontdoors.openai_shared import ChatError
     from q2api.frontdoors.responses.door import RESPONSES_DOOR
 
     page = (DOCS / "clients.md").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from q2api.conversion.loop_guard import LoopMode, LoopPolicy, detect_tool_loops,
 from q2api.conversion.normalization import normalization_record
 from q2api.conversion.report import FindingKind
 from q2api.models.table import resolve_model
-from q2api.server.conversion_log import LOOP_LINE_PREFIX
+from q2api.server.lifecycle.conversion_log import LOOP_LINE_PREFIX
 from q2api.settings import ENV_VARIABLES
 from q2api.testing import scripts
 from tests.support.captures import run_cli, wait_for_capture

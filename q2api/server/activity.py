@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from q2api.server.exchange_log import Exchange
+from q2api.server.lifecycle.exchange_log import Exchange
 
 ACTIVITY_SIZE = 200  # requests kept; also the largest `limit` a client may ask for
 DEFAULT_LIMIT = 50

@@ -18,9 +18,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.openai_shared import ChatError
 from q2api.log_text import one_line
 from q2api.openai.errors import OpenAIError
 from q2api.server import metrics
@@ -50,7 +50,7 @@ class RequestIdMiddleware:
     The id is also put in the log context for the whole exchange, so lines
     logged deep inside (an upstream refusal with Amazon Q's own request id, a
     retry, a token refresh) can be tied to the client's request. Requests to
-    other routes than the two front doors, whose relay writes a richer line,
+    other routes than the front doors' POSTs, whose relay writes a richer line,
     get their one log line (and their request metrics) here (`/healthz`,
     `/readyz` and `/metrics` at DEBUG: monitors poll them; so does the console
     its admin API reads).
@@ -60,7 +60,7 @@ class RequestIdMiddleware:
     client gets the 500 envelope with `Connection: close`.
 
     The front doors' POST routes (`self_logged`) write their request's line and metrics themselves
-    (q2api.server.exchange_log): here they get theirs only when a gateway bug is answered here.
+    (q2api.server.lifecycle.exchange_log): here they get theirs only when a gateway bug is answered here.
     """
 
     def __init__(
@@ -68,8 +68,11 @@ class RequestIdMiddleware:
         app: ASGIApp,
         error_response_for: DoorErrorResponse | None = None,
         self_logged: frozenset[tuple[str, str]] = frozenset(),
+        route_label: Callable[[str], str] | None = None,
     ) -> None:
         self.app = app
+        # The route a request's metrics are counted under (q2api.server.doors.ROUTE_LABELS; default: "other").
+        self._route_label = route_label or _uncounted
         # The bug's 500 in the envelope of the door the request came through (default: Anthropic's).
         self._error_response_for = error_response_for or default_error_response_for
         self._self_logged = self_logged  # (method, path) of the routes that write their own line
@@ -110,8 +113,15 @@ class RequestIdMiddleware:
                     level = "DEBUG" if _polled(method, path) else "INFO"
                     logger.bind(status=status).log(level, f"{method} {one_line(path)}")
                     metrics.observe_request(
-                        route=path, model=metrics.NO_MODEL, status=status, seconds=time.perf_counter() - started
+                        route=self._route_label(path),
+                        model=metrics.NO_MODEL,
+                        status=status,
+                        seconds=time.perf_counter() - started,
                     )
+
+
+def _uncounted(path: str) -> str:
+    return metrics.OTHER_ROUTE
 
 
 def _polled(method: str, path: str) -> bool:
@@ -219,7 +229,7 @@ def store_unavailable(message: str, *, retry_after: int | None = None) -> ChatEr
 
 def presented_key(request: HTTPConnection) -> str | None:
     """The client key a request carries: `x-api-key` (SDK 0.x/1.x), else `Authorization: Bearer` (SDK 2.x,
-    Claude Code with ANTHROPIC_AUTH_TOKEN); None: neither. q2api.server.tenancy judges it."""
+    Claude Code with ANTHROPIC_AUTH_TOKEN); None: neither. q2api.server.lifecycle.tenancy judges it."""
     # An empty x-api-key next to a Bearer token (some clients send both) defers to the Bearer token.
     presented = request.headers.get("x-api-key") or None
     if presented is None:

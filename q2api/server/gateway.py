@@ -35,10 +35,10 @@ from q2api.server.activity import ActivityLog
 from q2api.server.allocator import returning_idle_memory
 from q2api.server.captures.recorder import Captures
 from q2api.server.edge import ClientKeys
-from q2api.server.exchange_log import Exchange
+from q2api.server.lifecycle.exchange_log import Exchange
+from q2api.server.lifecycle.relay import MessagesRelay
+from q2api.server.lifecycle.tenancy import KeyDirectory, Tenancy
 from q2api.server.readiness import log_readiness, log_store_contents
-from q2api.server.relay import MessagesRelay
-from q2api.server.tenancy import KeyDirectory, Tenancy
 from q2api.server.wiring import (
     account_discovery,
     env_account,

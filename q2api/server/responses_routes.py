@@ -1,11 +1,12 @@
-"""The Responses API's routes: `POST /v1/responses` on the relay, and the stored responses.
+"""The Responses API's routes: the `before` / `after` hooks of `POST /v1/responses` (its door in
+q2api.server.doors), and the stored responses.
 
     POST   /v1/responses                      a response (stream or JSON), stored unless `store: false`
     GET    /v1/responses/{id}                 the stored `response` object
     DELETE /v1/responses/{id}                 removes it
     GET    /v1/responses/{id}/input_items     its input items, a page at a time
 
-The edge work the relay cannot do is done here: the conversation `previous_response_id` names is
+The edge work the relay cannot do is done in the hooks: the conversation `previous_response_id` names is
 loaded from the store before the door builds the Claude request (a missing one is a 404), and the
 finished response is stored before its last byte is sent, so that a client continuing it at once
 finds it, on any replica of a shared store. A store that fails degrades: the reply still goes
@@ -25,24 +26,18 @@ from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.anthropic.errors import AnthropicError
-from q2api.frontdoors.chat.errors import ChatError
+from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.openai_shared import ChatError
 from q2api.frontdoors.responses.conversation_key import ConversationKey, conversation_key
-from q2api.frontdoors.responses.door import (
-    RESPONSES_DOOR,
-    ResponsesCall,
-    ResponsesDoor,
-    read_responses_request,
-)
+from q2api.frontdoors.responses.door import ResponsesCall, ResponsesDoor, read_responses_request
 from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.openai import responses_shapes as shapes
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest
-from q2api.server.cross_site import HostAllowList, require_json
-from q2api.server.edge import error_response, json_response, read_body, store_unavailable
+from q2api.server.admission import admit
+from q2api.server.edge import json_response, store_unavailable
 from q2api.server.gateway import gateway_of
-from q2api.server.tenancy import Caller
-from q2api.settings import Settings
+from q2api.server.lifecycle.tenancy import Caller
 from q2api.store.errors import STORE_ERRORS
 from q2api.stored_responses.store import (
     Conversation,
@@ -85,155 +80,147 @@ def _store_unavailable(error: Exception) -> ChatError:
     return store_unavailable("the response store is unavailable; try again shortly", retry_after=2)
 
 
-class ResponsesRoutes:
-    def __init__(self, settings: Settings, hosts: HostAllowList) -> None:
-        self._settings = settings
-        self._hosts = hosts
+async def _owner(request: Request) -> str:
+    """The caller's owner string, once its Host and client key are admitted (403 / 401 otherwise)."""
+    return response_owner((await admit(request)).presented)
 
-    async def _caller(self, request: Request) -> Caller:
-        """The caller, once its Host and client key are admitted (403 / 401 otherwise)."""
-        self._hosts.check(request)
-        return await gateway_of(request).tenancy.identify(request)
 
-    async def _owner(self, request: Request) -> str:
-        """The caller's owner string, once its Host and client key are admitted (403 / 401 otherwise)."""
-        return response_owner((await self._caller(request)).presented)
+# ------------------------------------------------------------ POST /v1/responses: the door's hooks
 
-    # ------------------------------------------------------------ POST /v1/responses
 
-    async def create(self, request: Request) -> Response:
-        request_id = request.state.request_id  # given by RequestIdMiddleware
-        gateway = gateway_of(request)
-        relay = gateway.relay
-        caller = None
+async def before(request: Request, caller: Caller, body: bytes) -> ResponsesDoor:
+    """The Responses door's `before` hook: the request's own door, holding the conversation its
+    `previous_response_id` continues (loaded from the store; a 404 naming the field without it)."""
+    parsed = read_responses_request(body)
+    key = conversation_key(request.headers, parsed.prompt_cache_key)
+    return await door_for(gateway_of(request).responses, parsed, response_owner(caller.presented), key=key)
+
+
+async def after(request: Request, caller: Caller, door: FrontDoor) -> None:
+    """The Responses door's `after` hook, awaited once the reply succeeded and before its last byte:
+    the response stored (unless `store: false`), so that a client continuing it at once finds it."""
+    assert isinstance(door, ResponsesDoor)  # the one `before` returned
+    gateway = gateway_of(request)
+    owner = response_owner(caller.presented)
+    await keep(gateway.responses, door, owner, ttl_seconds=gateway.settings.responses_ttl_seconds)
+
+
+async def door_for(
+    store: ResponseStore,
+    parsed: ResponsesRequest,
+    owner: str,
+    *,
+    key: ConversationKey | None,
+    framing: Framing = SSE,
+    remembered: Mapping[str, Conversation] | None = None,
+    generate: bool = True,
+) -> ResponsesDoor:
+    """The door for `parsed`, with the conversation its `previous_response_id` continues: one
+    the transport `remembered` (the WebSocket's last response, stored or not), else the store's
+    (a 404 naming the field when it has none)."""
+    if not parsed.previous_response_id:
+        return ResponsesDoor(parsed, framing=framing, conversation_key=key, generate=generate)
+    conversation = (remembered or {}).get(parsed.previous_response_id)
+    if conversation is None:
         try:
-            caller = await self._caller(request)
-            owner = response_owner(caller.presented)
-            require_json(request)
-            body = await read_body(request, self._settings.max_body_bytes)
-            parsed = read_responses_request(body)
-            key = conversation_key(request.headers, parsed.prompt_cache_key)
-            door = await self.door_for(gateway.responses, parsed, owner, key=key)
-        except AnthropicError as error:
-            # Refused at the edge, but still one log line, like every other request.
-            return relay.refuse(request_id, error, RESPONSES_DOOR, caller)
-
-        async def store_finished() -> None:
-            await self.keep(gateway.responses, door, parsed, owner)
-
-        return await relay.handle(request, body, request_id, door, finishing=store_finished, caller=caller)
-
-    async def door_for(
-        self,
-        store: ResponseStore,
-        parsed: ResponsesRequest,
-        owner: str,
-        *,
-        key: ConversationKey | None,
-        framing: Framing = SSE,
-        remembered: Mapping[str, Conversation] | None = None,
-        generate: bool = True,
-    ) -> ResponsesDoor:
-        """The door for `parsed`, with the conversation its `previous_response_id` continues: one
-        the transport `remembered` (the WebSocket's last response, stored or not), else the store's
-        (a 404 naming the field when it has none)."""
-        if not parsed.previous_response_id:
-            return ResponsesDoor(parsed, framing=framing, conversation_key=key, generate=generate)
-        conversation = (remembered or {}).get(parsed.previous_response_id)
-        if conversation is None:
-            try:
-                conversation = await load_conversation(store, parsed.previous_response_id, owner)
-            except ConversationGap as gap:
-                raise ChatError(
-                    OpenAIError(404, str(gap), param="previous_response_id", code="previous_response_not_found")
-                ) from None
-            except STORE_ERRORS as exc:
-                raise _store_unavailable(exc) from None
-        return ResponsesDoor(
-            parsed,
-            conversation.items,
-            previous_model=conversation.model,
-            framing=framing,
-            conversation_key=key,
-            generate=generate,
-        )
-
-    async def keep(self, store: ResponseStore, door: ResponsesDoor, parsed: ResponsesRequest, owner: str) -> None:
-        """Store the response `door` answered, unless the request said `store: false` (awaited before
-        the reply's last byte, so that a client continuing it at once finds it)."""
-        if parsed.store is not False and door.call is not None:
-            await self._store(store, door.call, owner, parsed.previous_response_id)
-
-    async def _store(self, store: ResponseStore, call: ResponsesCall, owner: str, previous: str | None) -> None:
-        outcome = call.outcome
-        if outcome is None:
-            return
-        now = time.time()
-        record = StoredResponse(
-            id=outcome["id"],
-            owner=owner,
-            previous_response_id=previous,
-            created_at=now,
-            expires_at=now + self._settings.responses_ttl_seconds,
-            model=outcome["model"],
-            input_items=call.translated.items,
-            response=outcome,
-        )
-        try:
-            await store.save(record)
-        except STORE_ERRORS as exc:
-            logger.warning(
-                f"response {outcome['id']} was answered but not stored ({type(exc).__name__}: {exc}); "
-                "previous_response_id cannot continue it"
-            )
-
-    # ------------------------------------------------------------ the stored responses
-
-    async def retrieve(self, request: Request) -> Response:
-        stored = await self._find(request)
-        if request.query_params.get("stream") in ("true", "1"):
-            raise ChatError(InvalidChatRequest("stream", "a stored response cannot be streamed again"))
-        return json_response(stored.response)
-
-    async def delete(self, request: Request) -> Response:
-        owner = await self._owner(request)
-        response_id = request.path_params["response_id"]
-        try:
-            deleted = await gateway_of(request).responses.delete(response_id, owner)
+            conversation = await load_conversation(store, parsed.previous_response_id, owner)
+        except ConversationGap as gap:
+            raise ChatError(
+                OpenAIError(404, str(gap), param="previous_response_id", code="previous_response_not_found")
+            ) from None
         except STORE_ERRORS as exc:
             raise _store_unavailable(exc) from None
-        if not deleted:
-            raise _not_found(response_id)
-        return json_response(shapes.deleted(response_id))
+    return ResponsesDoor(
+        parsed,
+        conversation.items,
+        previous_model=conversation.model,
+        framing=framing,
+        conversation_key=key,
+        generate=generate,
+    )
 
-    async def input_items(self, request: Request) -> Response:
-        stored = await self._find(request)
-        query = request.query_params
-        order = query.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise ChatError(InvalidChatRequest("order", "must be 'asc' or 'desc'"))
-        try:
-            limit = int(query.get("limit", "20"))
-        except ValueError:
-            limit = 0
-        if limit not in _PAGE_LIMIT:
-            raise ChatError(InvalidChatRequest("limit", "must be an integer from 1 to 100"))
-        page, has_more = items_page(
-            stored.input_items, limit=limit, order=order, after=query.get("after"), before=query.get("before")
+
+async def keep(store: ResponseStore, door: ResponsesDoor, owner: str, *, ttl_seconds: float) -> None:
+    """Store the response `door` answered, unless the request said `store: false` (awaited before
+    the reply's last byte, so that a client continuing it at once finds it)."""
+    parsed = door.parsed
+    if parsed is not None and parsed.store is not False and door.call is not None:
+        await _store(store, door.call, owner, parsed.previous_response_id, ttl_seconds)
+
+
+async def _store(
+    store: ResponseStore, call: ResponsesCall, owner: str, previous: str | None, ttl_seconds: float
+) -> None:
+    outcome = call.outcome
+    if outcome is None:
+        return
+    now = time.time()
+    record = StoredResponse(
+        id=outcome["id"],
+        owner=owner,
+        previous_response_id=previous,
+        created_at=now,
+        expires_at=now + ttl_seconds,
+        model=outcome["model"],
+        input_items=call.translated.items,
+        response=outcome,
+    )
+    try:
+        await store.save(record)
+    except STORE_ERRORS as exc:
+        logger.warning(
+            f"response {outcome['id']} was answered but not stored ({type(exc).__name__}: {exc}); "
+            "previous_response_id cannot continue it"
         )
-        return json_response(shapes.item_list(page, has_more=has_more))
 
-    async def _find(self, request: Request) -> StoredResponse:
-        owner = await self._owner(request)
-        response_id = request.path_params["response_id"]
-        try:
-            stored = await gateway_of(request).responses.get(response_id, owner)
-        except STORE_ERRORS as exc:
-            raise _store_unavailable(exc) from None
-        if stored is None:
-            raise _not_found(response_id)
-        return stored
 
-    @staticmethod
-    def error(error: AnthropicError, request_id: str | None) -> Response:
-        return error_response(error, request_id, RESPONSES_DOOR)
+# ------------------------------------------------------------ the stored responses
+
+
+async def retrieve(request: Request) -> Response:
+    stored = await _find(request)
+    if request.query_params.get("stream") in ("true", "1"):
+        raise ChatError(InvalidChatRequest("stream", "a stored response cannot be streamed again"))
+    return json_response(stored.response)
+
+
+async def delete(request: Request) -> Response:
+    owner = await _owner(request)
+    response_id = request.path_params["response_id"]
+    try:
+        deleted = await gateway_of(request).responses.delete(response_id, owner)
+    except STORE_ERRORS as exc:
+        raise _store_unavailable(exc) from None
+    if not deleted:
+        raise _not_found(response_id)
+    return json_response(shapes.deleted(response_id))
+
+
+async def input_items(request: Request) -> Response:
+    stored = await _find(request)
+    query = request.query_params
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise ChatError(InvalidChatRequest("order", "must be 'asc' or 'desc'"))
+    try:
+        limit = int(query.get("limit", "20"))
+    except ValueError:
+        limit = 0
+    if limit not in _PAGE_LIMIT:
+        raise ChatError(InvalidChatRequest("limit", "must be an integer from 1 to 100"))
+    page, has_more = items_page(
+        stored.input_items, limit=limit, order=order, after=query.get("after"), before=query.get("before")
+    )
+    return json_response(shapes.item_list(page, has_more=has_more))
+
+
+async def _find(request: Request) -> StoredResponse:
+    owner = await _owner(request)
+    response_id = request.path_params["response_id"]
+    try:
+        stored = await gateway_of(request).responses.get(response_id, owner)
+    except STORE_ERRORS as exc:
+        raise _store_unavailable(exc) from None
+    if stored is None:
+        raise _not_found(response_id)
+    return stored

@@ -46,7 +46,7 @@ from starlette.types import Message, Scope
 from starlette.websockets import WebSocket
 
 from q2api.anthropic.errors import AnthropicError
-from q2api.frontdoors.chat.errors import ChatError
+from q2api.frontdoors.openai_shared import ChatError
 from q2api.frontdoors.responses.conversation_key import conversation_key
 from q2api.frontdoors.responses.door import (
     RESPONSES_DOOR,
@@ -56,14 +56,15 @@ from q2api.frontdoors.responses.door import (
     responses_error_reply,
 )
 from q2api.frontdoors.responses.framing import json_lines
-from q2api.frontdoors.responses.reply import ResponseBuilder, claude_events_of
+from q2api.frontdoors.responses.message_events import claude_events_of
+from q2api.frontdoors.responses.reply import ResponseBuilder
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
-from q2api.openai.responses_types import ResponsesRequest
+from q2api.server.admission import hosts_of
 from q2api.server.cross_site import HostAllowList, refuse_browser_websocket
 from q2api.server.edge import REQUEST_ID_HEADER, log_gateway_bug, new_request_id
 from q2api.server.gateway import Gateway, gateway_of
-from q2api.server.responses_routes import ResponsesRoutes, response_owner
-from q2api.server.tenancy import Caller, Tenancy
+from q2api.server.lifecycle.tenancy import Caller, Tenancy
+from q2api.server.responses_routes import door_for, keep, response_owner
 from q2api.settings import Settings
 from q2api.stored_responses.store import Conversation
 
@@ -114,10 +115,9 @@ class _Connection:
 class ResponsesSocket:
     """The WebSocket endpoint of `/v1/responses`."""
 
-    def __init__(self, settings: Settings, hosts: HostAllowList, routes: ResponsesRoutes) -> None:
+    def __init__(self, settings: Settings, hosts: HostAllowList) -> None:
         self._settings = settings
         self._hosts = hosts
-        self._routes = routes
 
     async def serve(self, websocket: WebSocket) -> None:
         connection = await self._admit(websocket)
@@ -243,7 +243,7 @@ class ResponsesSocket:
                 )
             parsed = read_responses_request(body)
             owner = response_owner(caller.presented)
-            door = await self._routes.door_for(
+            door = await door_for(
                 gateway.responses,
                 parsed,
                 owner,
@@ -253,7 +253,7 @@ class ResponsesSocket:
                 generate=generate,
             )
             if not generate:
-                await self._warm_up(connection, door, body, parsed, owner, caller)
+                await self._warm_up(connection, door, body, owner, caller)
                 return
         except AnthropicError as error:
             refusal = gateway.relay.refuse(request_id, error, RESPONSES_DOOR, caller)
@@ -261,18 +261,29 @@ class ResponsesSocket:
             return
 
         async def store_finished() -> None:
-            await self._routes.keep(gateway.responses, door, parsed, owner)
+            await self._keep(gateway, door, owner)
 
-        answer = await gateway.relay.handle(request, body, request_id, door, finishing=store_finished, caller=caller)
+        answer = await gateway.relay.handle(
+            body,
+            request_id,
+            door,
+            disconnected=request.receive,
+            headers=request.headers.items(),
+            finishing=store_finished,
+            caller=caller,
+        )
         await _relay_answer(connection, answer, request.scope, stream_id)
         connection.remember(door)
+
+    @staticmethod
+    async def _keep(gateway: Gateway, door: ResponsesDoor, owner: str) -> None:
+        await keep(gateway.responses, door, owner, ttl_seconds=gateway.settings.responses_ttl_seconds)
 
     async def _warm_up(
         self,
         connection: _Connection,
         door: ResponsesDoor,
         body: bytes,
-        parsed: ResponsesRequest,
         owner: str,
         caller: Caller,
     ) -> None:
@@ -295,7 +306,7 @@ class ResponsesSocket:
         for line in call.framing.frame(builder.add_all(claude_events_of(nothing))).splitlines():
             await connection.send(line)
         call.outcome = builder.final
-        await self._routes.keep(gateway.responses, door, parsed, owner)
+        await self._keep(gateway, door, owner)
         connection.remember(door)
         logger.debug("responses websocket: a turn prepared without generating (generate: false)")
 
@@ -379,3 +390,8 @@ async def _relay_answer(connection: _Connection, answer: Response, scope: Scope,
     if status != 200 and body and not connection.closed.is_set():
         envelope = orjson.loads(b"".join(body))
         await connection.send(_error_message(status, envelope, headers, stream_id))
+
+
+async def serve(websocket: WebSocket) -> None:
+    """The WebSocket endpoint of `/v1/responses` (the Responses door's in q2api.server.doors)."""
+    await ResponsesSocket(gateway_of(websocket).settings, hosts_of(websocket)).serve(websocket)

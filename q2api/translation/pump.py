@@ -69,7 +69,7 @@ class ReplyPump:
         Every read lets the event loop run at least once: it waits for body
         bytes, or, when they were already buffered, yields bare. A task reading
         a fast upstream therefore never starves the loop, which the stream's
-        disconnect watcher relies on (q2api.server.streaming); and bytes already
+        disconnect watcher relies on (q2api.server.lifecycle.streaming); and bytes already
         there need no timer.
 
         A read that times out loses nothing: the only await inside is aiohttp's

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from enum import Enum
 from typing import TYPE_CHECKING, Any, assert_never
 
 import orjson
@@ -63,8 +62,9 @@ from q2api.anthropic.events import (
 )
 from q2api.translation.anomalies import AnomalyKind, StreamFinding
 from q2api.translation.content_blocks import ContentBlocks, OpenBlock
-from q2api.translation.error_mapping import bad_payload, in_stream_failure
-from q2api.translation.reply_events import EVENT_TYPES, invalid_state_finding
+from q2api.translation.error_mapping import in_stream_failure
+from q2api.translation.phases import Lifecycle, Phase
+from q2api.translation.reply_events import EVENT_TYPES, event_payload, invalid_state_finding, upstream_ending
 from q2api.translation.reply_text import ReplyText, TextEnd
 from q2api.translation.server_tools import ServerToolCall, ServerToolCalls
 from q2api.translation.stop_conditions import OutputTokenCounter
@@ -77,7 +77,7 @@ from q2api.translation.tool_input import (
     lost_input_finding,
     oversized_input_finding,
 )
-from q2api.translation.usage import ReplyUsage
+from q2api.translation.usage import ReplyUsage, with_this_message
 
 if TYPE_CHECKING:
     from q2api.amazonq.eventstream import Frame
@@ -85,34 +85,7 @@ if TYPE_CHECKING:
 Event = StreamEvent
 
 
-class Phase(Enum):
-    NOT_STARTED = "not_started"
-    IDLE = "idle"  # message started, no block open
-    IN_TEXT = "in_text"
-    IN_THINKING = "in_thinking"
-    IN_TOOL_USE = "in_tool_use"  # buffering a tool call's input; its block is not started yet
-    AWAITING_TOOLS = "awaiting_tools"  # server-tool calls to run before the message goes on
-    DONE = "done"
-    FAILED = "failed"
-
-
-class Lifecycle(Enum):
-    NOT_STARTED = "not_started"
-    STREAMING = "streaming"
-    AWAITING_TOOLS = "awaiting_tools"
-    DONE = "done"
-    FAILED = "failed"
-
-
 _STREAMING = Lifecycle.STREAMING
-# A `metadataEvent.stopReason` (docs/protocol.md#stop-reasons) → the Claude stop reason it means. The
-# values are Bedrock's, the model service behind Amazon Q; the others end the reply as usual.
-UPSTREAM_STOP_REASONS = {
-    "guardrail_intervened": "refusal",
-    "content_filtered": "refusal",
-    "model_context_window_exceeded": "model_context_window_exceeded",
-}
-REFUSAL_EXPLANATION = "Amazon Q's content filter stopped the reply."
 _MESSAGE_STOP: MessageStopEvent = {"type": "message_stop"}
 _loads = orjson.loads
 
@@ -212,16 +185,7 @@ class StreamTranslator:
         if self._server.offered:
             usage["server_tool_use"] = self._server.usage()
         if self.iterations is not None:
-            usage["iterations"] = [
-                *self.iterations,
-                {
-                    "type": "message",
-                    "input_tokens": usage["input_tokens"],
-                    "output_tokens": usage["output_tokens"],
-                    "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
-                    "cache_read_input_tokens": usage["cache_read_input_tokens"],
-                },
-            ]
+            usage["iterations"] = with_this_message(self.iterations, usage)
         return usage
 
     @property
@@ -341,19 +305,9 @@ class StreamTranslator:
             elif self.tools_emitted:
                 reason = "tool_use"
             else:
-                reason = self._upstream_ending()
+                reason, self.stop_details = upstream_ending(self._upstream_stop, context_full=self._usage.context_full)
             self._end(out, reason)
         return out
-
-    def _upstream_ending(self) -> str:
-        """How a reply without tool calls ended, where Amazon Q says more than "it ended" (docs/protocol.md#stop-reasons)."""
-        upstream = UPSTREAM_STOP_REASONS.get(self._upstream_stop or "")
-        if upstream == "refusal":
-            self.stop_details = {"type": "refusal", "category": None, "explanation": REFUSAL_EXPLANATION}
-            return upstream
-        if upstream is not None:
-            return upstream
-        return "model_context_window_exceeded" if self._usage.context_full else "end_turn"
 
     # ------------------------------------------------------------------ server tools
 
@@ -437,16 +391,10 @@ class StreamTranslator:
         if kind is None:
             self._ignore(str(event_type))
             return
-        try:
-            payload = _loads(raw) if raw else {}
-        except orjson.JSONDecodeError as error:
-            self._fail_into(out, bad_payload(kind, f"is not valid JSON ({error})"))
+        payload = event_payload(kind, raw)
+        if isinstance(payload, AnthropicError):
+            self._fail_into(out, payload)
             return
-        if type(payload) is not dict:
-            self._fail_into(out, bad_payload(kind, "is not a JSON object"))
-            return
-        if len(payload) == 1 and type(payload.get(kind)) is dict:
-            payload = payload[kind]  # the `{"<eventName>": {...}}` wrapping some streams use
         match kind:
             case "assistantResponseEvent":
                 content = payload.get("content")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from q2api.anthropic.events import Usage
+from q2api.anthropic.events import IterationUsage, Usage
 
 
 class ReplyUsage:
@@ -141,6 +141,20 @@ class ReplyUsage:
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
         }
+
+
+def with_this_message(iterations: list[IterationUsage], usage: Usage) -> list[IterationUsage]:
+    """`usage.iterations` of a reply that began with a compaction: the summary's call(s), then this message."""
+    return [
+        *iterations,
+        {
+            "type": "message",
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"],
+            "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
+            "cache_read_input_tokens": usage["cache_read_input_tokens"],
+        },
+    ]
 
 
 def _count(value: object) -> int | None:

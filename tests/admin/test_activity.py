@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from q2api.server.activity import ACTIVITY_SIZE, ActivityLog
-from q2api.server.exchange_log import Exchange
+from q2api.server.lifecycle.exchange_log import Exchange
 from q2api.testing import scripts
 from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, MODEL, Gateway, ask, open_gateway, sdk
 

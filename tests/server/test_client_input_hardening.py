@@ -84,7 +84,7 @@ async def test_a_tool_input_at_the_depth_limit_is_served(gw) -> None:
 
 
 async def test_a_gateway_bug_closes_the_connection_and_keeps_the_log_line(gw, monkeypatch) -> None:
-    from q2api.server.relay import MessagesRelay
+    from q2api.server.lifecycle.relay import MessagesRelay
 
     async def broken(self, *args, **kwargs):
         raise RuntimeError("a bug")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from q2api.server.disconnects import unless_client_leaves
+from q2api.server.lifecycle.disconnects import unless_client_leaves
 
 
 async def gone_client() -> dict:

@@ -391,10 +391,10 @@ def test_no_body_makes_the_gateway_fail(client, body: bytes) -> None:
 
 
 async def test_a_gateway_bug_is_a_plain_500_envelope_without_internals(tmp_path, monkeypatch) -> None:
-    from q2api.server.relay import MessagesRelay
+    from q2api.server.lifecycle.relay import MessagesRelay
     from q2api.testing.gateway_server import running_gateway
 
-    async def broken(self, request, body, request_id):
+    async def broken(self, *args, **kwargs):
         raise RuntimeError("internal detail sim-access-99 must stay in the log")
 
     monkeypatch.setattr(MessagesRelay, "handle", broken)

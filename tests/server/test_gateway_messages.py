@@ -338,7 +338,7 @@ async def test_debug_level_logs_redacted_reproducers_without_image_bytes(tmp_pat
 async def test_a_large_body_is_parsed_and_converted_off_the_event_loop(gw: Gateway, monkeypatch):
     # A 30 MiB body parsed on the event loop stalls every other stream for half a second; above
     # OFF_LOOP_BODY_BYTES the reading and the conversion run in a worker thread, below it they stay.
-    from q2api.server import relay
+    from q2api.server.lifecycle import relay
 
     on_event_loop: list[bool] = []
     prepare = relay.MessagesRelay.prepare

@@ -20,7 +20,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from q2api.server.tenancy import KEY_CACHE_SECONDS
+from q2api.server.lifecycle.tenancy import KEY_CACHE_SECONDS
 from q2api.tenants.database import open_tenant_database
 from q2api.tenants.keys import KeyLimits, KeyStore
 from q2api.testing import scripts

@@ -15,7 +15,7 @@ import anthropic
 import httpx2
 import pytest
 
-from q2api.server import metrics
+from q2api.server import doors, metrics
 from q2api.testing import scripts
 from tests.support.gateway_harness import MODEL, Gateway, ask, find_secrets, open_gateway, user
 from tests.support.metrics_scrape import Scrape
@@ -77,7 +77,7 @@ async def test_refused_and_unknown_requests_are_counted_with_bounded_labels(gw: 
     assert requests(after, "/v1/models", "-", "200") - requests(before, "/v1/models", "-", "200") == 1
     assert requests(after, "other", "-", "404") - requests(before, "other", "-", "404") == 2
     routes = {series["route"] for series in after.series("q2api_requests_total")}
-    assert routes <= metrics.KNOWN_ROUTES | {metrics.OTHER_ROUTE}
+    assert routes <= doors.ROUTE_LABELS.labels | {metrics.OTHER_ROUTE}
 
 
 async def test_a_retried_upstream_failure_counts_two_attempts_and_one_retry(gw: Gateway):
@@ -194,7 +194,7 @@ async def test_the_responses_routes_are_counted_under_their_templates(gw: Gatewa
     assert added("/v1/responses/{id}", "200") == 1 and added("/v1/responses/{id}", "404") == 1
     assert added("/v1/responses/{id}/input_items", "200") == 1
     routes = {series["route"] for series in after.series("q2api_requests_total")}
-    assert routes <= metrics.KNOWN_ROUTES | {metrics.OTHER_ROUTE}
+    assert routes <= doors.ROUTE_LABELS.labels | {metrics.OTHER_ROUTE}
 
 
 async def test_metrics_count_the_event_loop_tasks_of_the_worker_that_answers(gw: Gateway):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from q2api.anthropic.sse import SseEncoder
-from q2api.server.streaming import ReplyStream
+from q2api.server.lifecycle.streaming import ReplyStream
 
 SCOPE = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "method": "POST", "headers": []}
 TEXT_EVENT = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x" * 100}}

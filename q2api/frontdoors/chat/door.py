@@ -19,15 +19,14 @@ from loguru import logger
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import MessagesRequest
-from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
 from q2api.frontdoors.chat.fields import refused_tag
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
-from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.field_table import report_unknown_fields
 from q2api.frontdoors.json_numbers import refuse_unwritable_integer_openai
+from q2api.frontdoors.openai_shared import ChatError, HeldResponseCheck, client_error_of, held_check, openai_error
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.types import read_chat_request
 

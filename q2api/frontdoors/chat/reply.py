@@ -24,8 +24,8 @@ from typing import Any, assert_never
 import orjson
 
 from q2api.anthropic.events import StreamEvent, Usage
-from q2api.frontdoors.chat.errors import ChatError, stream_error_body
 from q2api.frontdoors.chat.request import ReplyOptions
+from q2api.frontdoors.openai_shared import INVALID_RESPONSE_STATUS, NO_RETRY, ChatError, stream_error_body
 from q2api.openai import shapes
 from q2api.openai.errors import OpenAIError
 from q2api.openai.shapes import FinishReason
@@ -57,15 +57,6 @@ def openai_usage(usage: Usage) -> dict[str, Any]:
 
 def completion_id(message_id: str) -> str:
     return "chatcmpl-" + message_id.removeprefix("msg_")
-
-
-# A reply that failed its check is answered with a status the SDKs never retry, and told so: a
-# retry is another whole completion (another credit), and the model was already told the format.
-# 422 is final for every client that goes by status (the official SDKs retry 408, 409, 429 and
-# 5xx); `x-should-retry: false` is read first by both official SDKs. The `type` stays
-# `server_error`: the request was valid, the model's reply was not.
-INVALID_RESPONSE_STATUS = 422
-NO_RETRY = {"x-should-retry": "false"}
 
 
 def invalid_response(problem: str) -> OpenAIError:
@@ -121,7 +112,7 @@ def chat_completion(message: dict[str, Any], options: ReplyOptions, *, created: 
 
 
 class ChatChunkEncoder:
-    """Claude stream events → `chat.completion.chunk` SSE lines (an EventEncoder of q2api.server.streaming).
+    """Claude stream events → `chat.completion.chunk` SSE lines (an EventEncoder of q2api.server.lifecycle.streaming).
 
     Stateful: one per streamed request.
     """

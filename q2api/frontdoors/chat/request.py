@@ -23,15 +23,11 @@ The mapping, message by message:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import orjson
-
 from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 from q2api.anthropic.types import (
-    UNSTATED_MAX_TOKENS,
     Base64DocumentSource,
     Base64ImageSource,
     ContentBlock,
@@ -47,7 +43,16 @@ from q2api.anthropic.types import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from q2api.frontdoors.chat.response_format import SCHEMA_PARAM, ResponseCheck, response_check
+from q2api.frontdoors.openai_shared import (
+    DEFAULT_MAX_TOKENS,
+    SCHEMA_PARAM,
+    THINKING_BUDGETS,
+    WEB_SEARCH_TOOL_TYPE,
+    ResponseCheck,
+    arguments_object,
+    data_url_parts,
+    response_check,
+)
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.types import (
     AssistantMessage,
@@ -67,13 +72,7 @@ from q2api.openai.types import (
     WebSearchOptions,
 )
 
-# The OpenAI API's default is "as much as the model can write": no local cut unless asked.
-DEFAULT_MAX_TOKENS = UNSTATED_MAX_TOKENS
-# `reasoning_effort` → the thinking budget Amazon Q's models are told (Claude's minimum is 1024).
-THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 16384, "high": 32768, "xhigh": 65536}
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
-WEB_SEARCH_TOOL_TYPE = "web_search_20250305"
-_DATA_URL = re.compile(r"^data:(?P<media_type>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<data>.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,34 +290,6 @@ def _document(part: FilePart, where: str) -> DocumentBlock:
         )
     media_type, data = data_url_parts(part.file.file_data, f"{where}.file_data", "file")
     return DocumentBlock(source=Base64DocumentSource(media_type=media_type, data=data), title=part.file.filename)
-
-
-def data_url_parts(url: str, param: str, what: str) -> tuple[str, str]:
-    """(media type, base64 data) of a `data:` URL; anything else is refused with a reason."""
-    if url[:8].lower().startswith(("http://", "https://")):
-        raise InvalidChatRequest(
-            param,
-            f"{what} URLs are not supported: q2api does not fetch URLs; send the {what} inline as a "
-            "base64 data: URL (data:image/png;base64,…)",
-        )
-    match = _DATA_URL.match(url)
-    if match is None:
-        raise InvalidChatRequest(param, f"expected a base64 data: URL (data:image/png;base64,…), got {url[:32]!r}")
-    if ";base64" not in match["params"].lower() or not match["media_type"]:
-        raise InvalidChatRequest(param, "the data: URL must name its media type and be base64-encoded")
-    return match["media_type"].lower(), match["data"]
-
-
-def arguments_object(text: str, param: str) -> dict[str, object]:
-    try:
-        value = orjson.loads(text or "{}")
-    except orjson.JSONDecodeError:
-        raise InvalidChatRequest(param, "the arguments are not valid JSON") from None
-    if not isinstance(value, dict):
-        raise InvalidChatRequest(param, "the arguments must be a JSON object")
-    if first_too_deep([value]) is not None:  # they travel upstream as the tool call's input
-        raise InvalidChatRequest(param, TOO_DEEP)
-    return value
 
 
 def _tools(chat: ChatCompletionRequest) -> tuple[list[Tool], dict[str, str]]:

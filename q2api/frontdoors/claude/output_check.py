@@ -1,7 +1,7 @@
 """Structured outputs and strict tools on the Claude door: the schema told, the reply checked.
 
 Anthropic constrains the model's sampling to a schema; Amazon Q cannot, so the gateway emulates
-it the way the OpenAI door's `response_format` is (q2api.frontdoors.chat.response_format):
+it the way the OpenAI door's `response_format` is (q2api.frontdoors.openai_shared):
 
 * `output_config.format` (`{"type": "json_schema", "schema": …}`, what `messages.parse()` sends):
   the schema goes to the model as an instruction at the end of the system prompt, and a reply

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from q2api.frontdoors.chat.request import THINKING_BUDGETS
+from q2api.frontdoors.openai_shared import THINKING_BUDGETS
 
 CLIENT_VERSION_PARAM = "client_version"
 # The levels Codex offers in its picker (the door maps each to a thinking budget), and its default.

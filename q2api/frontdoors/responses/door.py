@@ -21,15 +21,15 @@ from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.events import StreamEvent
 from q2api.anthropic.types import MessagesRequest
-from q2api.frontdoors.chat.errors import ChatError, client_error_of, openai_error
-from q2api.frontdoors.chat.response_format import HeldResponseCheck, held_check
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.field_table import report_unknown_fields
 from q2api.frontdoors.json_numbers import refuse_unwritable_integer_openai
+from q2api.frontdoors.openai_shared import ChatError, HeldResponseCheck, client_error_of, held_check, openai_error
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
-from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
+from q2api.frontdoors.responses.message_events import claude_events_of
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest
@@ -181,6 +181,11 @@ class ResponsesDoor:
         self._conversation_key = conversation_key
         self.response_id = response_id or new_id("resp")
         self.call: ResponsesCall | None = None  # the call `read` made
+
+    @property
+    def parsed(self) -> ResponsesRequest | None:
+        """The request as the edge read it (None: `read` parses the body itself)."""
+        return self._parsed
 
     def read(self, body: bytes) -> ResponsesCall:
         parsed = self._parsed if self._parsed is not None else read_responses_request(body)

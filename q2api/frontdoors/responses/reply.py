@@ -2,7 +2,8 @@
 
 One state machine serves both replies: the stream's events come out of it as they happen, and a
 non-streaming reply is the aggregated Claude message played through it (so both agree by
-construction). Each Claude content block becomes one output item:
+construction: q2api.frontdoors.responses.message_events). Each Claude content block becomes one
+output item (its shapes: q2api.frontdoors.responses.output_items):
 
 * `text` → a `message` item: `output_item.added`, `content_part.added`, `output_text.delta`…,
   `output_text.done`, `content_part.done`, `output_item.done`;
@@ -40,8 +41,9 @@ from typing import Any, assert_never
 import orjson
 
 from q2api.anthropic.events import StreamEvent, Usage
-from q2api.frontdoors.chat.reply import INVALID_RESPONSE_STATUS, NO_RETRY
+from q2api.frontdoors.openai_shared import INVALID_RESPONSE_STATUS, NO_RETRY
 from q2api.frontdoors.responses.custom_tools import InputStream
+from q2api.frontdoors.responses.output_items import Kind, OpenItem, item_object, reasoning_share, url_citation
 from q2api.frontdoors.responses.request import ReplyOptions, new_id
 from q2api.frontdoors.responses.tools import ToolName
 from q2api.frontdoors.responses.web_search import WEB_SEARCH
@@ -86,34 +88,6 @@ class ResponseFrame:
     created_at: int = field(default_factory=lambda: int(time.time()))
 
 
-class Kind(enum.Enum):
-    MESSAGE = "message"
-    REASONING = "reasoning"
-    FUNCTION_CALL = "function_call"
-    CUSTOM_TOOL_CALL = "custom_tool_call"
-    WEB_SEARCH = "web_search_call"
-
-
-@dataclass(slots=True)
-class _OpenItem:
-    kind: Kind
-    output_index: int
-    item_id: str
-    pieces: list[str] = field(default_factory=list)  # the text, thinking, arguments or search input so far
-    call_id: str = ""  # a function call's id, or the Claude id of a web search call
-    name: ToolName = field(default_factory=lambda: ToolName(""))
-    signature: str | None = None
-    part_open: bool = False  # a reasoning item's summary part or text part was added
-    citations: list[dict[str, Any]] = field(default_factory=list)  # a message's Claude citations
-    sources: list[str] = field(default_factory=list)  # a web search's result URLs
-    custom_input: InputStream | None = None  # a custom tool call's input text, read from its JSON
-    done: dict[str, Any] | None = None  # the finished item
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
-
-
 class Phase(enum.Enum):
     WAITING = "waiting"  # no message_start yet
     OPEN = "open"
@@ -132,9 +106,9 @@ class ResponseBuilder:
         self._report = report
         self._phase = Phase.WAITING
         self._sequence = 0
-        self._items: list[_OpenItem] = []  # in output order
-        self._by_block: dict[int, _OpenItem] = {}  # Claude block index → its item
-        self._searches: dict[str, _OpenItem] = {}  # Claude id of a web search call → its item, until its result
+        self._items: list[OpenItem] = []  # in output order
+        self._by_block: dict[int, OpenItem] = {}  # Claude block index → its item
+        self._searches: dict[str, OpenItem] = {}  # Claude id of a web search call → its item, until its result
         self._usage: Usage = {}
         self._stop_reason: str | None = None
         self.final: dict[str, Any] | None = None
@@ -183,11 +157,11 @@ class ResponseBuilder:
         kind = block["type"]
         position = len(self._items)
         if kind == "text":
-            item = _OpenItem(Kind.MESSAGE, position, new_id("msg"))
+            item = OpenItem(Kind.MESSAGE, position, new_id("msg"))
             self._open(index, item, out)
             self._emit(out, "response.content_part.added", **self._where(item), part=shapes.output_text(""))
         elif kind in ("thinking", "redacted_thinking"):
-            item = _OpenItem(Kind.REASONING, position, new_id("rs"))
+            item = OpenItem(Kind.REASONING, position, new_id("rs"))
             if kind == "redacted_thinking":
                 item.signature = block.get("data")
             self._open(index, item, out)
@@ -196,13 +170,13 @@ class ResponseBuilder:
         elif kind == "tool_use":
             name = self._options.tool_names.get(block["name"], ToolName(block["name"]))
             if name.custom:
-                item = _OpenItem(Kind.CUSTOM_TOOL_CALL, position, new_id("ctc"), call_id=block["id"], name=name)
+                item = OpenItem(Kind.CUSTOM_TOOL_CALL, position, new_id("ctc"), call_id=block["id"], name=name)
                 item.custom_input = InputStream()
             else:
-                item = _OpenItem(Kind.FUNCTION_CALL, position, new_id("fc"), call_id=block["id"], name=name)
+                item = OpenItem(Kind.FUNCTION_CALL, position, new_id("fc"), call_id=block["id"], name=name)
             self._open(index, item, out)
         elif kind == "server_tool_use" and block.get("name") == WEB_SEARCH:
-            item = _OpenItem(Kind.WEB_SEARCH, position, new_id("ws"), call_id=block["id"])
+            item = OpenItem(Kind.WEB_SEARCH, position, new_id("ws"), call_id=block["id"])
             if block.get("input"):
                 item.pieces.append(orjson.dumps(block["input"]).decode())
             self._searches[item.call_id] = item
@@ -213,12 +187,14 @@ class ResponseBuilder:
         else:
             self._report(f"a {kind!r} content block has no Responses form; it was not sent")
 
-    def _open(self, index: int, item: _OpenItem, out: list[Event]) -> None:
+    def _open(self, index: int, item: OpenItem, out: list[Event]) -> None:
         self._items.append(item)
         self._by_block[index] = item
-        self._emit(out, "response.output_item.added", output_index=item.output_index, item=self._item(item))
+        self._emit(
+            out, "response.output_item.added", output_index=item.output_index, item=item_object(item, self._options)
+        )
 
-    def _open_reasoning_part(self, item: _OpenItem, out: list[Event]) -> None:
+    def _open_reasoning_part(self, item: OpenItem, out: list[Event]) -> None:
         item.part_open = True
         if self._options.summaries:
             part = {"type": "summary_text", "text": ""}
@@ -281,7 +257,7 @@ class ResponseBuilder:
             return
         self._close(item, "completed", out)
 
-    def _on_search_result(self, item: _OpenItem, content: Any, out: list[Event]) -> None:
+    def _on_search_result(self, item: OpenItem, content: Any, out: list[Event]) -> None:
         if not isinstance(content, list):  # the error object: the search failed, the model's turn goes on
             self._close(item, "failed", out)
             return
@@ -289,10 +265,10 @@ class ResponseBuilder:
         self._emit(out, "response.web_search_call.completed", **self._where(item, None))
         self._close(item, "completed", out)
 
-    def _close(self, item: _OpenItem, status: shapes.ItemStatus, out: list[Event]) -> None:
+    def _close(self, item: OpenItem, status: shapes.ItemStatus, out: list[Event]) -> None:
         text = item.text
         if item.kind is Kind.MESSAGE:
-            annotations = [_url_citation(citation, text) for citation in item.citations]
+            annotations = [url_citation(citation, text) for citation in item.citations]
             for number, annotation in enumerate(annotations):
                 self._emit(
                     out,
@@ -337,7 +313,7 @@ class ResponseBuilder:
             self._emit(
                 out, "response.custom_tool_call_input.done", **self._where(item, None), input=item.custom_input.input
             )
-        item.done = self._item(item, status)
+        item.done = item_object(item, self._options, status)
         self._emit(out, "response.output_item.done", output_index=item.output_index, item=item.done)
 
     # ------------------------------------------------------------------ the end
@@ -367,13 +343,13 @@ class ResponseBuilder:
         if self._phase is Phase.WAITING:  # failed before message_start: the stream still opens first
             self._emit(out, "response.created", response=self._response("in_progress"))
         for item in self._unfinished():
-            item.done = self._item(item, "incomplete")
+            item.done = item_object(item, self._options, "incomplete")
         self._phase = Phase.FINISHED
         self._emit(out, "error", code=code, message=message, param=None)
         self.final = self._response("failed", with_usage=True, error=shapes.error_body(code, message))
         self._emit(out, "response.failed", response=self.final)
 
-    def _unfinished(self) -> Iterator[_OpenItem]:
+    def _unfinished(self) -> Iterator[OpenItem]:
         return (item for item in self._items if item.done is None)
 
     # ------------------------------------------------------------------ shapes
@@ -383,52 +359,13 @@ class ResponseBuilder:
         self._sequence += 1
 
     @staticmethod
-    def _where(item: _OpenItem, index_name: str | None = "content") -> dict[str, Any]:
+    def _where(item: OpenItem, index_name: str | None = "content") -> dict[str, Any]:
         where: dict[str, Any] = {"item_id": item.item_id, "output_index": item.output_index}
         if index_name == "content":
             where["content_index"] = 0
         elif index_name == "summary":
             where["summary_index"] = 0
         return where
-
-    def _item(self, item: _OpenItem, status: shapes.ItemStatus = "in_progress") -> dict[str, Any]:
-        finished = status != "in_progress"
-        text = item.text if finished else ""
-        if item.kind is Kind.MESSAGE:
-            annotations = [_url_citation(citation, text) for citation in item.citations]
-            return shapes.message_item(
-                item.item_id, status, [shapes.output_text(text, annotations)] if finished else []
-            )
-        if item.kind is Kind.WEB_SEARCH:
-            sources = item.sources if self._options.search_sources and status == "completed" else None
-            return shapes.web_search_call_item(item.item_id, status, query=_search_query(item.text), sources=sources)
-        if item.kind is Kind.REASONING:
-            summaries = self._options.summaries
-            has_text = finished and bool(item.pieces)
-            return shapes.reasoning_item(
-                item.item_id,
-                status,
-                summary=[text] if summaries and has_text else [],
-                content=None if summaries else ([text] if has_text else []),
-                encrypted_content=item.signature if self._options.encrypted_reasoning or item.pieces == [] else None,
-            )
-        if item.custom_input is not None:
-            return shapes.custom_tool_call_item(
-                item.item_id,
-                status,
-                call_id=item.call_id,
-                name=item.name.name,
-                input=(item.custom_input.input or "") if finished else "",
-                namespace=item.name.namespace,
-            )
-        return shapes.function_call_item(
-            item.item_id,
-            status,
-            call_id=item.call_id,
-            name=item.name.name,
-            arguments=text,
-            namespace=item.name.namespace,
-        )
 
     def _response(
         self,
@@ -464,70 +401,5 @@ class ResponseBuilder:
             output_tokens,
             cached=cached,
             cache_write=written,
-            reasoning=self._reasoning_share(output_tokens),
+            reasoning=reasoning_share(self._items, output_tokens),
         )
-
-    def _reasoning_share(self, output_tokens: int) -> int:
-        """Amazon Q counts output tokens as one number: the reasoning part is its share of the characters."""
-        sizes = dict.fromkeys(Kind, 0)
-        for item in self._items:
-            sizes[item.kind] += sum(len(piece) for piece in item.pieces)
-        sizes[Kind.WEB_SEARCH] = 0  # a search's input comes from the model, but not from its reasoning
-        total = sum(sizes.values())
-        return round(output_tokens * sizes[Kind.REASONING] / total) if total else 0
-
-
-def _search_query(input_json: str) -> str | None:
-    try:
-        value = orjson.loads(input_json) if input_json else None
-    except orjson.JSONDecodeError:
-        return None
-    query = value.get("query") if isinstance(value, dict) else None
-    return query if isinstance(query, str) else None
-
-
-def _url_citation(citation: dict[str, Any], text: str) -> dict[str, Any]:
-    """A Claude citation (`web_search_result_location`) as the `url_citation` of the text it belongs to."""
-    url = str(citation.get("url") or "")
-    cited = citation.get("cited_text") or ""
-    start = text.find(cited) if isinstance(cited, str) and cited else -1
-    start, end = (start, start + len(cited)) if start >= 0 else (0, len(text))
-    return shapes.url_citation(url, str(citation.get("title") or url), start, end)
-
-
-def claude_events_of(message: dict[str, Any]) -> list[StreamEvent]:
-    """An aggregated Claude message as the stream that would have built it (one delta per block)."""
-    started = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
-    events: list[Any] = [{"type": "message_start", "message": started}]
-    for index, block in enumerate(message["content"]):
-        kind = block["type"]
-        if kind == "text":
-            events.append(
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
-            )
-            events.append(
-                {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": block["text"]}}
-            )
-            for citation in block.get("citations") or ():
-                delta = {"type": "citations_delta", "citation": citation}
-                events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        elif kind == "thinking":
-            empty = {"type": "thinking", "thinking": "", "signature": ""}
-            events.append({"type": "content_block_start", "index": index, "content_block": empty})
-            delta = {"type": "thinking_delta", "thinking": block["thinking"]}
-            events.append({"type": "content_block_delta", "index": index, "delta": delta})
-            if block.get("signature"):
-                signature = {"type": "signature_delta", "signature": block["signature"]}
-                events.append({"type": "content_block_delta", "index": index, "delta": signature})
-        elif kind in ("tool_use", "server_tool_use"):
-            start = {**block, "input": {}}
-            events.append({"type": "content_block_start", "index": index, "content_block": start})
-            delta = {"type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}
-            events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        else:
-            events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events.append({"type": "content_block_stop", "index": index})
-    stop = {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")}
-    events.append({"type": "message_delta", "delta": stop, "usage": message["usage"]})
-    events.append({"type": "message_stop"})
-    return events

@@ -49,8 +49,14 @@ from q2api.anthropic.types import (
     ToolResultContentBlock,
     ToolUseBlock,
 )
-from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS, arguments_object, data_url_parts
-from q2api.frontdoors.chat.response_format import ResponseCheck, response_check
+from q2api.frontdoors.openai_shared import (
+    DEFAULT_MAX_TOKENS,
+    THINKING_BUDGETS,
+    ResponseCheck,
+    arguments_object,
+    data_url_parts,
+    response_check,
+)
 from q2api.frontdoors.responses.custom_tools import claude_tool_input
 from q2api.frontdoors.responses.depth import refuse_too_deep
 from q2api.frontdoors.responses.tools import ToolName, claude_tool_choice, claude_tool_name, claude_tools

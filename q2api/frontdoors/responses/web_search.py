@@ -25,7 +25,7 @@ import secrets
 from typing import Any
 
 from q2api.anthropic.types import ContentBlock, ServerToolUseBlock, Tool, ToolChoice, WebSearchToolResultBlock
-from q2api.frontdoors.chat.request import WEB_SEARCH_TOOL_TYPE
+from q2api.frontdoors.openai_shared import WEB_SEARCH_TOOL_TYPE
 from q2api.openai.errors import InvalidChatRequest
 from q2api.openai.responses_types import WEB_SEARCH_TOOL_TYPES, WebSearchCallItem, WebSearchTool
 

@@ -36,7 +36,7 @@ from q2api.server import metrics
 from q2api.server.captures.document import CaptureMaterial, capture_document
 from q2api.server.captures.redaction import safe_headers
 from q2api.server.captures.store import CaptureStore, capture_id
-from q2api.server.exchange_log import Exchange
+from q2api.server.lifecycle.exchange_log import Exchange
 from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import CaptureMode, Settings
 

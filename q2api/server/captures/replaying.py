@@ -17,10 +17,6 @@ import orjson
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.conversion.pipeline import GuardedConversion, convert_guarded
-from q2api.frontdoors.chat.door import CHAT_DOOR
-from q2api.frontdoors.claude import CLAUDE_DOOR
-from q2api.frontdoors.door import FrontDoor
-from q2api.frontdoors.responses.door import RESPONSES_DOOR
 from q2api.models.routing import clamp_max_tokens
 from q2api.server.captures.document import (
     FORMAT,
@@ -33,10 +29,9 @@ from q2api.server.captures.document import (
 from q2api.server.captures.placeholders import restored
 from q2api.server.captures.redaction import Placeholder, without_binary
 from q2api.server.captures.shape import NotACapture, check_capture
+from q2api.server.doors import CLAUDE, FRONT_DOORS
 
-__all__ = ["DOORS", "LoadedCapture", "NotACapture", "Reconversion"]
-
-DOORS: dict[str, FrontDoor] = {door.route: door for door in (CLAUDE_DOOR, CHAT_DOOR, RESPONSES_DOOR)}
+__all__ = ["LoadedCapture", "NotACapture", "Reconversion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +55,8 @@ class LoadedCapture:
         self.document = document
         self.summary: Mapping[str, Any] = document.get("summary") or {}
         self.placeholders = [Placeholder.from_dict(fields) for fields in document.get("placeholders") or ()]
-        route = str(self.summary.get("route") or CLAUDE_DOOR.route)
-        door = DOORS.get(route)
+        route = str(self.summary.get("route") or CLAUDE.front.route)
+        door = FRONT_DOORS.get(route)
         if door is None:
             raise NotACapture(f"this version has no front door for {route}")
         self.door = door

@@ -9,11 +9,10 @@ import pytest
 
 from q2api.anthropic.events import StreamEvent, error_event
 from q2api.anthropic.message_aggregator import MessageAggregator
-from q2api.frontdoors.chat.errors import ChatError
 from q2api.frontdoors.chat.reply import ChatChunkEncoder, chat_completion
 from q2api.frontdoors.chat.request import ReplyOptions
-from q2api.frontdoors.chat.response_format import ResponseCheck
 from q2api.frontdoors.client_schema import compile_client_schema
+from q2api.frontdoors.openai_shared import ChatError, ResponseCheck
 
 
 def start() -> StreamEvent:

@@ -20,7 +20,8 @@ from pydantic import TypeAdapter
 from q2api.anthropic.types import ToolResultBlock, ToolUseBlock
 from q2api.frontdoors.responses.custom_tools import INPUT_FIELD, InputStream, custom_input, custom_tool_description
 from q2api.frontdoors.responses.door import echoed_settings
-from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
+from q2api.frontdoors.responses.message_events import claude_events_of
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame
 from q2api.frontdoors.responses.request import claude_request
 from q2api.frontdoors.responses.tools import ToolName
 from q2api.openai.errors import InvalidChatRequest

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from q2api.frontdoors.chat.response_format import ResponseCheck
 from q2api.frontdoors.client_schema import compile_client_schema
+from q2api.frontdoors.openai_shared import ResponseCheck
 from q2api.frontdoors.responses.framing import sse_bytes
-from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame, claude_events_of
+from q2api.frontdoors.responses.message_events import claude_events_of
+from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame
 from q2api.frontdoors.responses.request import ReplyOptions
 from q2api.frontdoors.responses.tools import ToolName
 

@@ -16,7 +16,7 @@ from q2api.anthropic.types import (
     ToolUseBlock,
     WebSearchToolResultBlock,
 )
-from q2api.frontdoors.chat.request import DEFAULT_MAX_TOKENS, THINKING_BUDGETS
+from q2api.frontdoors.openai_shared import DEFAULT_MAX_TOKENS, THINKING_BUDGETS
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request
 from q2api.frontdoors.responses.tools import ToolName
 from q2api.openai.errors import InvalidChatRequest

@@ -2,7 +2,8 @@
 
 `POST /v1/messages` (the Claude door), `POST /v1/chat/completions` (OpenAI Chat Completions) and
 `POST /v1/responses` (the OpenAI Responses API) share everything below: the door only reads the
-body into a Claude request and renders the reply (q2api.frontdoors).
+body into a Claude request and renders the reply (q2api.frontdoors; each door with its routes and
+hooks is declared once in q2api.server.doors, which hands the relay a body, never a Starlette request).
 
 The order of work is the order of failure modes:
 
@@ -24,12 +25,12 @@ cancelling is what closes the upstream request.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from loguru import logger
-from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.anthropic.errors import AnthropicError
@@ -45,15 +46,15 @@ from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.captures.recorder import CaptureRecorder, Captures
-from q2api.server.compaction_plan import compaction_plan
-from q2api.server.conversion_log import log_conversion, log_loop_findings
-from q2api.server.disconnects import unless_client_leaves
 from q2api.server.edge import error_response, json_response
-from q2api.server.exchange_log import Exchange
-from q2api.server.off_loop import run_off_loop
-from q2api.server.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
-from q2api.server.streaming import ReplyStream
-from q2api.server.tenancy import Caller, Tenancy
+from q2api.server.lifecycle.compaction_plan import compaction_plan
+from q2api.server.lifecycle.conversion_log import log_conversion, log_loop_findings
+from q2api.server.lifecycle.disconnects import unless_client_leaves
+from q2api.server.lifecycle.exchange_log import Exchange
+from q2api.server.lifecycle.off_loop import run_off_loop
+from q2api.server.lifecycle.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
+from q2api.server.lifecycle.streaming import ReplyStream
+from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.wiring import loop_policy, trim_policy
 from q2api.settings import Settings
 
@@ -175,18 +176,23 @@ class MessagesRelay:
 
     async def handle(
         self,
-        request: Request,
         body: bytes,
         request_id: str,
         door: FrontDoor = CLAUDE_DOOR,
         *,
+        disconnected: Receive,
+        headers: Iterable[tuple[str, str]] = (),
         finishing: Finishing | None = None,
         caller: Caller | None = None,
     ) -> Response:
+        """One request's body, read by `door`, relayed and answered. `disconnected` is the connection's
+        ASGI `receive` (its `http.disconnect` cancels the work: q2api.server.lifecycle.disconnects);
+        `headers` are the request's, for its capture file; `finishing` is awaited once the reply
+        succeeded, before its last byte (the door's `after` hook, q2api.server.doors)."""
         self.requests_received += 1
         exchange = self._exchange(request_id, door, request_bytes=len(body))
         exchange.key_label = caller.label if caller is not None else None
-        recorder = self._captures.recorder(request_id, door, body, request.headers.items()) if self._captures else None
+        recorder = self._captures.recorder(request_id, door, body, headers) if self._captures else None
         if recorder is not None:
             exchange.on_ending = recorder.finish
         call: DoorCall | None = None
@@ -210,7 +216,7 @@ class MessagesRelay:
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
         response = await unless_client_leaves(
-            request.receive, self._respond(exchange, prepared, door, recorder, finishing)
+            disconnected, self._respond(exchange, prepared, door, recorder, finishing)
         )
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")

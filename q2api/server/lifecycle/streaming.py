@@ -28,8 +28,8 @@ from starlette.types import Message, Receive, Scope, Send
 from q2api.anthropic.events import StreamEvent
 from q2api.frontdoors.door import EventEncoder
 from q2api.server import metrics
-from q2api.server.off_loop import run_off_loop
-from q2api.server.reply import Reply
+from q2api.server.lifecycle.off_loop import run_off_loop
+from q2api.server.lifecycle.reply import Reply
 
 
 class Abandoned(enum.StrEnum):

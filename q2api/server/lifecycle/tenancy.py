@@ -23,7 +23,7 @@ from q2api.anthropic.errors import AnthropicError
 from q2api.server import metrics
 from q2api.server.cross_site import NO_RETRY
 from q2api.server.edge import ClientKeys, key_refusal, presented_key, store_unavailable
-from q2api.server.exchange_log import Exchange
+from q2api.server.lifecycle.exchange_log import Exchange
 from q2api.store.errors import STORE_ERRORS
 from q2api.tenants.counters import Counters
 from q2api.tenants.credit_estimate import CreditEstimate

@@ -11,7 +11,7 @@ from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.claude_converter import ConversionOptions, convert_claude_request
 from q2api.frontdoors.claude.compaction import CompactionAsk, continued_request, summary_of, summary_request
-from q2api.server.reply import CompactionPlan
+from q2api.server.lifecycle.reply import CompactionPlan
 
 
 def compaction_plan(

@@ -69,8 +69,8 @@ from q2api.conversion.web_search import (
     continued_after_search,
     search_result_text,
 )
-from q2api.server.exchange_log import Exchange
-from q2api.server.off_loop import run_off_loop
+from q2api.server.lifecycle.exchange_log import Exchange
+from q2api.server.lifecycle.off_loop import run_off_loop
 from q2api.translation.error_mapping import internal_failure, map_upstream_exception
 from q2api.translation.held_reply import Failed, HeldReply, Repair
 from q2api.translation.pump import ReplyPump

@@ -1,6 +1,6 @@
 """Noticing a client that went away before its reply started, so the work for it is cancelled at once.
 
-(Once a reply streams, `q2api.server.streaming.ReplyStream` listens itself.)
+(Once a reply streams, `q2api.server.lifecycle.streaming.ReplyStream` listens itself.)
 """
 
 from __future__ import annotations
