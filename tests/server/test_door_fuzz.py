@@ -5,7 +5,7 @@ The bodies come from one seeded fuzzer per door (tests/support/door_bodies.py): 
 `/v1/chat/completions`, `/v1/responses`, `/admin/api/...`. `bench/fuzz_doors.py` runs the same
 fuzzers on 100,000 bodies per door against `q2api serve` in a process of its own; a failure there
 prints `door:seed:index`, which `bench/fuzz_doors.py --replay` turns back into the body. Set
-Q2API_FUZZ_SEED to fuzz other bodies than CI's.
+Q2API_TEST_FUZZ_SEED to fuzz other bodies than CI's.
 
 The gateway runs on a loopback port in this process (q2api.testing.gateway_server): the admin
 API's device logins and the OpenAI doors' streams are served as they are in production, and one
@@ -28,7 +28,7 @@ from tests.support.door_bodies import DOOR_FUZZERS
 from tests.support.gateway_harness import ADMIN_KEY, CLIENT_KEY, MODEL, capture_logs, gateway_settings
 
 BODIES_PER_DOOR = 250
-SEED = int(os.environ.get("Q2API_FUZZ_SEED", "30"))
+SEED = int(os.environ.get("Q2API_TEST_FUZZ_SEED", "30"))
 
 
 class Doors:
