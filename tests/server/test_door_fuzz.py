@@ -242,3 +242,16 @@ def test_a_key_limit_past_a_floats_range_is_a_400(doors: Doors, field: str) -> N
     assert response.status_code == 400, response.text
     assert field in response.json()["error"]["message"]
     assert not faults(logs), logs.text[-3000:]
+
+
+def test_an_integer_out_of_range_is_found_beside_invalid_utf8_the_parser_skipped(doors: Doors) -> None:
+    # The typed parser skips an unknown key of a nested object unread, invalid UTF-8 and all: the
+    # plain parse that finds the integer's field must get past it too (a 500 after the upstream call).
+    body = b'{"model": "%s", "input": "hi", "max_output_tokens": 18446744073709551616, "text": {"\xed\xa0\x80x": 1}}'
+    calls = doors.upstream_calls
+    with capture_logs() as logs:
+        response = doors.post("/v1/responses", body % MODEL.encode())
+    assert response.status_code == 400, response.text[:500]
+    assert response.json()["error"]["param"] == "max_output_tokens"
+    assert doors.upstream_calls == calls
+    assert not faults(logs), logs.text[-3000:]

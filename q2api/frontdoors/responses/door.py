@@ -20,6 +20,7 @@ from loguru import logger
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.events import StreamEvent
+from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
@@ -48,10 +49,37 @@ def read_responses_request(body: bytes) -> ResponsesRequest:
     try:
         parsed, unknown = parse_with_unknown_fields(body)
         refuse_unwritable_integer_openai(body)
+        refuse_too_deep(parsed)
     except OpenAIError as error:
         raise ChatError(error) from None
     report_unknown_fields(unknown)
     return parsed
+
+
+# The request's free-form JSON: what the Responses store writes with orjson (the input items, the tools)
+# and what the door passes on. A web_search_call item's `action` 584 levels deep was accepted, answered,
+# then failed to be stored: a 500 after the upstream call, the credits spent and the answer lost.
+_FREE_FORM_FIELDS = (
+    "input",
+    "tools",
+    "tool_choice",
+    "conversation",
+    "prompt",
+    "background_options",
+    "context_management",
+)
+
+
+def refuse_too_deep(parsed: ResponsesRequest) -> None:
+    """InvalidChatRequest naming the first free-form field (or its item) nested past MAX_JSON_DEPTH."""
+    for name in _FREE_FORM_FIELDS:
+        value = getattr(parsed, name)
+        if isinstance(value, list):
+            index = first_too_deep(value)
+            if index is not None:
+                raise InvalidChatRequest(f"{name}[{index}]", TOO_DEEP)
+        elif isinstance(value, dict) and first_too_deep([value]) is not None:
+            raise InvalidChatRequest(name, TOO_DEEP)
 
 
 def echoed_settings(responses: ResponsesRequest) -> dict[str, Any]:
