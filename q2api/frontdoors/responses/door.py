@@ -77,7 +77,14 @@ def refuse_too_deep(parsed: ResponsesRequest) -> None:
         if isinstance(value, list):
             index = first_too_deep(value)
             if index is not None:
-                raise InvalidChatRequest(f"{name}[{index}]", TOO_DEEP)
+                item = value[index]
+                # A tool's schema is the usual culprit: named as the tool translation names it.
+                nested = (
+                    "parameters"
+                    if isinstance(item, dict) and first_too_deep([item.get("parameters")]) is not None
+                    else None
+                )
+                raise InvalidChatRequest(f"{name}[{index}]" + (f".{nested}" if nested else ""), TOO_DEEP)
         elif isinstance(value, dict) and first_too_deep([value]) is not None:
             raise InvalidChatRequest(name, TOO_DEEP)
 
