@@ -20,25 +20,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from tests.support.admin_bodies import admin, admin_problem
 from tests.support.fuzz_bodies import problem_with as anthropic_problem
 from tests.support.fuzz_chat_bodies import chat_problem_with as openai_problem
+from tests.support.fuzz_request import FuzzRequest, finish
 from tests.support.hostile_values import Hostile
 
 MODELS = ("claude-sonnet-5-5", "claude-haiku-5-5", "gpt-4o", "gpt-5-codex")
 IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-
-
-@dataclass(frozen=True)
-class FuzzRequest:
-    method: str
-    path: str
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -49,16 +41,6 @@ class DoorFuzzer:
 
     def request(self, seed: int, index: int) -> FuzzRequest:
         return self.draw(Hostile(random.Random(f"{self.name}:{seed}:{index}")))
-
-
-def _finish(h: Hostile, path: str, document: Any) -> FuzzRequest:
-    """The document's bytes; one body in ten damaged, one in forty any JSON value at all."""
-    if not h.tame and h.chance(0.05):
-        document = h.value()
-    body = h.encode(document)
-    if not h.tame and h.chance(0.2):
-        body = h.damage(body)
-    return FuzzRequest("POST", path, body)
 
 
 # ---------------------------------------------------------------- /v1/messages
@@ -178,7 +160,7 @@ def claude_messages(h: Hostile) -> FuzzRequest:
         },
     )
     path = "/v1/messages/count_tokens" if h.chance(0.1) else "/v1/messages"
-    return _finish(h, path, document)
+    return finish(h, path, document)
 
 
 # ---------------------------------------------------------------- /v1/chat/completions
@@ -294,7 +276,7 @@ def chat_completions(h: Hostile) -> FuzzRequest:
             "user": h.text(),
         },
     )
-    return _finish(h, "/v1/chat/completions", document)
+    return finish(h, "/v1/chat/completions", document)
 
 
 # ---------------------------------------------------------------- /v1/responses
@@ -420,91 +402,7 @@ def responses(h: Hostile) -> FuzzRequest:
             "context_management": h.value(),
         },
     )
-    return _finish(h, "/v1/responses", document)
-
-
-# ---------------------------------------------------------------- /admin/api
-
-
-def admin(h: Hostile) -> FuzzRequest:
-    """The admin API: bodies for the routes that take one, queries and path parameters for the rest."""
-    key = h.pick(("qk_nope", h.text()))
-    kind = h.rng.randrange(10)
-    if kind < 3:
-        document = h.fields(
-            {"label": h.text()},
-            {name: h.number() for name in ("rpm", "tpm", "max_concurrent", "credits_per_day", "credits_per_month")}
-            | {"models": [h.text()], "expires": h.pick(("30d", "2027-01-01", "-5d", "99999999d", h.text()))},
-            keep=0.4,
-        )
-        request = _finish(h, "/admin/api/keys", document)
-        return request if kind < 2 else FuzzRequest("PATCH", f"/admin/api/keys/{_path_part(h, key)}", request.body)
-    if kind < 5:
-        document = h.fields(
-            {"label": h.text()},
-            {
-                "refresh_token": h.text(),
-                "api_key": h.text(),
-                "proxy": h.pick(("socks9://x", "http://[::1", h.text())),
-                "region": h.text(),
-                "profile_arn": h.text(),
-                "client_id": h.text(),
-                "client_secret": h.text(),
-            },
-        )
-        if kind == 4:
-            document = h.fields({}, {"enabled": h.wrong(), "label": h.text()}, keep=0.6)
-            return FuzzRequest("PATCH", f"/admin/api/accounts/{_path_part(h, h.text())}", _finish(h, "", document).body)
-        return _finish(h, "/admin/api/accounts", document)
-    if kind == 5:
-        document = h.fields(
-            {"label": h.text()},
-            {"method": h.pick(("builder-id", "idc", "nope")), "start_url": h.text(), "region": h.text()},
-        )
-        return _finish(h, "/admin/api/logins", document)
-    query = "&".join(
-        f"{h.pick(('by', 'since', 'range', 'stack', 'limit', 'key', 'x'))}={_path_part(h, h.text())}"
-        for _ in range(h.rng.randrange(4))
-    )
-    path = h.pick(
-        (
-            "/admin/api/usage",
-            "/admin/api/usage/overview",
-            "/admin/api/activity",
-            "/admin/api/captures",
-            f"/admin/api/captures/{_path_part(h, h.text())}",
-            f"/admin/api/keys/{_path_part(h, key)}",
-            f"/admin/api/accounts/{_path_part(h, h.text())}/usage",
-            f"/admin/api/logins/{_path_part(h, h.text())}",
-        )
-    )
-    method = h.pick(("GET", "GET", "DELETE")) if "/usage" not in path and "activity" not in path else "GET"
-    return FuzzRequest(method, f"{path}?{query}", b"")
-
-
-def _path_part(h: Hostile, text: str) -> str:
-    """`text` as a URL path part or query value: percent-encoded bytes, even invalid UTF-8 ones."""
-    raw = text.encode("utf-8", "surrogatepass") + (h.pick((b"", b"\xff", b"%", b"\x00")))
-    return "".join(chr(byte) if chr(byte).isalnum() else f"%{byte:02X}" for byte in raw) or "x"
-
-
-def admin_problem(status: int, body: bytes) -> str | None:
-    if status >= 500:
-        return f"status {status}: {body[:300]!r}"
-    if status < 400:
-        return None
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return f"status {status} without a JSON body: {body[:300]!r}"
-    error = document.get("error") if isinstance(document, dict) else None
-    if (
-        not isinstance(error, dict)
-        or not isinstance(error.get("type"), str)
-        or not isinstance(error.get("message"), str)
-    ):
-        return f"status {status} without the admin envelope: {document!r:.300}"
-    return None
+    return finish(h, "/v1/responses", document)
 
 
 DOOR_FUZZERS = {
