@@ -111,11 +111,11 @@ class _TimerPerWait:
 
 def no_wait_deadline() -> None:
     """A loop timer per timed wait (two per relayed chunk: the ping wait and the upstream silence)."""
-    from q2api.amazonq import upstream
+    from q2api.amazonq import upstream_stream
     from q2api.translation import pump
 
     pump.WaitDeadline = _TimerPerWait  # type: ignore[assignment,misc]
-    upstream.WaitDeadline = _TimerPerWait  # type: ignore[assignment,misc]
+    upstream_stream.WaitDeadline = _TimerPerWait  # type: ignore[assignment,misc]
 
 
 def nothing() -> None:

@@ -41,3 +41,6 @@ class SseEncoder:
 
     def trailer(self) -> bytes:
         return b""
+
+    def answer(self) -> None:
+        return None  # the Claude door has no `after` hook

@@ -33,6 +33,12 @@ class EventEncoder(Protocol):
         """Bytes after the last event (b"" = nothing)."""
         ...
 
+    def answer(self) -> object | None:
+        """The JSON body the stream amounts to once its last event is encoded, as a non-streaming
+        request would get it (None: the door keeps none, or the reply failed); what a door's
+        `after` hook is given (q2api.server.doors)."""
+        ...
+
 
 class DoorCall(Protocol):
     """One request as its door read it."""

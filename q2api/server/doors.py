@@ -4,11 +4,16 @@ A door is one client protocol on the one relay (q2api.frontdoors.door): its rout
 errors its clients read (in its envelope: routing errors and gateway bugs too), the fix a client
 with `/v1` twice in its path is told, and, for a door with state, its hooks:
 
-- `before(request, caller, body)` → the request's own front door (the Responses door loads the
-  conversation `previous_response_id` continues there, a 404 naming the field without it);
-- `after(request, caller, door)`, awaited once the reply succeeded and before its last byte is
-  sent (the Responses door stores the response there, so that a client continuing it at once
-  finds it).
+- `before(request, caller, body, turn)` → the request's own front door (the Responses door loads
+  the conversation `previous_response_id` continues there, a 404 naming the field without it;
+  `turn` is what the transport says besides the body: its framing, the conversation a WebSocket
+  remembers);
+- `after(request, caller, call, answer)`, awaited with the call the request's door read and its
+  finished answer once the reply succeeded and before its last byte is sent (the Responses door
+  stores the response there, so that a client continuing it at once finds it).
+
+They are the one way a door with state loads and stores it, over HTTP (`relayed`) and over the
+Responses WebSocket (q2api.server.responses_websocket) alike.
 
 Everything else that names the doors is built from `DOORS`: the app's routes and error envelopes
 (q2api.server.app), the routes whose requests the relay logs itself, the route labels of the
@@ -20,31 +25,35 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.token_count import estimate_request_tokens
 from q2api.frontdoors.chat.door import CHAT_DOOR, CHAT_ROUTE
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.claude.reading import read_count_tokens
-from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.door import DoorCall, FrontDoor
 from q2api.frontdoors.responses.door import RESPONSES_DOOR, RESPONSES_ROUTE
 from q2api.server import responses_routes, responses_websocket
 from q2api.server.admission import admit
 from q2api.server.cross_site import require_json
-from q2api.server.edge import json_response, read_body
+from q2api.server.edge import SinkResponse, json_response, read_body
 from q2api.server.endpoints import SHELL_ROUTES
 from q2api.server.gateway import gateway_of
+from q2api.server.lifecycle.sink import Sink
 from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.metrics import OTHER_ROUTE
+from q2api.server.responses_routes import HTTP, Turn
 
 # The request's own door, read from its body before the relay reads it (a door with state).
-Before = Callable[[Request, Caller, bytes], Awaitable[FrontDoor]]
-# Awaited once the reply succeeded, before its last byte is sent.
-After = Callable[[Request, Caller, FrontDoor], Awaitable[None]]
+Before = Callable[[Request, Caller, bytes, Turn], Awaitable[FrontDoor]]
+# Awaited with the call and its finished answer once the reply succeeded, before its last byte is sent.
+After = Callable[[Request, Caller, DoorCall, object], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,24 +77,24 @@ async def relayed(request: Request, door: Door) -> Response:
         caller = await admit(request)
         require_json(request)
         body = await read_body(request, gateway.settings.max_body_bytes)
-        front = await door.before(request, caller, body) if door.before is not None else door.front
+        front = await door.before(request, caller, body, HTTP) if door.before is not None else door.front
     except AnthropicError as error:
         return relay.refuse(request_id, error, door.front, caller)
-    after, admitted = door.after, caller
+    after = partial(door.after, request, caller) if door.after is not None and caller is not None else None
 
-    async def finishing() -> None:
-        assert after is not None
-        await after(request, admitted, front)
+    async def answer(sink: Sink) -> None:
+        await relay.handle(
+            body,
+            request_id,
+            front,
+            disconnected=request.receive,
+            sink=sink,
+            headers=request.headers.items(),
+            after=after,
+            caller=caller,
+        )
 
-    return await relay.handle(
-        body,
-        request_id,
-        front,
-        disconnected=request.receive,
-        headers=request.headers.items(),
-        finishing=finishing if after is not None else None,
-        caller=caller,
-    )
+    return SinkResponse(answer)
 
 
 # ------------------------------------------------------------ the Claude Messages door
@@ -138,11 +147,15 @@ async def create_response(request: Request) -> Response:
     return await relayed(request, RESPONSES)
 
 
+async def responses_socket(websocket: WebSocket) -> None:
+    await responses_websocket.serve(websocket, RESPONSES)
+
+
 RESPONSES = Door(
     front=RESPONSES_DOOR,
     routes=(
         Route(RESPONSES_ROUTE, create_response, methods=["POST"]),
-        WebSocketRoute(RESPONSES_ROUTE, responses_websocket.serve),
+        WebSocketRoute(RESPONSES_ROUTE, responses_socket),
         Route(RESPONSES_ROUTE + "/{response_id}", responses_routes.retrieve, methods=["GET"]),
         Route(RESPONSES_ROUTE + "/{response_id}", responses_routes.delete, methods=["DELETE"]),
         Route(RESPONSES_ROUTE + "/{response_id}/input_items", responses_routes.input_items, methods=["GET"]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 from loguru import logger
@@ -24,6 +24,7 @@ from q2api.frontdoors.openai_shared import ChatError
 from q2api.log_text import one_line
 from q2api.openai.errors import OpenAIError
 from q2api.server import metrics
+from q2api.server.lifecycle.sink import AsgiSink, Sink
 from q2api.server.transport import BODY_TIMED_OUT
 
 REQUEST_ID_HEADER = "request-id"
@@ -161,6 +162,18 @@ async def answer_gateway_bug(
 
 
 _INTERNAL_ERROR = AnthropicError(500, "internal gateway error; see the gateway log for details")
+
+
+class SinkResponse(Response):
+    """The shell's adapter of the lifecycle's sink (q2api.server.lifecycle.sink): a response whose
+    status, headers and body `fill` writes, streamed onto the ASGI `send` as they come."""
+
+    def __init__(self, fill: Callable[[Sink], Awaitable[None]]) -> None:
+        self._fill = fill
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._fill(AsgiSink(send))
 
 
 def json_response(body: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

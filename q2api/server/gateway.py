@@ -29,6 +29,8 @@ from q2api.accounts.store import DEFAULT_CHAINS
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.upstream import UpstreamClient
+from q2api.fleet.limits import fleet_limits
+from q2api.fleet.tables import FLEET_MIGRATIONS
 from q2api.models.routing import ModelRouter
 from q2api.server import metrics
 from q2api.server.activity import ActivityLog
@@ -64,7 +66,7 @@ from q2api.tenants.tables import TENANT_MIGRATIONS
 
 STATE_KEY = "gateway"  # its name in the lifespan state every request's scope carries
 # Every chain of migrations of the tables the gateway keeps in its database, run when it opens it.
-STORE_CHAINS: tuple[MigrationChain, ...] = (*DEFAULT_CHAINS, TENANT_MIGRATIONS)
+STORE_CHAINS: tuple[MigrationChain, ...] = (*DEFAULT_CHAINS, TENANT_MIGRATIONS, FLEET_MIGRATIONS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,7 +119,13 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         reloader = AccountReloader(store, pool)
         reloader.start()
         stack.push_async_callback(reloader.stop)
-        hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER)
+        # The accounts' in-flight cap and host rests, held across every worker and replica.
+        fleet = fleet_limits(
+            database, settings.redis_url, settings.redis_prefix, on_unshared=metrics.count_unshared_slot
+        )
+        fleet.start()
+        stack.push_async_callback(fleet.close)
+        hosts = host_choice(settings, observer=metrics.UPSTREAM_OBSERVER, fleet=fleet)
         discovery = account_discovery(
             settings, pool, session, hosts=hosts, observer=metrics.UPSTREAM_OBSERVER, proxies=proxies
         )
@@ -134,6 +142,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
                 observer=metrics.UPSTREAM_OBSERVER,
                 hosts=hosts,
                 proxies=proxies,
+                fleet=fleet,
             ),
             settings=settings,
             models=models,

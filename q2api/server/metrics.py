@@ -202,6 +202,12 @@ KEY_LIMITS_UNCHECKED = Counter(
     ["key", "decision"],
     registry=_REGISTRY,
 )
+ACCOUNT_SLOTS_UNSHARED = Counter(
+    "q2api_account_slots_unshared",
+    "Upstream calls whose account in-flight slot was counted in their worker alone: the fleet's count "
+    "(Redis, or the store) could not be used.",
+    registry=_REGISTRY,
+)
 KEY_USAGE_UNCOUNTED = Counter(
     "q2api_key_usage_uncounted",
     "Finished requests of a store key whose tokens and credits could not be added to its counters.",
@@ -309,6 +315,10 @@ class KeyLimitsObserver:
 
 
 KEY_LIMITS_OBSERVER = KeyLimitsObserver()
+
+
+def count_unshared_slot() -> None:
+    ACCOUNT_SLOTS_UNSHARED.inc()
 
 
 def set_waiting_usage_rows(count: int) -> None:

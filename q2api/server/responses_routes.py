@@ -21,12 +21,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from loguru import logger
 from starlette.requests import Request
 from starlette.responses import Response
 
-from q2api.frontdoors.door import FrontDoor
+from q2api.frontdoors.door import DoorCall
 from q2api.frontdoors.openai_shared import ChatError
 from q2api.frontdoors.responses.conversation_key import ConversationKey, conversation_key
 from q2api.frontdoors.responses.door import ResponsesCall, ResponsesDoor, read_responses_request
@@ -88,39 +90,49 @@ async def _owner(request: Request) -> str:
 # ------------------------------------------------------------ POST /v1/responses: the door's hooks
 
 
-async def before(request: Request, caller: Caller, body: bytes) -> ResponsesDoor:
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What the transport says of a request besides its body: how its stream is framed, the
+    conversations it remembers (the WebSocket's last response, stored or not), and whether it is
+    answered (`generate: false`: prepared only). HTTP: SSE, nothing remembered, answered."""
+
+    framing: Framing = SSE
+    remembered: Mapping[str, Conversation] = field(default_factory=dict)
+    generate: bool = True
+
+
+HTTP = Turn()
+
+
+async def before(request: Request, caller: Caller, body: bytes, turn: Turn = HTTP) -> ResponsesDoor:
     """The Responses door's `before` hook: the request's own door, holding the conversation its
-    `previous_response_id` continues (loaded from the store; a 404 naming the field without it)."""
+    `previous_response_id` continues (one the transport remembers, else the store's; a 404 naming
+    the field without it)."""
     parsed = read_responses_request(body)
     key = conversation_key(request.headers, parsed.prompt_cache_key)
-    return await door_for(gateway_of(request).responses, parsed, response_owner(caller.presented), key=key)
+    return await _door_for(gateway_of(request).responses, parsed, response_owner(caller.presented), key, turn)
 
 
-async def after(request: Request, caller: Caller, door: FrontDoor) -> None:
-    """The Responses door's `after` hook, awaited once the reply succeeded and before its last byte:
-    the response stored (unless `store: false`), so that a client continuing it at once finds it."""
-    assert isinstance(door, ResponsesDoor)  # the one `before` returned
+async def after(request: Request, caller: Caller, call: DoorCall, answer: object) -> None:
+    """The Responses door's `after` hook, awaited with the call and its finished response once the
+    reply succeeded and before its last byte: the response stored (unless `store: false`), so that
+    a client continuing it at once finds it."""
+    assert isinstance(call, ResponsesCall) and isinstance(answer, dict)  # the call the door `before` returned read
     gateway = gateway_of(request)
-    owner = response_owner(caller.presented)
-    await keep(gateway.responses, door, owner, ttl_seconds=gateway.settings.responses_ttl_seconds)
+    if call.parsed.store is not False:
+        owner = response_owner(caller.presented)
+        await _store(gateway.responses, call, answer, owner, gateway.settings.responses_ttl_seconds)
 
 
-async def door_for(
-    store: ResponseStore,
-    parsed: ResponsesRequest,
-    owner: str,
-    *,
-    key: ConversationKey | None,
-    framing: Framing = SSE,
-    remembered: Mapping[str, Conversation] | None = None,
-    generate: bool = True,
+async def _door_for(
+    store: ResponseStore, parsed: ResponsesRequest, owner: str, key: ConversationKey | None, turn: Turn
 ) -> ResponsesDoor:
     """The door for `parsed`, with the conversation its `previous_response_id` continues: one
-    the transport `remembered` (the WebSocket's last response, stored or not), else the store's
-    (a 404 naming the field when it has none)."""
+    the transport remembers, else the store's (a 404 naming the field when it has none)."""
+    framing, generate = turn.framing, turn.generate
     if not parsed.previous_response_id:
         return ResponsesDoor(parsed, framing=framing, conversation_key=key, generate=generate)
-    conversation = (remembered or {}).get(parsed.previous_response_id)
+    conversation = turn.remembered.get(parsed.previous_response_id)
     if conversation is None:
         try:
             conversation = await load_conversation(store, parsed.previous_response_id, owner)
@@ -140,25 +152,14 @@ async def door_for(
     )
 
 
-async def keep(store: ResponseStore, door: ResponsesDoor, owner: str, *, ttl_seconds: float) -> None:
-    """Store the response `door` answered, unless the request said `store: false` (awaited before
-    the reply's last byte, so that a client continuing it at once finds it)."""
-    parsed = door.parsed
-    if parsed is not None and parsed.store is not False and door.call is not None:
-        await _store(store, door.call, owner, parsed.previous_response_id, ttl_seconds)
-
-
 async def _store(
-    store: ResponseStore, call: ResponsesCall, owner: str, previous: str | None, ttl_seconds: float
+    store: ResponseStore, call: ResponsesCall, outcome: dict[str, Any], owner: str, ttl_seconds: float
 ) -> None:
-    outcome = call.outcome
-    if outcome is None:
-        return
     now = time.time()
     record = StoredResponse(
         id=outcome["id"],
         owner=owner,
-        previous_response_id=previous,
+        previous_response_id=call.parsed.previous_response_id,
         created_at=now,
         expires_at=now + ttl_seconds,
         model=outcome["model"],

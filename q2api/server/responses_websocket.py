@@ -35,24 +35,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from loguru import logger
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import Message, Scope
 from starlette.websockets import WebSocket
 
 from q2api.anthropic.errors import AnthropicError
+from q2api.frontdoors.door import DoorCall
 from q2api.frontdoors.openai_shared import ChatError
-from q2api.frontdoors.responses.conversation_key import conversation_key
 from q2api.frontdoors.responses.door import (
-    RESPONSES_DOOR,
     RESPONSES_ROUTE,
+    ResponsesCall,
     ResponsesDoor,
-    read_responses_request,
     responses_error_reply,
 )
 from q2api.frontdoors.responses.framing import json_lines
@@ -63,10 +63,14 @@ from q2api.server.admission import hosts_of
 from q2api.server.cross_site import HostAllowList, refuse_browser_websocket
 from q2api.server.edge import REQUEST_ID_HEADER, log_gateway_bug, new_request_id
 from q2api.server.gateway import Gateway, gateway_of
+from q2api.server.lifecycle.sink import write_whole
 from q2api.server.lifecycle.tenancy import Caller, Tenancy
-from q2api.server.responses_routes import door_for, keep, response_owner
+from q2api.server.responses_routes import Turn
 from q2api.settings import Settings
 from q2api.stored_responses.store import Conversation
+
+if TYPE_CHECKING:
+    from q2api.server.doors import Door
 
 CREATE = "response.create"
 # Codex tells the server it has handled a response (some versions): there is nothing to do for it.
@@ -102,22 +106,22 @@ class _Connection:
         with contextlib.suppress(Exception):  # it left meanwhile: the reader says so
             await self.websocket.send_text(text)
 
-    def remember(self, door: ResponsesDoor) -> None:
-        """The response `door` answered is the one the next turn may continue, stored or not."""
-        call = door.call
-        if call is None or call.outcome is None:
-            return
-        outcome = call.outcome
-        items = [*door.history, *call.translated.items, *outcome["output"]]
-        self.last = {outcome["id"]: Conversation(items, outcome["model"])}
+    def remember(self, door: ResponsesDoor, call: DoorCall, answer: object) -> None:
+        """The response `door` answered (`call`, finished as `answer`) is the one the next turn may
+        continue, stored or not."""
+        assert isinstance(call, ResponsesCall) and isinstance(answer, dict)
+        items = [*door.history, *call.translated.items, *answer["output"]]
+        self.last = {answer["id"]: Conversation(items, answer["model"])}
 
 
 class ResponsesSocket:
-    """The WebSocket endpoint of `/v1/responses`."""
+    """The WebSocket endpoint of `/v1/responses`: each turn's conversation loaded and stored by the
+    door's own `before` / `after` hooks, as over HTTP."""
 
-    def __init__(self, settings: Settings, hosts: HostAllowList) -> None:
+    def __init__(self, settings: Settings, hosts: HostAllowList, door: Door) -> None:
         self._settings = settings
         self._hosts = hosts
+        self._door = door
 
     async def serve(self, websocket: WebSocket) -> None:
         connection = await self._admit(websocket)
@@ -152,7 +156,7 @@ class ResponsesSocket:
                 refuse_browser_websocket(websocket.headers)
         except AnthropicError as error:
             with logger.contextualize(request_id=request_id):
-                refusal = gateway.relay.refuse(request_id, error, RESPONSES_DOOR, caller)
+                refusal = gateway.relay.refuse(request_id, error, self._door.front, caller)
             if "websocket.http.response" in websocket.scope.get("extensions", {}):
                 await websocket.send_denial_response(refusal)
             else:
@@ -241,51 +245,44 @@ class ResponsesSocket:
                     413,
                     f"the response.create message exceeds the gateway limit of {self._settings.max_body_bytes} bytes",
                 )
-            parsed = read_responses_request(body)
-            owner = response_owner(caller.presented)
-            door = await door_for(
-                gateway.responses,
-                parsed,
-                owner,
-                key=conversation_key(connection.websocket.headers, parsed.prompt_cache_key),
-                framing=json_lines({"stream_id": stream_id} if stream_id else None),
-                remembered=connection.last,
-                generate=generate,
-            )
+            turn = Turn(json_lines({"stream_id": stream_id} if stream_id else None), connection.last, generate)
+            assert self._door.before is not None and self._door.after is not None  # a door with state
+            door = await self._door.before(request, caller, body, turn)
+            assert isinstance(door, ResponsesDoor)
+            stored = partial(self._door.after, request, caller)
             if not generate:
-                await self._warm_up(connection, door, body, owner, caller)
+                await self._warm_up(connection, door, body, caller, stored)
                 return
         except AnthropicError as error:
-            refusal = gateway.relay.refuse(request_id, error, RESPONSES_DOOR, caller)
-            await _relay_answer(connection, refusal, request.scope, stream_id)
+            refusal = gateway.relay.refuse(request_id, error, self._door.front, caller)
+            await write_whole(_SocketSink(connection, stream_id), refusal)
             return
+        finished: list[tuple[DoorCall, object]] = []
 
-        async def store_finished() -> None:
-            await self._keep(gateway, door, owner)
+        async def after(call: DoorCall, answer: object) -> None:
+            await stored(call, answer)
+            finished.append((call, answer))
 
-        answer = await gateway.relay.handle(
+        await gateway.relay.handle(
             body,
             request_id,
             door,
             disconnected=request.receive,
+            sink=_SocketSink(connection, stream_id),
             headers=request.headers.items(),
-            finishing=store_finished,
+            after=after,
             caller=caller,
         )
-        await _relay_answer(connection, answer, request.scope, stream_id)
-        connection.remember(door)
-
-    @staticmethod
-    async def _keep(gateway: Gateway, door: ResponsesDoor, owner: str) -> None:
-        await keep(gateway.responses, door, owner, ttl_seconds=gateway.settings.responses_ttl_seconds)
+        for call, response in finished:
+            connection.remember(door, call, response)
 
     async def _warm_up(
         self,
         connection: _Connection,
         door: ResponsesDoor,
         body: bytes,
-        owner: str,
         caller: Caller,
+        stored: Callable[[DoorCall, object], Awaitable[None]],
     ) -> None:
         """`generate: false`: read and check the turn, call no model, and answer an empty completed
         response for the next turn to continue (stored like any other, unless `store: false`)."""
@@ -295,7 +292,7 @@ class ResponsesSocket:
         gateway.models.resolve(call.request.model)  # a model the gateway cannot serve is refused now
         builder = ResponseBuilder(call.frame, call.translated.options, report=lambda problem: None)
         nothing = {
-            "id": door.response_id,
+            "id": call.frame.response_id,
             "type": "message",
             "role": "assistant",
             "model": call.request.model,
@@ -305,9 +302,10 @@ class ResponsesSocket:
         }
         for line in call.framing.frame(builder.add_all(claude_events_of(nothing))).splitlines():
             await connection.send(line)
-        call.outcome = builder.final
-        await self._keep(gateway, door, owner)
-        connection.remember(door)
+        final = builder.final
+        assert final is not None  # the played message always ends
+        await stored(call, final)
+        connection.remember(door, call, final)
         logger.debug("responses websocket: a turn prepared without generating (generate: false)")
 
 
@@ -362,36 +360,37 @@ def _error_message(status: int, envelope: Any, headers: dict[str, str], stream_i
     return event
 
 
-async def _relay_answer(connection: _Connection, answer: Response, scope: Scope, stream_id: str | None) -> None:
-    """Play the relay's HTTP answer onto the socket: a stream's lines as messages, an error status
-    as an error message (a client that left gets nothing)."""
-    status = 0
-    headers: dict[str, str] = {}
-    pending = b""
-    body: list[bytes] = []
+class _SocketSink:
+    """A turn's sink (q2api.server.lifecycle.sink): a stream's lines as messages, an error status as
+    an error message (a client that left gets nothing)."""
 
-    async def send(message: Message) -> None:
-        nonlocal status, pending
-        if message["type"] == "http.response.start":
-            status = message["status"]
-            headers.update((name.decode("latin-1"), value.decode("latin-1")) for name, value in message["headers"])
+    def __init__(self, connection: _Connection, stream_id: str | None) -> None:
+        self._connection = connection
+        self._stream_id = stream_id
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._pending = b""
+        self._body: list[bytes] = []
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self._status = status
+        self._headers.update((name.decode("latin-1"), value.decode("latin-1")) for name, value in headers)
+
+    async def write(self, chunk: bytes, *, more: bool) -> None:
+        connection = self._connection
+        if self._status != 200:
+            self._body.append(chunk)
+            if not more and self._body and not connection.closed.is_set():
+                envelope = orjson.loads(b"".join(self._body))
+                await connection.send(_error_message(self._status, envelope, self._headers, self._stream_id))
             return
-        chunk = message.get("body", b"")
-        if status != 200:
-            body.append(chunk)
-            return
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()  # an unfinished line waits for the rest (the encoder writes whole lines)
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()  # an unfinished line waits for the rest (the encoder writes whole lines)
         for line in lines:
             if line:
                 await connection.send(line)
 
-    await answer(scope, connection.disconnected, send)
-    if status != 200 and body and not connection.closed.is_set():
-        envelope = orjson.loads(b"".join(body))
-        await connection.send(_error_message(status, envelope, headers, stream_id))
 
-
-async def serve(websocket: WebSocket) -> None:
-    """The WebSocket endpoint of `/v1/responses` (the Responses door's in q2api.server.doors)."""
-    await ResponsesSocket(gateway_of(websocket).settings, hosts_of(websocket)).serve(websocket)
+async def serve(websocket: WebSocket, door: Door) -> None:
+    """The WebSocket endpoint of `/v1/responses`, the Responses `door`'s (q2api.server.doors)."""
+    await ResponsesSocket(gateway_of(websocket).settings, hosts_of(websocket), door).serve(websocket)

@@ -16,6 +16,7 @@ from q2api.amazonq.account_proxies import AccountProxies
 from q2api.amazonq.bearer import API_KEY_AUTH
 from q2api.amazonq.catalogue import Catalogue
 from q2api.amazonq.host_choice import HostChoice
+from q2api.amazonq.host_rests import FleetRests, HostRests
 from q2api.amazonq.hosts import first_host, parse_override
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver
 from q2api.amazonq.profiles import profile_hosts
@@ -35,9 +36,12 @@ def upstream_session(keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS) -> ai
     return create_session(user_agent=f"q2api/{__version__}", keepalive_seconds=keepalive_seconds)
 
 
-def host_choice(settings: Settings, *, observer: UpstreamObserver = NO_OBSERVER) -> HostChoice:
-    """Each account's hosts and what failed lately: one for the chat, the catalogue, credits and web search."""
-    return HostChoice(settings.endpoint, observer=observer)
+def host_choice(
+    settings: Settings, *, observer: UpstreamObserver = NO_OBSERVER, fleet: FleetRests | None = None
+) -> HostChoice:
+    """Each account's hosts and what failed lately: one for the chat, the catalogue, credits and web search;
+    with `fleet`, what failed lately for any worker or replica."""
+    return HostChoice(settings.endpoint, observer=observer, rests=HostRests(fleet=fleet))
 
 
 def env_account(settings: Settings) -> EnvAccount | None:

@@ -110,10 +110,11 @@ class Settings:
         secret=True,  # it may hold a password: shown with the password masked
         shown_as=_masked_redis_url,
         description="""
-            Where the limits of the client keys kept in the store (`q2api keys`) are counted, shared by
-            every worker and replica: `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in
-            the store itself (SQLite, or the shared database). See
-            [Keys and usage](keys-and-usage.md#limits).""",
+            Where the limits of the client keys kept in the store (`q2api keys`), the accounts'
+            in-flight slots and their hosts' rests are counted, shared by every worker and replica:
+            `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in the store itself (SQLite,
+            or the shared database). See [Keys and usage](keys-and-usage.md#limits) and
+            [Deployment](deployment.md#shared-limits).""",
     )
     limits_when_store_down: LimitsWhenStoreDown = setting(
         "Q2API_LIMITS_WHEN_STORE_DOWN",
@@ -287,7 +288,11 @@ class Settings:
             Requests one account may have in flight at once (peers report 5–8 as what Amazon Q
             tolerates). A request that finds every eligible account full waits up to
             `Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS` for a slot on the least busy one, then gets the
-            door's overloaded error (Claude 529, OpenAI 503) with `retry-after`. Counted per worker.""",
+            door's overloaded error (Claude 529, OpenAI 503) with `retry-after`. Counted across every
+            worker and replica (in Redis when `Q2API_REDIS_URL` is set, else in the store); the slots of
+            a worker that died are free again within seconds. While that count cannot be used, each
+            worker counts its own (a WARNING once a minute). See
+            [Deployment](deployment.md#shared-limits).""",
     )
     account_inflight_wait_seconds: float = setting(
         "Q2API_ACCOUNT_INFLIGHT_WAIT_SECONDS",

@@ -18,8 +18,6 @@ expires LEASE_SECONDS after (counters.py).
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import dataclasses
 import datetime
 import math
@@ -30,6 +28,7 @@ from typing import Literal, Protocol
 from q2api.anthropic.errors import AnthropicError
 from q2api.tenants.counters import LEASE_RENEW_SECONDS, Addition, Admitted, Counters, Refused
 from q2api.tenants.keys import KeyRecord, models_text
+from q2api.tenants.lease_renewal import LeaseRenewal
 from q2api.tenants.outage import Outage
 from q2api.tenants.windows import (
     CREDITS_DAY,
@@ -168,42 +167,26 @@ class LimitGate:
             f"requests of store keys are {meanwhile} while it lasts (Q2API_LIMITS_WHEN_STORE_DOWN={when_down}), "
             "their models, expiry and revocation still checked",
         )
-        # The places in flight of this process's running requests: lease → (key id, when it was taken).
-        self._held: dict[str, tuple[str, float]] = {}
+        # The places in flight of this process's running requests, renewed while they run.
+        self._held = LeaseRenewal(
+            self.counters.renew,
+            lambda exc: self.outage.failed(exc, "with a place in flight not renewed"),
+            max_age=LEASE_MAX_SECONDS,
+        )
         # The places this process is giving back, by key id: settles of requests that just ended.
         self._giving_back: dict[str, set[asyncio.Task[None]]] = {}
-        self._renewing: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Renew the places in flight of the running requests, every LEASE_RENEW_SECONDS, until `close`."""
-        self._renewing = asyncio.get_running_loop().create_task(self._renew_forever(), name="lease renewal")
+        self._held.start(LEASE_RENEW_SECONDS)
 
     async def close(self) -> None:
-        if self._renewing is not None:
-            self._renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewing
+        await self._held.close()
 
     async def renew_leases(self) -> None:
         """Hold the places of the running requests LEASE_SECONDS more (a failure is left to the next round:
         a place that expires meanwhile only lets the key one more request in)."""
-        by_key: dict[str, list[str]] = collections.defaultdict(list)
-        now = time.monotonic()
-        for lease, (key_id, taken) in list(self._held.items()):
-            if now - taken > LEASE_MAX_SECONDS:  # longer than any request runs: let it expire
-                del self._held[lease]
-                continue
-            by_key[key_id].append(lease)
-        for key_id, leases in by_key.items():
-            try:
-                await self.counters.renew(key_id, leases)
-            except Exception as exc:
-                self.outage.failed(exc, "with a place in flight not renewed")
-
-    async def _renew_forever(self) -> None:
-        while True:
-            await asyncio.sleep(LEASE_RENEW_SECONDS)
-            await self.renew_leases()
+        await self._held.renew_all()
 
     async def admit(self, key: KeyRecord, model: str, input_tokens: int) -> Admission:
         """Admit one request of `key` (raises the AnthropicError to answer it with)."""
@@ -228,7 +211,7 @@ class LimitGate:
         assert isinstance(outcome, Admitted)
         counted = next((int(window.cost) for window in windows if window.name == TOKENS), 0)
         if outcome.lease is not None:
-            self._held[outcome.lease] = (key.id, time.monotonic())
+            self._held.hold(outcome.lease, key.id)
         return Admission(key, now, outcome.lease, counted, rate_headers(windows, outcome.used))
 
     async def _count(self, key: KeyRecord, windows: list[Window], now: float) -> Admitted | Refused | None:
@@ -275,7 +258,7 @@ class LimitGate:
             return
         admission.settled = True
         if admission.lease is not None:
-            self._held.pop(admission.lease, None)
+            self._held.drop(admission.lease)
         key = admission.key
         additions: list[Addition] = [(budget_windows(admission.at), credits)]
         if key.limits.tpm is not None:

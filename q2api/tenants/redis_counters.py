@@ -5,11 +5,11 @@ runs a script whole, with nothing of another client between its commands).
 Every Redis key of one client key shares a hash tag (`{key_…}`), so a Redis Cluster keeps them in
 one slot, which a script touching several keys needs.
 
-A Redis that stops answering (frozen, a network partition) fails an admission after `_SOCKET_TIMEOUT`,
+A Redis that stops answering (frozen, a network partition) fails an admission after `SOCKET_TIMEOUT`,
 but the script already sent is still run when it answers again, for a request that no longer waits
 for it: it would take a place in flight that nobody gives back. So a script carries the moment it
 stops being useful, in Redis' own clock (its offset from this process's clock is measured with
-`TIME`, `_ClockOffset`), and a script that runs later changes nothing. Places in flight are scored
+`TIME`, `ClockOffset`), and a script that runs later changes nothing. Places in flight are scored
 in Redis' clock too, and expire LEASE_SECONDS after they were taken or last renewed (the gate renews
 the places of its requests still running). Every key starts with the prefix
 (`Q2API_REDIS_PREFIX`, `q2api` by default), so deployments (or test runs) sharing one Redis database
@@ -37,15 +37,15 @@ from q2api.tenants.counters import (
 from q2api.tenants.windows import Window
 
 DEFAULT_PREFIX = "q2api"
-_SOCKET_TIMEOUT = 2.0  # seconds: a Redis that stops answering fails the check, it does not hang it
-# A script is useful for this long after it is sent (the caller waits _SOCKET_TIMEOUT for the answer:
+SOCKET_TIMEOUT = 2.0  # seconds: a Redis that stops answering fails the check, it does not hang it
+# A script is useful for this long after it is sent (the caller waits SOCKET_TIMEOUT for the answer:
 # the margin is for the answer's way back and for the error of the measured clock offset).
-_USEFUL_FOR = _SOCKET_TIMEOUT / 2
+USEFUL_FOR = SOCKET_TIMEOUT / 2
 _OFFSET_EVERY = 60.0  # seconds between measures of Redis' clock
 _KEEP_AFTER_END = 3600  # seconds a window's counter outlives its window (read late by the keys panel)
 
 # Redis' clock in seconds (TIME: scripts may read it since Redis 5, replicated by their effects).
-_NOW = """
+NOW_SCRIPT = """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 """
@@ -54,7 +54,7 @@ local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 # ARGV: useful until (Redis' clock), number of windows, lease id ('' for none), concurrency (-1: no
 #       limit), lease seconds, then per window: cost, limit, seconds to keep it.
 _ADMIT = (
-    _NOW
+    NOW_SCRIPT
     + """
 if now > tonumber(ARGV[1]) then
   return {'late'}
@@ -97,8 +97,8 @@ return result
 
 
 # KEYS: the set of leases. ARGV: lease seconds, then the leases still held (an absent one stays absent).
-_RENEW = (
-    _NOW
+RENEW_SCRIPT = (
+    NOW_SCRIPT
     + """
 local expires = now + tonumber(ARGV[1])
 for i = 2, #ARGV do
@@ -114,7 +114,7 @@ def _keep_seconds(end: float, now: float) -> int:
     return max(int(end - now), 0) + _KEEP_AFTER_END
 
 
-class _ClockOffset:
+class ClockOffset:
     """How far Redis' clock is ahead of this process's (`time.time`), measured with TIME now and then."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
@@ -135,11 +135,11 @@ class _ClockOffset:
 class RedisCounters:
     def __init__(self, url: str, prefix: str = DEFAULT_PREFIX) -> None:
         self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url, socket_timeout=_SOCKET_TIMEOUT, socket_connect_timeout=_SOCKET_TIMEOUT, decode_responses=True
+            url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT, decode_responses=True
         )
         self._admit = self._redis.register_script(_ADMIT)
-        self._renew = self._redis.register_script(_RENEW)
-        self._clock = _ClockOffset(self._redis)
+        self._renew = self._redis.register_script(RENEW_SCRIPT)
+        self._clock = ClockOffset(self._redis)
         self._tenants = f"{prefix}:tenants"
 
     def _window_key(self, key_id: str, name: str, start: float) -> str:
@@ -154,7 +154,7 @@ class RedisCounters:
         """Raises CountersLate when Redis ran the script too late to matter (it then changed nothing)."""
         keys = [self._window_key(key_id, window.name, window.start) for window in windows] + [self._leases_key(key_id)]
         lease = new_lease() if concurrency is not None else ""
-        useful_until = time.time() + await self._clock.offset() + _USEFUL_FOR
+        useful_until = time.time() + await self._clock.offset() + USEFUL_FOR
         arguments: list[Any] = [
             useful_until,
             len(windows),
@@ -166,7 +166,7 @@ class RedisCounters:
             arguments += [window.cost, window.limit, _keep_seconds(window.end, now)]
         answer = await self._admit(keys=keys, args=arguments)
         if answer[0] == "late":
-            raise CountersLate(f"Redis ran the admission more than {_USEFUL_FOR:g}s after it was sent")
+            raise CountersLate(f"Redis ran the admission more than {USEFUL_FOR:g}s after it was sent")
         if answer[0] == "refused":
             index, amount = int(answer[1]), float(answer[2])
             if index == 0:

@@ -10,7 +10,9 @@ of the user's text (with signed reasoning first when the request asks for reason
 The reply is then written as the script says: its frames, its pauses (kept on an absolute schedule),
 a dropped connection where it aborts. The counters (`streams_started`, `streams_completed`,
 `disconnects`, `aborts`, `bytes_streamed`) let a test see that a client going away really closed the
-upstream stream. With `usage_frames` every streamed reply ends with the closing frames of
+upstream stream; `in_flight_by_account` and `peak_in_flight_by_account` count the replies streaming
+at once per account (the refresh token that issued the bearer), where an account's in-flight cap is
+judged. With `usage_frames` every streamed reply ends with the closing frames of
 q2api.testing.simulated_accounting.
 
 `GenerateAssistantResponse` is a base of `SimulatedUpstream`, whose attributes the tests script
@@ -74,6 +76,10 @@ class GenerateAssistantResponse:
         self.disconnects = 0  # the client went away before the reply ended
         self.bytes_streamed = 0  # reply body bytes written, over all streams
         self.aborts = 0  # the simulator dropped the connection on purpose (an Abort step)
+        # Replies streaming now, and the most streaming at once, per account (the refresh token that
+        # issued the call's bearer): what an account's in-flight cap is judged by.
+        self.in_flight_by_account: collections.Counter[str] = collections.Counter()
+        self.peak_in_flight_by_account: collections.Counter[str] = collections.Counter()
 
     def enqueue(self, *replies: Reply) -> None:
         """Queue replies; each GenerateAssistantResponse call takes the next one."""
@@ -128,7 +134,7 @@ class GenerateAssistantResponse:
                 request.transport.abort()
             raise asyncio.CancelledError  # nothing to send: end the handler quietly
         closing = self.accounting.closing_frames(record.body, account, reply.steps) if self.usage_frames else []
-        return await self._stream(request, reply.then(closing) if closing else reply)
+        return await self._stream(request, reply.then(closing) if closing else reply, account)
 
     def _over_limit(self, record: RecordedRequest) -> ErrorReply | None:
         """The refusal of a body over `body_limit` or a history over `history_cap` (the simulator's own
@@ -173,12 +179,16 @@ class GenerateAssistantResponse:
 
     # -- the stream -------------------------------------------------------------------
 
-    async def _stream(self, request: web.Request, reply: StreamReply) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, reply: StreamReply, account: str = "sim") -> web.StreamResponse:
         response = web.StreamResponse(
             status=200,
             headers={"Content-Type": "application/vnd.amazon.eventstream", **_request_id(), **reply.headers},
         )
         self.streams_started += 1
+        self.in_flight_by_account[account] += 1
+        self.peak_in_flight_by_account[account] = max(
+            self.peak_in_flight_by_account[account], self.in_flight_by_account[account]
+        )
         try:
             if reply.headers_after:
                 await asyncio.sleep(reply.headers_after)
@@ -205,6 +215,8 @@ class GenerateAssistantResponse:
         except (asyncio.CancelledError, ConnectionResetError):
             self.disconnects += 1
             raise
+        finally:
+            self.in_flight_by_account[account] -= 1
         self.streams_completed += 1
         return response
 

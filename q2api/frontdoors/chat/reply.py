@@ -136,6 +136,9 @@ class ChatChunkEncoder:
             self._add(event, chunks)
         return b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks)
 
+    def answer(self) -> None:
+        return None  # the Chat Completions door has no `after` hook
+
     def trailer(self) -> bytes:
         if self._failed:
             return b""  # the error chunk was the end: no [DONE] after a failure

@@ -4,14 +4,15 @@ The body is parsed as a Responses request (q2api.openai.responses_types), transl
 conversation it continues, which the server loads from the store — to the Claude request
 (q2api.frontdoors.responses.request), and from there runs the very pipeline of `/v1/messages`.
 The Claude events come back as the Responses stream or the `response` object
-(q2api.frontdoors.responses.reply); the finished response is kept on the call (`outcome`) for the
-server to store. Every error leaves in the OpenAI envelope.
+(q2api.frontdoors.responses.reply); the finished response is the non-streaming answer, and the
+stream encoder's `answer()`, which the relay hands to the door's `after` hook (the server stores
+it there: q2api.server.responses_routes). Every error leaves in the OpenAI envelope.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -115,13 +116,13 @@ def echoed_settings(responses: ResponsesRequest) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class ResponsesCall:
+    parsed: ResponsesRequest  # the request as read (its `store`, `previous_response_id`)
     translated: TranslatedResponses
     frame: ResponseFrame
     framing: Framing = SSE  # how the stream's events are written (the WebSocket transport writes lines)
     # The conversation the client says this turn belongs to (Codex's session-id / thread-id /
     # prompt_cache_key): what session affinity keys on (conversation_key.py).
     conversation_key: ConversationKey | None = None
-    outcome: dict[str, Any] | None = field(default=None)  # the finished `response`, once the reply ended
     strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
 
     @property
@@ -146,7 +147,6 @@ class ResponsesCall:
         assert final is not None  # the played stream always ends
         if builder.refusal is not None:  # the reply failed `text.format`: an error, never passed off as valid
             raise ChatError(builder.refusal)
-        self.outcome = final
         return final
 
     @property
@@ -170,8 +170,8 @@ class ResponsesCall:
 
 
 class ResponsesEncoder:
-    """Claude stream events → the Responses stream in its call's framing (an EventEncoder); hands the
-    finished response to its call."""
+    """Claude stream events → the Responses stream in its call's framing (an EventEncoder); its
+    `answer()` is the finished response."""
 
     def __init__(self, call: ResponsesCall, builder: ResponseBuilder) -> None:
         self._call = call
@@ -179,21 +179,26 @@ class ResponsesEncoder:
         self.ping = call.framing.ping
 
     def encode(self, events: Sequence[StreamEvent]) -> bytes:
-        chunk = self._call.framing.frame(self._builder.add_all(events))
-        final = self._builder.final
-        if final is not None and final["status"] != "failed":
-            self._call.outcome = final
-        return chunk
+        return self._call.framing.frame(self._builder.add_all(events))
 
     def trailer(self) -> bytes:
         return b""  # the terminal event (`response.completed`, …) is the end; no `[DONE]`
+
+    def answer(self) -> dict[str, Any] | None:
+        final = self._builder.final
+        return final if final is not None and final["status"] != "failed" else None
 
 
 class ResponsesDoor:
     """One Responses request: `parsed` (the edge read it to find the conversation) and the stored
     items of the conversation it continues, oldest first; `framing` and `conversation_key` are
     handed to the call (the transport and the headers are the server's to read). `generate` False:
-    a turn read to be prepared, not answered (the WebSocket's `generate: false`)."""
+    a turn read to be prepared, not answered (the WebSocket's `generate: false`).
+
+    Without `parsed`, the door reads a body on its own (`RESPONSES_DOOR`: refusals at the edge,
+    replays of a capture): one that continues a stored conversation is refused, since only the
+    door's `before` hook (q2api.server.doors) can load that conversation. The door keeps nothing of
+    a request it read: each read is a new call with a new response id unless one was given."""
 
     route = RESPONSES_ROUTE
 
@@ -214,8 +219,7 @@ class ResponsesDoor:
         self._previous_model = previous_model
         self._framing = framing
         self._conversation_key = conversation_key
-        self.response_id = response_id or new_id("resp")
-        self.call: ResponsesCall | None = None  # the call `read` made
+        self._response_id = response_id
 
     @property
     def parsed(self) -> ResponsesRequest | None:
@@ -223,20 +227,21 @@ class ResponsesDoor:
         return self._parsed
 
     def read(self, body: bytes) -> ResponsesCall:
-        parsed = self._parsed if self._parsed is not None else read_responses_request(body)
+        parsed = self._parsed if self._parsed is not None else _read_on_its_own(body)
         try:
             translated = claude_request(
                 parsed, self.history, previous_model=self._previous_model, generate=self._generate
             )
         except OpenAIError as error:
             raise ChatError(error) from None
-        frame = ResponseFrame(self.response_id, translated.request.model, echoed_settings(parsed))
+        frame = ResponseFrame(self._response_id or new_id("resp"), translated.request.model, echoed_settings(parsed))
         try:
             strict_tools = strict_tools_check(translated.request)
         except InvalidRequest as error:  # a strict tool's schema that cannot be checked
             raise client_error_of(error, translated.param_for) from None
-        self.call = ResponsesCall(translated, frame, self._framing, self._conversation_key, strict_tools=strict_tools)
-        return self.call
+        return ResponsesCall(
+            parsed, translated, frame, self._framing, self._conversation_key, strict_tools=strict_tools
+        )
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
         return responses_error_reply(error)
@@ -247,27 +252,20 @@ def responses_error_reply(error: AnthropicError) -> ErrorReply:
     return ErrorReply(openai.status, openai.envelope(), openai.headers)
 
 
-class ResponsesEntrance:
-    """The door as the server names it before a request has a door of its own (refusals at the edge,
-    replays of a capture)."""
-
-    route = RESPONSES_ROUTE
-
-    def read(self, body: bytes) -> ResponsesCall:
-        """A body read on its own: one that continues a stored conversation cannot be, without it."""
-        parsed = read_responses_request(body)
-        if parsed.previous_response_id:
-            raise ChatError(
-                InvalidChatRequest(
-                    "previous_response_id",
-                    "the request continues a stored conversation, which only the gateway's store holds: "
-                    "it cannot be read on its own",
-                )
+def _read_on_its_own(body: bytes) -> ResponsesRequest:
+    """A body read with no conversation loaded: one that continues a stored conversation cannot be."""
+    parsed = read_responses_request(body)
+    if parsed.previous_response_id:
+        raise ChatError(
+            InvalidChatRequest(
+                "previous_response_id",
+                "the request continues a stored conversation, which only the gateway's store holds: "
+                "it cannot be read on its own",
             )
-        return ResponsesDoor(parsed).read(body)
-
-    def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:
-        return responses_error_reply(error)
+        )
+    return parsed
 
 
-RESPONSES_DOOR = ResponsesEntrance()
+# The door as the server names it before a request has a door of its own (refusals at the edge,
+# replays of a capture); a request's own is the one the door's `before` hook returns.
+RESPONSES_DOOR = ResponsesDoor()

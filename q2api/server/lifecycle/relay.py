@@ -53,6 +53,7 @@ from q2api.server.lifecycle.disconnects import unless_client_leaves
 from q2api.server.lifecycle.exchange_log import Exchange
 from q2api.server.lifecycle.off_loop import run_off_loop
 from q2api.server.lifecycle.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
+from q2api.server.lifecycle.sink import Sink, write_whole
 from q2api.server.lifecycle.streaming import ReplyStream
 from q2api.server.lifecycle.tenancy import Caller, Tenancy
 from q2api.server.wiring import loop_policy, trim_policy
@@ -68,9 +69,11 @@ OFF_LOOP_BODY_BYTES = 256 << 10
 # 200 KB in ~7 MB. They pay their way: a 1 MB Claude Code turn costs the gateway ~20 % more CPU
 # without them (BENCHMARKS.md, "Optimisations").
 CONVERSION_CHECKPOINT_BYTES = 4 << 20
-# Awaited once a reply has succeeded, before its last byte is sent (the Responses door stores the
-# response there, so that a client continuing it at once finds it).
-Finishing = Callable[[], Awaitable[None]]
+# A door with state's `after` hook for one request (q2api.server.doors): awaited with the call its
+# door read and the finished answer (the JSON body a non-streaming request gets; for a stream, its
+# encoder's `answer()`) once the reply has succeeded, before its last byte is sent — the Responses
+# door stores the response there, so that a client continuing it at once finds it.
+After = Callable[[DoorCall, object], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +184,34 @@ class MessagesRelay:
         door: FrontDoor = CLAUDE_DOOR,
         *,
         disconnected: Receive,
+        sink: Sink,
         headers: Iterable[tuple[str, str]] = (),
-        finishing: Finishing | None = None,
+        after: After | None = None,
         caller: Caller | None = None,
+    ) -> None:
+        """One request's body, read by `door`, relayed and answered into `sink` (its status, headers
+        and body: q2api.server.lifecycle.sink). `disconnected` is the connection's ASGI `receive`
+        (its `http.disconnect` cancels the work: q2api.server.lifecycle.disconnects, and ends a
+        stream); `headers` are the request's, for its capture file; `after` is the door's `after`
+        hook for this request (q2api.server.doors), awaited once the reply succeeded, before its
+        last byte."""
+        answer = await self._answer(body, request_id, door, disconnected, headers, after, caller)
+        if isinstance(answer, ReplyStream):
+            await answer.into(sink, disconnected)
+        else:
+            await write_whole(sink, answer)
+
+    async def _answer(
+        self,
+        body: bytes,
+        request_id: str,
+        door: FrontDoor,
+        disconnected: Receive,
+        headers: Iterable[tuple[str, str]],
+        after: After | None,
+        caller: Caller | None,
     ) -> Response:
-        """One request's body, read by `door`, relayed and answered. `disconnected` is the connection's
-        ASGI `receive` (its `http.disconnect` cancels the work: q2api.server.lifecycle.disconnects);
-        `headers` are the request's, for its capture file; `finishing` is awaited once the reply
-        succeeded, before its last byte (the door's `after` hook, q2api.server.doors)."""
+        """The answer to one request: a whole response, or the stream to play into the sink."""
         self.requests_received += 1
         exchange = self._exchange(request_id, door, request_bytes=len(body))
         exchange.key_label = caller.label if caller is not None else None
@@ -215,9 +238,7 @@ class MessagesRelay:
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
-        response = await unless_client_leaves(
-            disconnected, self._respond(exchange, prepared, door, recorder, finishing)
-        )
+        response = await unless_client_leaves(disconnected, self._respond(exchange, prepared, door, recorder, after))
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
@@ -233,7 +254,7 @@ class MessagesRelay:
         prepared: Prepared,
         door: FrontDoor,
         recorder: CaptureRecorder | None,
-        finishing: Finishing | None,
+        after: After | None,
     ) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
@@ -265,15 +286,15 @@ class MessagesRelay:
             recorder.opened()
         try:
             if request.stream:
-                return await self._stream(reply, call, door, finishing)
-            return await self._aggregate(reply, call, door, finishing)
+                return await self._stream(reply, call, door, after)
+            return await self._aggregate(reply, call, door, after)
         except BaseException:
             # Cancelled (the client left) or a bug: the reply is closed here; a returned
             # stream closes it itself when it ends.
             reply.close(abandoned="client_disconnected")
             raise
 
-    async def _aggregate(self, reply: Reply, call: DoorCall, door: FrontDoor, finishing: Finishing | None) -> Response:
+    async def _aggregate(self, reply: Reply, call: DoorCall, door: FrontDoor, after: After | None) -> Response:
         aggregator = MessageAggregator()
         aggregator.add_all(reply.start())
         while not reply.finished:
@@ -290,14 +311,14 @@ class MessagesRelay:
             error = call.client_error(error)
             reply.close(error=error)
             return error_response(error, reply.exchange.request_id, door)
-        if finishing is not None:
-            await finishing()
+        if after is not None:
+            await after(call, answer)
         response = json_response(answer)
         reply.sent(len(response.body))
         reply.close()
         return response
 
-    async def _stream(self, reply: Reply, call: DoorCall, door: FrontDoor, finishing: Finishing | None) -> Response:
+    async def _stream(self, reply: Reply, call: DoorCall, door: FrontDoor, after: After | None) -> Response:
         held = reply.start()
         hold_until = time.perf_counter() + self._settings.stream_hold_seconds
         while not reply.finished and not reply.has_content:
@@ -319,7 +340,7 @@ class MessagesRelay:
             call.encoder(),
             ping_interval=self._settings.ping_interval,
             send_timeout=self._settings.send_timeout,
-            finishing=finishing,
+            after=(lambda answer: after(call, answer)) if after is not None else None,
             end_off_loop=call.checks_reply,
         )
 

@@ -1,4 +1,5 @@
-"""A reply streamed to the client, as a pure-ASGI response.
+"""A reply streamed to the client, into the request's sink (q2api.server.lifecycle.sink; as a
+pure-ASGI response too, for the ASGI sink).
 
 What Starlette's `StreamingResponse` cannot promise, this does:
 
@@ -30,6 +31,7 @@ from q2api.frontdoors.door import EventEncoder
 from q2api.server import metrics
 from q2api.server.lifecycle.off_loop import run_off_loop
 from q2api.server.lifecycle.reply import Reply
+from q2api.server.lifecycle.sink import AsgiSink, Sink
 
 
 class Abandoned(enum.StrEnum):
@@ -50,14 +52,14 @@ class ReplyStream(Response):
         send_timeout: float,
         headers: dict[str, str] | None = None,
         end_off_loop: bool = False,
-        finishing: Callable[[], Awaitable[None]] | None = None,
+        after: Callable[[object], Awaitable[None]] | None = None,
     ) -> None:
         """`end_off_loop`: the events that end the reply are encoded in a worker thread (the encoder
-        checks the whole reply there, at a cost the client chose). `finishing` is awaited before the
-        last write of a reply that succeeded."""
+        checks the whole reply there, at a cost the client chose). `after` is awaited with the
+        encoder's `answer()` before the last write of a reply that succeeded (with one to give)."""
         self._reply = reply
         self._end_off_loop = end_off_loop
-        self._finishing = finishing
+        self._after = after
         self._held = held
         self._encoder = encoder
         self._ping_interval = ping_interval
@@ -69,12 +71,17 @@ class ReplyStream(Response):
         self._sending_since: float | None = None  # loop time a write began, while it is pending
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.into(AsgiSink(send), receive)
+
+    async def into(self, sink: Sink, disconnected: Receive) -> None:
+        """Stream the reply into `sink`; `disconnected` (an ASGI `receive`) tells the client left."""
+        receive = disconnected
         body = asyncio.current_task()
         assert body is not None
         watcher = asyncio.ensure_future(self._watch(receive, body))
         metrics.stream_started()
         try:
-            await self._stream(send)
+            await self._stream(sink)
         except asyncio.CancelledError:
             # Our own cancel (the client left or stalled) ends the request quietly; any other propagates.
             if self._abandoned is None or body.uncancel() > 0:
@@ -84,10 +91,10 @@ class ReplyStream(Response):
             watcher.cancel()
             self._reply.close(abandoned=self._abandoned)
 
-    async def _stream(self, send: Send) -> None:
+    async def _stream(self, sink: Sink) -> None:
         reply, encoder = self._reply, self._encoder
         loop = asyncio.get_running_loop()
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await sink.start(200, self.raw_headers)
         chunk = await self._encode_end(self._held) if self._end_off_loop else encoder.encode(self._held)
         self._held = []
         while True:
@@ -95,11 +102,13 @@ class ReplyStream(Response):
             if last:
                 # The end of the body rides on the last events' write: one socket write, not two.
                 chunk += encoder.trailer()
-                if self._finishing is not None and reply.failure is None:
-                    await self._finishing()
+                if self._after is not None and reply.failure is None:
+                    answer = encoder.answer()
+                    if answer is not None:
+                        await self._after(answer)
             if chunk or last:
                 self._sending_since = loop.time()
-                await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                await sink.write(chunk, more=not last)
                 self._sending_since = None
                 reply.sent(len(chunk))
             if last or self._abandoned is not None:
