@@ -38,6 +38,17 @@ FIELD_CHARS: Mapping[str, int] = MappingProxyType(
 )
 
 
+# Sent as an HTTP header as it is (`Authorization: Bearer <api key>`): ASCII only.
+HEADER_FIELDS = frozenset({"api_key"})
+# Identifiers that end up in headers, host names or URLs: no control characters. (Secrets sent in JSON
+# bodies, such as refresh tokens, are left as they are: a stray line break there harms nothing.)
+_PLAIN_FIELDS = frozenset({"api_key", "region", "profile_arn", "client_id"})
+
+
+def _has_control_character(value: str) -> bool:
+    return any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in value)
+
+
 def check_account_fields(**fields: str | None) -> None:
     """Raise ValueError naming the first field no store would take (too long, a NUL, not valid text).
 
@@ -55,3 +66,7 @@ def check_account_fields(**fields: str | None) -> None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"{name} is not valid text (a lone surrogate)") from None
+        if (name in HEADER_FIELDS and not value.isascii()) or (name in _PLAIN_FIELDS and _has_control_character(value)):
+            # These travel in HTTP headers and host names (an API key is a bearer token; a region is part
+            # of a host name), where the HTTP client refuses a line break with an exception: say so here.
+            raise ValueError(f"{name} must be printable text without control characters")

@@ -80,7 +80,12 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _too_deep(document: Any) -> bool:
-    encoded = _encode(document)
+    try:
+        encoded = _encode(document)
+    except RecursionError:
+        # Deeper than the encoder's own recursion limit (a tool call's `arguments` string may decode
+        # to a document 1,000 levels deep): far past MAX_JSON_DEPTH, no need to count.
+        return True
     if encoded.count(b"{") + encoded.count(b"[") <= MAX_JSON_DEPTH:
         return False  # too few brackets to nest that deep (the common case, counted in C)
     # Walked iteratively: no Python recursion to exhaust.

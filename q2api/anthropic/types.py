@@ -158,7 +158,7 @@ class _ServerToolResult(_Block):
     """Results of Anthropic-side server tools; they have no Amazon Q equivalent."""
 
     tool_use_id: str
-    content: Any = None
+    content: list[Any] | JSONObject | None = None  # the results, or an error object: never a scalar
     caller: JSONObject | None = None
 
 
@@ -526,6 +526,8 @@ def _decode_without_unknown_fields(request_type: Any, body: bytes) -> tuple[Any,
 def _check_forwarded_documents(request: _RequestCommon) -> None:
     """The free-form JSON that travels upstream (tool inputs, tool schemas) must be encodable there."""
     schemas = [tool.input_schema for tool in request.tools or () if tool.input_schema is not None]
+    # A tool's input examples are written into its description upstream (orjson, limited depth too).
+    examples = [tool.input_examples for tool in request.tools or () if tool.input_examples]
     # Exact types: the request comes from the decoder, which makes no subclasses.
     inputs = [
         block.input
@@ -534,7 +536,7 @@ def _check_forwarded_documents(request: _RequestCommon) -> None:
         for block in message.content
         if type(block) is ToolUseBlock
     ]
-    too_deep = first_too_deep([*schemas, *inputs])
+    too_deep = first_too_deep([*schemas, *examples, *inputs])
     if too_deep is not None:
         raise InvalidRequest(_forwarded_document_paths(request)[too_deep], TOO_DEEP)
 
@@ -544,6 +546,7 @@ def _forwarded_document_paths(request: _RequestCommon) -> list[str]:
     paths = [
         f"tools.{index}.input_schema" for index, tool in enumerate(request.tools or ()) if tool.input_schema is not None
     ]
+    paths += [f"tools.{index}.input_examples" for index, tool in enumerate(request.tools or ()) if tool.input_examples]
     for message_index, message in enumerate(request.messages):
         if isinstance(message.content, list):
             paths += [

@@ -8,6 +8,7 @@ directory it reads (on stderr, so stdout stays scriptable).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from q2api.cli.terminal import echo
+from q2api.server.captures.shape import NotACapture, check_capture
 from q2api.server.captures.store import CaptureStore
 from q2api.settings import SettingsError, load_settings
 
@@ -74,7 +77,7 @@ def _list(store: CaptureStore, *, as_json: bool) -> int:
     rows = [LIST_COLUMNS] + [
         (
             str(summary.get("id")),
-            ",".join(summary.get("reasons") or ()) or "-",
+            ",".join(map(str, _listed(summary.get("reasons")))) or "-",
             str(summary.get("status", "-")),
             str(summary.get("upstream_status") or "-"),
             str(summary.get("upstream_model") or summary.get("model") or "-"),
@@ -83,7 +86,7 @@ def _list(store: CaptureStore, *, as_json: bool) -> int:
         )
         for summary in summaries
     ]
-    print(_aligned(rows))
+    echo(_aligned(rows))
     return EXIT_OK
 
 
@@ -93,10 +96,16 @@ def _show(store: CaptureStore, reference: str, *, as_json: bool) -> int:
         print(f"q2api captures show: no capture {reference!r} (see `q2api captures list`)", file=sys.stderr)
         return EXIT_NOT_FOUND
     path, document = found
+    try:
+        check_capture(document)
+    except NotACapture as exc:
+        echo(f"q2api captures show: {path}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if as_json:
-        print(path.read_text())
+        # Every character outside ASCII escaped: a C1 control (ESC's twin) is valid raw in JSON.
+        print(json.dumps(document, indent=2, ensure_ascii=True))
         return EXIT_OK
-    print(describe(path, document))
+    echo(describe(path, document))
     return EXIT_OK
 
 
@@ -108,7 +117,7 @@ def describe(path: Path, document: dict[str, Any]) -> str:
     lines = [
         f"capture    {summary.get('id')}  ({path})",
         f"request    {summary.get('request_id')}  {summary.get('route')}  at {summary.get('captured_at')}",
-        f"reasons    {', '.join(summary.get('reasons') or ()) or '-'}",
+        f"reasons    {', '.join(map(str, _listed(summary.get('reasons')))) or '-'}",
         f"model      {summary.get('model')} → {summary.get('upstream_model')}",
         f"client got {client.get('status')} {client.get('error_type') or ''}".rstrip(),
     ]
@@ -181,6 +190,10 @@ def _remove(store: CaptureStore, references: Sequence[str], *, remove_all: bool)
             continue
         print(f"removed {found.id}")
     return status
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 def _size(size: int) -> str:

@@ -27,6 +27,7 @@ from q2api.amazonq.upstream import UpstreamClient
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
 from q2api.cli.captures import configured_store, read_capture
+from q2api.cli.terminal import echo
 from q2api.conversion.debug_summary import conversion_summary
 from q2api.conversion.normalization import normalization_record
 from q2api.server.captures.document import finding_keys
@@ -44,36 +45,36 @@ EXIT_USAGE = 2
 def run_replay(args: argparse.Namespace) -> int:
     found = read_capture(configured_store(), args.capture)
     if found is None:
-        print(f"q2api replay: no capture {args.capture!r} (a path, or see `q2api captures list`)", file=sys.stderr)
+        echo(f"q2api replay: no capture {args.capture!r} (a path, or see `q2api captures list`)", file=sys.stderr)
         return EXIT_USAGE
     path, document = found
     try:
         capture = LoadedCapture(document)
     except NotACapture as exc:
-        print(f"q2api replay: {path}: {exc}", file=sys.stderr)
+        echo(f"q2api replay: {path}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"capture {capture.summary.get('id')} ({', '.join(capture.summary.get('reasons') or ())})")
+    echo(f"capture {capture.summary.get('id')} ({', '.join(map(str, capture.summary.get('reasons') or ()))})")
     status = EXIT_OK
     if args.convert_only or args.diff:
         try:
             reconversion = capture.reconvert()
         except NotACapture as exc:
-            print(f"q2api replay: {exc}", file=sys.stderr)
+            echo(f"q2api replay: {exc}", file=sys.stderr)
             return EXIT_USAGE
         if args.convert_only:
             _print_conversion(capture, reconversion)
         if args.diff:
             difference = capture.diff(reconversion)
-            print(difference or "The Amazon Q request the current version builds is the one captured.")
+            echo(difference or "The Amazon Q request the current version builds is the one captured.")
     if not args.convert_only:
         try:
             settings = load_settings()
         except SettingsError as exc:
-            print(f"q2api: {exc}", file=sys.stderr)
+            echo(f"q2api: {exc}", file=sys.stderr)
             return EXIT_USAGE
         body = capture.upstream_body()
         if body is None:
-            print("q2api replay: the capture holds no Amazon Q request (nothing was sent); try --convert-only")
+            echo("q2api replay: the capture holds no Amazon Q request (nothing was sent); try --convert-only")
             return EXIT_USAGE
         status = asyncio.run(_send(settings, body))
     return status
@@ -81,30 +82,30 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _print_conversion(capture: LoadedCapture, reconversion: Reconversion) -> None:
     if reconversion.error is not None:
-        print(f"The current version refuses the request: {reconversion.error.status} {reconversion.error.message}")
+        echo(f"The current version refuses the request: {reconversion.error.status} {reconversion.error.message}")
     guarded = reconversion.guarded
     if guarded is not None and guarded.conversion is not None:
         count = int(capture.conversion_view.get("claude_messages") or 0)
-        print(conversion_summary(count, guarded.conversion, (*guarded.loop_findings, *guarded.invalid)))
+        echo(conversion_summary(count, guarded.conversion, (*guarded.loop_findings, *guarded.invalid)))
         record = normalization_record(count, guarded.conversion)
         if record is not None:
-            print(record.line())
+            echo(record.line())
     elif guarded is not None:
         for finding in guarded.loop_findings:
-            print(finding.line())
+            echo(finding.line())
         if guarded.refusal is not None:
-            print(f"refused: {guarded.refusal.message}")
+            echo(f"refused: {guarded.refusal.message}")
     if capture.same_findings(reconversion):
-        print(f"Same findings as when captured ({len(capture.captured_findings)}).")
+        echo(f"Same findings as when captured ({len(capture.captured_findings)}).")
         return
     captured, current = finding_keys(capture.captured_findings), finding_keys(reconversion.findings)
-    print("The findings differ from those captured:")
+    echo("The findings differ from those captured:")
     for key in captured:
         if key not in current:
-            print(f"  - captured only: [{key[0]}] {key[1]} message={key[2]} tool={key[3]}")
+            echo(f"  - captured only: [{key[0]}] {key[1]} message={key[2]} tool={key[3]}")
     for key in current:
         if key not in captured:
-            print(f"  + now:           [{key[0]}] {key[1]} message={key[2]} tool={key[3]}")
+            echo(f"  + now:           [{key[0]}] {key[1]} message={key[2]} tool={key[3]}")
 
 
 async def _send(settings: Settings, body: dict[str, Any]) -> int:
@@ -114,7 +115,7 @@ async def _send(settings: Settings, body: dict[str, Any]) -> int:
             store, session, endpoints=refresh_endpoints(settings), seed=env_account(settings)
         )
         client = UpstreamClient(session, pool, upstream_config(settings))
-        print(f"sending the captured Amazon Q request to {settings.endpoint or 'the account’s hosts'} …")
+        echo(f"sending the captured Amazon Q request to {settings.endpoint or 'the account’s hosts'} …")
         try:
             async with client.open_stream(body) as stream:  # type: ignore[arg-type]
                 translator = StreamTranslator(
@@ -125,26 +126,26 @@ async def _send(settings: Settings, body: dict[str, Any]) -> int:
                 aggregator.add_all(translator.start())
                 while not pump.finished:
                     aggregator.add_all(await pump.read() or ())
-                print(f"Amazon Q answered 200 (request id {stream.request_id or '-'}, account {stream.account_label}).")
+                echo(f"Amazon Q answered 200 (request id {stream.request_id or '-'}, account {stream.account_label}).")
         except UpstreamHTTPError as error:
-            print(f"Amazon Q refused it again: HTTP {error.status} {error.code or ''} {error.reason or ''}".rstrip())
-            print(f"  {error.message}  (request id {error.request_id or '-'})")
+            echo(f"Amazon Q refused it again: HTTP {error.status} {error.code or ''} {error.reason or ''}".rstrip())
+            echo(f"  {error.message}  (request id {error.request_id or '-'})")
             return EXIT_REFUSED
         except UpstreamError as error:
-            print(f"q2api replay: no answer from Amazon Q: {error}", file=sys.stderr)
+            echo(f"q2api replay: no answer from Amazon Q: {error}", file=sys.stderr)
             return EXIT_REFUSED
     if pump.failure is not None:
-        print(f"The reply failed on the way: {pump.failure.message}")
+        echo(f"The reply failed on the way: {pump.failure.message}")
         return EXIT_REFUSED
     try:
         message = aggregator.message()
     except AnthropicError as error:
-        print(f"The reply did not finish: {error.message}")
+        echo(f"The reply did not finish: {error.message}")
         return EXIT_REFUSED
     for block in message.get("content") or ():
         if block.get("type") == "text":
-            print(f"text: {block['text'][:500]}")
+            echo(f"text: {block['text'][:500]}")
         elif block.get("type") == "tool_use":
-            print(f"tool call: {block['name']}")
-    print(f"stop_reason: {message.get('stop_reason')}")
+            echo(f"tool call: {block['name']}")
+    echo(f"stop_reason: {message.get('stop_reason')}")
     return EXIT_OK

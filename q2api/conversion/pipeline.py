@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from q2api.anthropic.errors import AnthropicError
+from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.types import MessagesRequest
 from q2api.conversion.checkpoints import Checkpoint
 from q2api.conversion.claude_converter import Conversion, ConversionOptions, convert_claude_request
@@ -22,7 +22,8 @@ from q2api.conversion.trimming import TrimPolicy, trim_history
 @dataclass(frozen=True, slots=True)
 class GuardedConversion:
     loop_findings: tuple[Finding, ...]
-    refusal: AnthropicError | None  # block mode found a loop: nothing was converted
+    # Block mode found a loop (nothing was converted), or the conversion is invalid (`converter_refusal`).
+    refusal: AnthropicError | None
     conversion: Conversion | None
     invalid: tuple[Finding, ...]  # the order guard's findings on the output: converter bugs
     trimmed: bool  # history trimming left rounds out of the body
@@ -51,4 +52,21 @@ def convert_guarded(
     # The history entries the guard found valid on the previous turn, unless trimming moved them.
     checked = resume.checked if resume is not None and not trimmed else None
     invalid = validate_conversation(conversion.payload, checked)
-    return GuardedConversion(loop_findings, None, conversion, invalid, trimmed)
+    return GuardedConversion(loop_findings, converter_refusal(invalid), conversion, invalid, trimmed)
+
+
+def converter_refusal(invalid: tuple[Finding, ...]) -> AnthropicError | None:
+    """The 400 for a conversion the order guard finds invalid, or None when it is valid.
+
+    The converter repairs what it knows (long descriptions move to the context, names are
+    shortened, tool pairs are restored); an output its own guard still finds invalid is a case it
+    does not know. Sent anyway, it met Amazon Q's opaque `Improperly formed request` — after the
+    request was logged as an ERROR — so it is refused here instead, naming the Amazon Q field and
+    the rule, before any upstream call."""
+    if not invalid:
+        return None
+    return InvalidRequest(
+        "",
+        f"the request cannot be converted into a valid Amazon Q request ({invalid[0].detail}); "
+        "it was not sent upstream",
+    )

@@ -31,8 +31,18 @@ _TRUNCATION_NOTE = "\n… [truncated: the full description is in the conversatio
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+# A tool name in the history is the client's and may be any length (an offered tool's is at most 64
+# characters, but a history's tool_use names a tool no longer offered): a placeholder's description
+# names at most this much of it, so that it stays within Amazon Q's description limit.
+_NAME_IN_DESCRIPTION = 200
+
+
 def placeholder_description(name: str) -> str:
-    return f"The {name} tool."
+    return f"The {_shown_name(name)} tool."
+
+
+def _shown_name(name: str) -> str:
+    return name if len(name) <= _NAME_IN_DESCRIPTION else name[:_NAME_IN_DESCRIPTION] + "…"
 
 
 def tool_specs(
@@ -121,7 +131,7 @@ def tool_specs(
                 detail=f"{client_name} is used in history but not offered; a placeholder spec was added",
             )
         )
-        description = f"The {client_name} tool, used earlier in this conversation; it is not offered in this request."
+        description = f"The {_shown_name(client_name)} tool, used earlier in this conversation; it is not offered in this request."
         specs.append(_spec(name, description, _EMPTY_SCHEMA))
         offered[name.casefold()] = client_name
     return specs

@@ -19,6 +19,38 @@ from q2api.fleet.ledger import SLOT_LEASE_SECONDS, Rests, Taken
 from q2api.fleet.tables import SLOTS_TURN, account_slots, fleet_turns, host_rests
 from q2api.store.database import StoreDatabase
 
+# Built once: SQLAlchemy spends more CPU building a statement and its cache key than SQLite spends
+# running it, and a take runs on every request (as for the client keys' counters, q2api.tenants.counters;
+# a bound parameter is not named after a column its insert or update writes).
+_TAKE_TURN = sa.update(fleet_turns).where(fleet_turns.c.name == SLOTS_TURN).values(value=sa.bindparam("at"))
+# Every account's expired slots, not only this one's: those of an account removed since (or never asked
+# for again) would otherwise stay. The table holds the fleet's requests in flight.
+_FORGET_EXPIRED = sa.delete(account_slots).where(account_slots.c.expires_at <= sa.bindparam("at"))
+_IN_FLIGHT = (
+    sa.select(sa.func.count()).select_from(account_slots).where(account_slots.c.account_id == sa.bindparam("account"))
+)
+_TAKE_SLOT = sa.insert(account_slots).values(
+    id=sa.bindparam("lease"), account_id=sa.bindparam("account"), expires_at=sa.bindparam("until")
+)
+_GIVE_BACK = sa.delete(account_slots).where(account_slots.c.id == sa.bindparam("lease"))
+_RESTS = sa.select(host_rests.c.host_url, host_rests.c.failures, host_rests.c.until).where(
+    host_rests.c.account_id == sa.bindparam("account"), host_rests.c.until > sa.bindparam("at")
+)
+_THE_REST = (host_rests.c.account_id == sa.bindparam("account"), host_rests.c.host_url == sa.bindparam("host"))
+_SET_REST = (
+    sa.update(host_rests)
+    .where(*_THE_REST)
+    .values(failures=sa.bindparam("failure_count"), until=sa.bindparam("rest_until"))
+)
+_ADD_REST = sa.insert(host_rests).values(
+    account_id=sa.bindparam("account"),
+    host_url=sa.bindparam("host"),
+    failures=sa.bindparam("failure_count"),
+    until=sa.bindparam("rest_until"),
+)
+_END_REST = sa.delete(host_rests).where(*_THE_REST)
+_FORGET_OLD_RESTS = sa.delete(host_rests).where(host_rests.c.until < sa.bindparam("before"))
+
 
 class StoreLedger:
     def __init__(self, database: StoreDatabase) -> None:
@@ -29,73 +61,47 @@ class StoreLedger:
         def take(db: sa.Connection) -> Taken:
             now = time.time()
             if self._takes_turns:
-                _take_turn(db, now)
-            # Every account's expired slots, not only this one's: those of an account removed since (or
-            # never asked for again) would otherwise stay. The table holds the fleet's requests in flight.
-            db.execute(sa.delete(account_slots).where(account_slots.c.expires_at <= now))
-            in_flight = db.execute(
-                sa.select(sa.func.count()).select_from(account_slots).where(account_slots.c.account_id == account_id)
-            ).scalar_one()
+                db.execute(_TAKE_TURN, {"at": now})
+            db.execute(_FORGET_EXPIRED, {"at": now})
+            in_flight = db.execute(_IN_FLIGHT, {"account": account_id}).scalar_one()
             taken = None
             if in_flight < cap:
-                db.execute(
-                    sa.insert(account_slots).values(
-                        id=lease, account_id=account_id, expires_at=now + SLOT_LEASE_SECONDS
-                    )
-                )
+                db.execute(_TAKE_SLOT, {"lease": lease, "account": account_id, "until": now + SLOT_LEASE_SECONDS})
                 in_flight += 1
                 taken = lease
-            return Taken(taken, in_flight, _rests(db, account_id, now))
+            rows = db.execute(_RESTS, {"account": account_id, "at": now}).all()
+            rests: Rests = {row.host_url: (int(row.failures), float(row.until)) for row in rows}
+            return Taken(taken, in_flight, rests)
 
         return await self._database.write(take, durable=False)
 
     async def give_back(self, account_id: str, lease: str) -> None:
-        statement = sa.delete(account_slots).where(account_slots.c.id == lease)
-        await self._database.write(lambda db: db.execute(statement), durable=False)
+        await self._database.write(lambda db: db.execute(_GIVE_BACK, {"lease": lease}), durable=False)
 
     async def renew(self, account_id: str, leases: Sequence[str]) -> None:
         if not leases:
             return
         until = time.time() + SLOT_LEASE_SECONDS
         statement = sa.update(account_slots).where(account_slots.c.id.in_(list(leases))).values(expires_at=until)
-        await self._database.write(lambda db: db.execute(statement), durable=False)
+        await self._database.write(lambda db: db.execute(statement), durable=False)  # every 2 s, not per request
 
     async def rest(self, account_id: str, host_url: str, failures: int, until: float) -> None:
-        where = (host_rests.c.account_id == account_id, host_rests.c.host_url == host_url)
+        the_rest = {"account": account_id, "host": host_url, "failure_count": failures, "rest_until": until}
 
         def rest(db: sa.Connection) -> None:
+            now = time.time()
             if self._takes_turns:  # under the turn, no other write inserts this row meanwhile
-                _take_turn(db, time.time())
-            changed = db.execute(sa.update(host_rests).where(*where).values(failures=failures, until=until)).rowcount
-            if not changed:
-                db.execute(
-                    sa.insert(host_rests).values(
-                        account_id=account_id, host_url=host_url, failures=failures, until=until
-                    )
-                )
+                db.execute(_TAKE_TURN, {"at": now})
+            if not db.execute(_SET_REST, the_rest).rowcount:
+                db.execute(_ADD_REST, the_rest)
             # Rests long over are nobody's business: each write sweeps them.
-            db.execute(sa.delete(host_rests).where(host_rests.c.until < time.time() - 60))
+            db.execute(_FORGET_OLD_RESTS, {"before": now - 60})
 
         await self._database.write(rest, durable=False)
 
     async def served(self, account_id: str, host_url: str) -> None:
-        statement = sa.delete(host_rests).where(
-            host_rests.c.account_id == account_id, host_rests.c.host_url == host_url
-        )
-        await self._database.write(lambda db: db.execute(statement), durable=False)
+        ended = {"account": account_id, "host": host_url}
+        await self._database.write(lambda db: db.execute(_END_REST, ended), durable=False)
 
     async def close(self) -> None:
         return None  # the database is the gateway's, closed with it
-
-
-def _take_turn(db: sa.Connection, now: float) -> None:
-    db.execute(sa.update(fleet_turns).where(fleet_turns.c.name == SLOTS_TURN).values(value=now))
-
-
-def _rests(db: sa.Connection, account_id: str, now: float) -> Rests:
-    rows = db.execute(
-        sa.select(host_rests.c.host_url, host_rests.c.failures, host_rests.c.until).where(
-            host_rests.c.account_id == account_id, host_rests.c.until > now
-        )
-    ).all()
-    return {row.host_url: (int(row.failures), float(row.until)) for row in rows}

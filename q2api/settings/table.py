@@ -375,6 +375,20 @@ class Settings:
         group=Group.CONVERSION,
         description="Largest accepted request body (32 MiB); larger ones get 413.",
     )
+    max_reply_bytes: int = setting(
+        "Q2API_MAX_REPLY_BYTES",
+        Number(int, 1024, unit="bytes"),
+        default=8 * 1024 * 1024,
+        group=Group.CONVERSION,
+        description="""
+            Largest reply the gateway relays, in UTF-8 bytes of text, thinking and tool input (8 MiB),
+            beside the request's `max_tokens`: repetitive text costs few tokens, and a reply of
+            hundreds of MB within its token budget was held whole. A reply that reaches it ends
+            there with `stop_reason: max_tokens` (`finish_reason: length`, `incomplete`), streamed
+            or not, as a reply cut by its token budget does; a tool call whose input passes it is
+            withheld.
+        """,
+    )
     upstream_max_request_bytes: int = setting(
         "Q2API_UPSTREAM_MAX_REQUEST_BYTES",
         Number(int, 1024, unit="bytes"),

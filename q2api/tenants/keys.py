@@ -141,8 +141,11 @@ def parse_models(text: str) -> tuple[str, ...]:
 def check_limit(field: str, value: float | None, kind: type[int] | type[float]) -> float | int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise KeyProblem(field, "must be a positive number")
+    # Only a float can be NaN or infinite; `math.isnan` of an integer past a float's range raises.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise KeyProblem(field, "must be a finite number")
     if kind is int:
         if value != int(value) or value > 2**31 - 1:
             raise KeyProblem(field, "must be a whole number below 2147483648")

@@ -91,14 +91,22 @@ class OutputTokenCounter:
     a handful of pricings happen before the exact cut.
     """
 
-    __slots__ = ("_chars", "_parts", "_priced", "_priced_chars", "limit")
+    __slots__ = ("_chars", "_parts", "_priced", "_priced_chars", "byte_limit", "bytes", "limit")
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, byte_limit: int | None = None) -> None:
         self.limit = limit
+        # The reply's size in UTF-8 bytes is bounded too: repetitive text costs few tokens, and a
+        # reply of 250 MB within its token budget was held whole (Q2API_MAX_REPLY_BYTES).
+        self.byte_limit = byte_limit
+        self.bytes = 0  # UTF-8 bytes of text, thinking and tool input counted so far
         self._parts: list[str] = []  # the counted text, in order
         self._chars = 0
         self._priced = 0  # tokens of the first `_priced_chars` characters
         self._priced_chars = 0
+
+    def over_bytes(self, more: int) -> bool:
+        """True when `more` bytes beyond those counted would pass the byte limit."""
+        return self.byte_limit is not None and self.bytes + more > self.byte_limit
 
     @property
     def total(self) -> int:
@@ -110,19 +118,34 @@ class OutputTokenCounter:
         """Count `text` whatever the limit (tool input: it cannot be cut)."""
         self._parts.append(text)
         self._chars += len(text)
+        self.bytes += len(text.encode("utf-8", "surrogatepass"))
 
     def admit(self, text: str) -> str:
         """Count and return the longest prefix of `text` that fits the limit.
 
-        A result shorter than `text` means the budget is spent.
+        A result shorter than `text` means the budget (of tokens or of bytes) is spent.
         """
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if self.over_bytes(size):
+            assert self.byte_limit is not None
+            # Cut at the byte bound (never inside a character), then admitted as any other text.
+            fitting = text.encode("utf-8", "surrogatepass")[: self.byte_limit - self.bytes]
+            cut = fitting.decode("utf-8", "ignore")
+            admitted = self._admit_tokens(cut) if cut else ""
+            self.bytes = self.byte_limit  # spent: nothing more is admitted
+            return admitted
+        self.bytes += size
+        return self._admit_tokens(text)
+
+    def _admit_tokens(self, text: str) -> str:
         limit = self.limit
         chars = self._chars + len(text)
         if limit is None or self._priced + _MAX_TOKENS_PER_CHAR * (chars - self._priced_chars) <= limit:
             self._parts.append(text)
             self._chars = chars
             return text
-        self.add(text)
+        self._parts.append(text)
+        self._chars = chars
         self._price()
         if self._priced <= limit:
             return text

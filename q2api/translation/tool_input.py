@@ -49,15 +49,16 @@ class ToolInputBuffer:
     name: str
     fragments: list[str] = field(default_factory=list)
     stopped: bool = False  # upstream sent `stop: true`
+    received_bytes: int = 0  # of the fragments so far, counted as they come (the reply's byte bound)
 
     def add(self, fragment: Any) -> None:
         if fragment is None or fragment == "":
             return
-        if isinstance(fragment, str):
-            self.fragments.append(fragment)
-        else:
+        if not isinstance(fragment, str):
             # Some Kiro streams send the whole input as a JSON object, not a string.
-            self.fragments.append(orjson.dumps(fragment).decode())
+            fragment = orjson.dumps(fragment).decode()
+        self.fragments.append(fragment)
+        self.received_bytes += len(fragment.encode("utf-8", "surrogatepass"))
 
     @property
     def received_chars(self) -> int:
@@ -90,6 +91,15 @@ def truncation_finding(buffer: ToolInputBuffer, name: str, verdict: ToolInputVer
             "stop_received": buffer.stopped,
             "received_chars": buffer.received_chars,
         },
+    )
+
+
+def oversized_input_finding(buffer: ToolInputBuffer, byte_limit: int) -> StreamFinding:
+    return StreamFinding(
+        AnomalyKind.TOOL_INPUT_TRUNCATED,
+        f"withheld a tool call whose input passed the reply's bound of {byte_limit} bytes (Q2API_MAX_REPLY_BYTES);"
+        " the reply ends with max_tokens",
+        {"tool_use_id": buffer.tool_use_id, "tool_name": buffer.name, "received_bytes": buffer.received_bytes},
     )
 
 

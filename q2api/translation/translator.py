@@ -75,6 +75,7 @@ from q2api.translation.tool_input import (
     WithheldToolUse,
     late_event_finding,
     lost_input_finding,
+    oversized_input_finding,
 )
 from q2api.translation.usage import ReplyUsage, with_this_message
 
@@ -99,6 +100,7 @@ class StreamTranslator:
         tool_use_ids: Mapping[str, str] | None = None,
         stop_sequences: Iterable[str] = (),
         max_tokens: int | None = None,
+        max_reply_bytes: int | None = None,
         context_window: int = 200_000,
         thinking_tags: bool = True,
         message_id: str | None = None,
@@ -113,6 +115,7 @@ class StreamTranslator:
             "tool_use_ids": tool_use_ids,
             "stop_sequences": tuple(stop_sequences),
             "max_tokens": max_tokens,
+            "max_reply_bytes": max_reply_bytes,
             "context_window": context_window,
             "thinking_tags": thinking_tags,
             "server_tools": server_tools,
@@ -135,7 +138,7 @@ class StreamTranslator:
 
         self._blocks = ContentBlocks()
         self._usage = ReplyUsage(input_tokens, context_window)
-        self._counter = OutputTokenCounter(max_tokens)  # text, thinking and tool input all spend it
+        self._counter = OutputTokenCounter(max_tokens, max_reply_bytes)  # text, thinking and tool input all spend it
         self._text = ReplyText(self._blocks, self._counter, self._options["stop_sequences"], thinking_tags)
         # Ids the conversion changed: the client gets its own back.
         self._tools = ToolCalls(tool_names or {}, tool_use_ids or {}, dict(server_tools or {}))
@@ -463,6 +466,14 @@ class StreamTranslator:
         elif name and not pending.name:
             pending.name = name
         pending.add(payload.get("input"))
+        if self._counter.over_bytes(pending.received_bytes):
+            # A tool input past the reply's byte bound is withheld, as one cut off, and the reply
+            # ends at the bound like a text would: with max_tokens.
+            self._tools.pending = None
+            self.tools_withheld += 1
+            self.findings.append(oversized_input_finding(pending, self._counter.byte_limit or 0))
+            self._end(out, "max_tokens")
+            return
         if payload.get("stop") is True:
             pending.stopped = True
             self._judge_tool(out)

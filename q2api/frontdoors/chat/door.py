@@ -25,6 +25,7 @@ from q2api.frontdoors.chat.request import TranslatedRequest, claude_request
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.frontdoors.json_numbers import refuse_unwritable_integer_openai
 from q2api.frontdoors.openai_shared import ChatError, HeldResponseCheck, client_error_of, held_check, openai_error
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.types import read_chat_request
@@ -87,6 +88,7 @@ class ChatDoor:
     def read(self, body: bytes) -> ChatCall:
         try:
             parsed, unknown = read_chat_request(body)
+            refuse_unwritable_integer_openai(body)
             report_unknown_fields(unknown)
             translated = claude_request(parsed)
         except InvalidChatRequest as error:

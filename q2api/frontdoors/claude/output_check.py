@@ -25,6 +25,7 @@ import msgspec
 import orjson
 
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
+from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 from q2api.anthropic.reply_content import ReplyContent, Undecided
 from q2api.anthropic.types import MessagesRequest, TextBlock
 
@@ -119,6 +120,8 @@ def reply_check(request: MessagesRequest) -> tuple[MessagesRequest, ClaudeReplyC
             ) from None
     format_schema = None
     if output is not None and output.format is not None:
+        if first_too_deep([output.format.schema]) is not None:  # its instruction is written with orjson
+            raise InvalidRequest("output_config.format.schema", TOO_DEEP)
         try:
             format_schema = compile_client_schema(output.format.schema)
         except SchemaRefused as exc:

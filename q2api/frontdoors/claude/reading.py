@@ -34,6 +34,7 @@ from q2api.anthropic.types import (
 )
 from q2api.frontdoors.claude.fields import CLAUDE_FIELDS
 from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.frontdoors.json_numbers import refuse_unwritable_integer
 
 BILLING_HEADER = "x-anthropic-billing-header:"
 
@@ -72,6 +73,7 @@ def read_claude_request(body: bytes) -> tuple[MessagesRequest, CacheBreakpoints]
         read = read_messages_request(body)
     except InvalidRequest as error:
         raise _block_refusal(error) or error from None
+    refuse_unwritable_integer(body)
     report_unknown_fields(read.unknown_fields)
     refuse(read.request)
     return without_billing_header(read.request, read.breakpoints)
@@ -82,6 +84,7 @@ def read_count_tokens(body: bytes) -> CountTokensRequest:
         request, unknown = read_count_tokens_request(body)
     except InvalidRequest as error:
         raise _block_refusal(error) or error from None
+    refuse_unwritable_integer(body)
     report_unknown_fields(unknown)
     refuse(request)
     return request

@@ -21,10 +21,12 @@ from loguru import logger
 from q2api.anthropic.cache_control import NO_BREAKPOINTS, CacheBreakpoints
 from q2api.anthropic.errors import AnthropicError, InvalidRequest
 from q2api.anthropic.events import StreamEvent
+from q2api.anthropic.json_levels import TOO_DEEP, first_too_deep
 from q2api.anthropic.types import MessagesRequest
 from q2api.frontdoors.claude.output_check import ClaudeReplyCheck, strict_tools_check
 from q2api.frontdoors.door import ErrorReply, EventEncoder
 from q2api.frontdoors.field_table import report_unknown_fields
+from q2api.frontdoors.json_numbers import refuse_unwritable_integer_openai
 from q2api.frontdoors.openai_shared import ChatError, HeldResponseCheck, client_error_of, held_check, openai_error
 from q2api.frontdoors.responses.conversation_key import ConversationKey
 from q2api.frontdoors.responses.framing import SSE, Framing
@@ -48,10 +50,45 @@ def read_responses_request(body: bytes) -> ResponsesRequest:
     declares are taken out and named in the log (q2api.frontdoors.field_table)."""
     try:
         parsed, unknown = parse_with_unknown_fields(body)
+        refuse_unwritable_integer_openai(body)
+        refuse_too_deep(parsed)
     except OpenAIError as error:
         raise ChatError(error) from None
     report_unknown_fields(unknown)
     return parsed
+
+
+# The request's free-form JSON: what the Responses store writes with orjson (the input items, the tools)
+# and what the door passes on. A web_search_call item's `action` 584 levels deep was accepted, answered,
+# then failed to be stored: a 500 after the upstream call, the credits spent and the answer lost.
+_FREE_FORM_FIELDS = (
+    "input",
+    "tools",
+    "tool_choice",
+    "conversation",
+    "prompt",
+    "background_options",
+    "context_management",
+)
+
+
+def refuse_too_deep(parsed: ResponsesRequest) -> None:
+    """InvalidChatRequest naming the first free-form field (or its item) nested past MAX_JSON_DEPTH."""
+    for name in _FREE_FORM_FIELDS:
+        value = getattr(parsed, name)
+        if isinstance(value, list):
+            index = first_too_deep(value)
+            if index is not None:
+                item = value[index]
+                # A tool's schema is the usual culprit: named as the tool translation names it.
+                nested = (
+                    "parameters"
+                    if isinstance(item, dict) and first_too_deep([item.get("parameters")]) is not None
+                    else None
+                )
+                raise InvalidChatRequest(f"{name}[{index}]" + (f".{nested}" if nested else ""), TOO_DEEP)
+        elif isinstance(value, dict) and first_too_deep([value]) is not None:
+            raise InvalidChatRequest(name, TOO_DEEP)
 
 
 def echoed_settings(responses: ResponsesRequest) -> dict[str, Any]:

@@ -28,11 +28,10 @@ from q2api.server.captures.document import (
 )
 from q2api.server.captures.placeholders import restored
 from q2api.server.captures.redaction import Placeholder, without_binary
+from q2api.server.captures.shape import NotACapture, check_capture
 from q2api.server.doors import CLAUDE, FRONT_DOORS
 
-
-class NotACapture(ValueError):
-    """The file is not a capture this version can read."""
+__all__ = ["LoadedCapture", "NotACapture", "Reconversion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +48,10 @@ class Reconversion:
 
 class LoadedCapture:
     def __init__(self, document: Mapping[str, Any]) -> None:
-        if document.get("format") != FORMAT:
-            raise NotACapture(f"not a {FORMAT} file (format {document.get('format')!r})")
+        if not isinstance(document, Mapping) or document.get("format") != FORMAT:
+            shown = document.get("format") if isinstance(document, Mapping) else None
+            raise NotACapture(f"not a {FORMAT} file (format {shown!r})")
+        check_capture(document)
         self.document = document
         self.summary: Mapping[str, Any] = document.get("summary") or {}
         self.placeholders = [Placeholder.from_dict(fields) for fields in document.get("placeholders") or ()]

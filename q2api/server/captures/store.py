@@ -113,7 +113,8 @@ class CaptureStore:
             return known[2]
         try:
             document = orjson.loads(entry.path.read_bytes())
-            summary = dict(document.get("summary") or {}) if isinstance(document, dict) else {}
+            raw = document.get("summary") if isinstance(document, dict) else None
+            summary = dict(raw) if isinstance(raw, dict) else {}  # a capture edited by hand: captures are input
         except (OSError, orjson.JSONDecodeError):
             summary = {"unreadable": True}
         summary.setdefault("id", entry.id)

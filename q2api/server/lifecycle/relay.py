@@ -140,13 +140,14 @@ class MessagesRelay:
             recorder.prepared(guarded, options, len(request.messages))
         # In block mode too: the reason is in the log before the 400.
         log_loop_findings(guarded.loop_findings, self._loop_policy.mode)
+        for finding in guarded.invalid:
+            # The converter promises valid output; a finding here is a case it does not repair. Refused
+            # (the refusal below), never sent: a WARNING, as any refused request of a client would be.
+            logger.warning(f"converter produced invalid output, refused: {finding.line()}")
         if guarded.refusal is not None:
             raise guarded.refusal
         conversion, invalid = guarded.conversion, guarded.invalid
         assert conversion is not None  # converted unless refused
-        for finding in invalid:
-            # The converter promises valid output; a finding here is our bug, not the client's.
-            logger.error(f"converter produced invalid output: {finding.line()}")
         if session and conversion.checkpoint is not None:
             checked = resume.checked if resume else None  # the history entries the guard has already read
             checkpoint = (
@@ -277,6 +278,7 @@ class MessagesRelay:
             tool_use_ids=prepared.conversion.tool_use_ids,
             stop_sequences=tuple(request.stop_sequences or ()),
             max_tokens=request.max_tokens,
+            max_reply_bytes=self._settings.max_reply_bytes,
             # Also for a model that reasons natively (its reasoning comes in frames of its own): one
             # that still writes tags gets them split, by the same rules as any other.
             thinking_tags=request.thinking is not None and request.thinking.enabled,

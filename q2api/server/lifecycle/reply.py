@@ -113,6 +113,7 @@ class ReplyPlan:
     tool_use_ids: Mapping[str, str] = field(default_factory=dict)  # Amazon Q tool-use id → the client's
     stop_sequences: tuple[str, ...] = ()
     max_tokens: int | None = None
+    max_reply_bytes: int | None = None  # the reply's bound in bytes, beside max_tokens (Q2API_MAX_REPLY_BYTES)
     thinking_tags: bool = False
     web_search: WebSearchOptions | None = None  # the request offered Anthropic's web search
     first_search: str | None = None  # a request that only asks for this search (Claude Code's WebSearch)
@@ -191,6 +192,7 @@ class Reply:
             tool_use_ids=plan.tool_use_ids,
             stop_sequences=plan.stop_sequences,
             max_tokens=plan.max_tokens,
+            max_reply_bytes=plan.max_reply_bytes,
             context_window=plan.context_window,
             thinking_tags=plan.thinking_tags,
             server_tools={"web_search": "web_search"} if plan.web_search is not None else None,
