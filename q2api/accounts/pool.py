@@ -192,6 +192,21 @@ class AccountPool:
             for account_id, slot in self._slots.items()
         )
 
+    def unfit(self, account_id: str, model: str | None = None) -> str | None:
+        """Why `account_id` should not take a request for `model` now, else None: "disabled" (not in the
+        pool: disabled or removed), "needs_login", "resting" (a cool-down runs), "model" (its catalogue
+        lacks it). Session affinity moves a conversation off its account for these."""
+        slot = self._slots.get(account_id)
+        if slot is None:
+            return "disabled"
+        now = self._clock()
+        if not slot.serves(model, now):
+            return "model"
+        health = _health(slot, now)
+        if health is AccountHealth.NEEDS_LOGIN:
+            return "needs_login"
+        return None if health is AccountHealth.READY else "resting"
+
     def model_refused(self, account_id: str, model: str) -> None:
         """Amazon Q answered INVALID_MODEL_ID for `model` on this account: it is not chosen for `model` for
         MODEL_REFUSAL_SECONDS, and its catalogue is read again (`on_model_refused`)."""

@@ -68,6 +68,11 @@ class CredentialPool(Protocol):
         """The account with this id, if it is in the pool."""
         ...
 
+    def unfit(self, account_id: str, model: str | None = None) -> str | None:
+        """Why this account should not take a request for `model` now ("disabled", "needs_login",
+        "resting", "model": q2api.amazonq.turn_affinity.MoveReason), None when it may."""
+        ...
+
     def has_alternative(self, exclude: Collection[str], model: str | None = None) -> bool:
         """Whether an account outside `exclude` could take a request for `model` now."""
         ...

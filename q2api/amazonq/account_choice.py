@@ -14,6 +14,11 @@ The ranking, in order:
 
 A request that finds every eligible account at its cap waits up to `wait` seconds for a slot, then
 gets AccountsBusy (the door's "overloaded" answer with a `retry-after`).
+
+A turn of a pinned conversation (session affinity, q2api.amazonq.turn_affinity) asks `take_pinned`
+first: its account while it is eligible — in the pool, not resting, its catalogue has the model, not
+failed on this request, and a slot free within PINNED_SLOT_WAIT — else the ranking above, with the
+reason it was not the pinned account.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Collection
 from q2api.amazonq.account_access import Credential, CredentialPool
 from q2api.amazonq.errors import AccountsBusy, ModelNotServed, NoAccountConfigured
 from q2api.amazonq.inflight import InflightSlots
+from q2api.amazonq.turn_affinity import PINNED_SLOT_WAIT, MoveReason
 
 BUSY_RETRY_AFTER_SECONDS = 5  # a reply takes seconds to minutes; a short wait lets a few finish
 
@@ -68,6 +74,43 @@ class AccountChoice:
             remaining = deadline - loop.time()
             if remaining <= 0 or not await self.inflight.wait_for_release(remaining):
                 raise AccountsBusy(self.inflight.cap, self._wait, retry_after=BUSY_RETRY_AFTER_SECONDS)
+
+    async def take_pinned(
+        self, pinned: str, model: str | None, resting: Collection[str] = ()
+    ) -> tuple[Credential, MoveReason | None]:
+        """The pinned account with its slot taken, while it is eligible (then the reason is None); else
+        `take`'s account and the reason the pinned one was passed over."""
+        why = self.unfit(pinned, model, resting)
+        if why is None:
+            chosen = self._pool.manager(pinned)
+            if chosen is None:
+                why = "disabled"
+            elif await self._slot_within(pinned, min(PINNED_SLOT_WAIT, self._wait)):
+                return chosen, None
+            else:
+                why = "busy"
+        return await self.take(model, resting), why
+
+    def unfit(self, account_id: str, model: str | None, resting: Collection[str] = ()) -> MoveReason | None:
+        """Why `account_id` may not take this call now (its slots aside), or None."""
+        if account_id in resting:
+            return "failed"  # it failed this request on its own: the retry goes elsewhere
+        why = self._pool.unfit(account_id, model)
+        if why in ("disabled", "needs_login", "resting", "model"):
+            return why  # type: ignore[return-value]  # the pool's reasons are MoveReason's
+        return None
+
+    async def _slot_within(self, account_id: str, seconds: float) -> bool:
+        """A slot of `account_id` taken (across the fleet too), now or within `seconds`; False when it
+        stayed full."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            if self.inflight.has_free_slot(account_id) and await self.inflight.acquire(account_id):
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.inflight.wait_for_release(remaining):
+                return False
 
     def release(self, account_id: str) -> None:
         """The call made with `account_id` failed, or its reply ended: its slot is free again."""

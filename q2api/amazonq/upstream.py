@@ -35,6 +35,7 @@ from q2api.amazonq.host_walk import HostWalk, is_profile_refusal
 from q2api.amazonq.inflight import FleetSlots, InflightSlots
 from q2api.amazonq.observer import NO_OBSERVER, UpstreamObserver, attempt_outcome
 from q2api.amazonq.retry_policy import RetryPolicy
+from q2api.amazonq.turn_affinity import MoveReason, PinnedAccount, TurnAffinity
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream_call import FIXED_HEADERS, TARGET, Opening, UpstreamCaller, read_error
 from q2api.amazonq.upstream_config import DEFAULT_MAX_REQUEST_BYTES, UpstreamConfig
@@ -105,24 +106,45 @@ class UpstreamClient:
         self._walk = HostWalk(self.hosts, caller, max_retries=config.max_retries)
         self._retries = RetryPolicy(config, pool, observer)
 
-    def open_stream(self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None = None) -> OpenedReply:
+    def open_stream(
+        self,
+        payload: GenerateAssistantResponseRequest,
+        trace: UpstreamTrace | None = None,
+        affinity: TurnAffinity | None = None,
+    ) -> OpenedReply:
         """Open a reply for `payload` (the converter's `{"conversationState": ...}`): `async with` it.
-        `trace` gets one record per call made (retries included), however the opening ends.
+        `trace` gets one record per call made (retries included), however the opening ends; `affinity`:
+        the turn's conversation, whose pinned account is asked first and told where the reply opened.
 
         Raises on entry: UpstreamHTTPError, UpstreamTimeout, UpstreamUnavailable,
         RefreshRejected, RefreshUnavailable (all UpstreamError).
         """
-        return OpenedReply(self, payload, trace)
+        return OpenedReply(self, payload, trace, affinity)
 
-    async def _open(self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None) -> UpstreamStream:
+    async def _open(
+        self,
+        payload: GenerateAssistantResponseRequest,
+        trace: UpstreamTrace | None,
+        affinity: TurnAffinity | None = None,
+    ) -> UpstreamStream:
         if not len(self._pool):
             raise NoAccountConfigured()
         started = time.monotonic()
         opening = Opening(payload, trace or UpstreamTrace())
+        if affinity is not None and len(self._pool) < 2:
+            affinity = None  # one account: nothing to choose between, and no pin worth a round trip
+        pinned = await affinity.pinned() if affinity is not None else None
         try:
             async for try_ in self._retries.retrying(opening):
                 with try_:
-                    manager = await self.accounts.take(opening.model, opening.resting)
+                    moved_because: MoveReason | None = None
+                    if pinned is not None:
+                        manager, moved_because = await self.accounts.take_pinned(
+                            pinned.account_id, opening.model, opening.resting
+                        )
+                        opening.foreign_history = _foreign_history(opening.history_length, pinned, moved_because)
+                    else:
+                        manager = await self.accounts.take(opening.model, opening.resting)
                     try:
                         response = await self._attempt_once(opening, manager)
                     except BaseException as exc:
@@ -133,6 +155,8 @@ class UpstreamClient:
                     # A reply is open: an earlier call's refusal on this trace (a history signature, the
                     # reply then retried without it) is not the request's failure, nor a capture's reason.
                     opening.trace.failure = None
+                    if affinity is not None:
+                        affinity.served(manager.account_id, manager.label, moved_because, opening.foreign_history)
                     return UpstreamStream(
                         response,
                         account_id=manager.account_id,
@@ -224,6 +248,15 @@ class UpstreamClient:
         )
 
 
+def _foreign_history(history_length: int, pinned: PinnedAccount, moved_because: MoveReason | None) -> int:
+    """How many first history messages carry reasoning the serving account did not make: all of them
+    after a move; after none, what the pin says — unless the history is now shorter (compacted, or
+    started again under the same session id), when it is all the serving account's own."""
+    if moved_because is not None:
+        return history_length
+    return pinned.foreign_history if pinned.foreign_history <= history_length else 0
+
+
 class OpenedReply:
     """`async with client.open_stream(payload) as stream:` — the reply, closed on exit.
 
@@ -233,18 +266,23 @@ class OpenedReply:
     """
 
     def __init__(
-        self, client: UpstreamClient, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None
+        self,
+        client: UpstreamClient,
+        payload: GenerateAssistantResponseRequest,
+        trace: UpstreamTrace | None,
+        affinity: TurnAffinity | None = None,
     ) -> None:
         self._client = client
         self._payload: GenerateAssistantResponseRequest | None = payload
         self._trace = trace
+        self._affinity = affinity
         self._stream: UpstreamStream | None = None
 
     async def __aenter__(self) -> UpstreamStream:
         payload, self._payload = self._payload, None
         if payload is None:
             raise RuntimeError("an OpenedReply can be entered only once")
-        self._stream = await self._client._open(payload, self._trace)
+        self._stream = await self._client._open(payload, self._trace, self._affinity)
         return self._stream
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -31,6 +31,7 @@ from q2api.amazonq.errors import (
 )
 from q2api.amazonq.hosts import Host, sends_profile, shape_document
 from q2api.amazonq.observer import UpstreamObserver, attempt_outcome
+from q2api.amazonq.turn_affinity import without_reasoning_before
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream_config import UpstreamConfig
 from q2api.amazonq.upstream_stream import REQUEST_ID_HEADER
@@ -50,9 +51,13 @@ class Opening:
         self._payload: GenerateAssistantResponseRequest | None = payload
         self.trace = trace
         self.model = model_id(payload)
-        self._bodies: dict[tuple[str | None, bool], bytes] = {}
+        self._bodies: dict[tuple[str | None, bool, int], bytes] = {}
         self.resting: set[str] = set()  # accounts that failed on their own account: try others first
         self.served_by = ""  # the host of the 200 reply
+        self.history_length = len(payload["conversationState"].get("history") or ())
+        # The attempt's account did not make the reasoning of this many first history messages (session
+        # affinity moved the conversation): sent without it (q2api.amazonq.turn_affinity).
+        self.foreign_history = 0
         self.sent_size = 0  # the size of the last body sent
         self.transport_failures: dict[str, int] = {}  # broken connections before any answer, by host URL
         self.extra_attempts = 0  # attempts granted beyond the retry budget: a host moved to gets its own
@@ -63,11 +68,12 @@ class Opening:
     def body_for(self, profile_arn: str | None, host: Host) -> bytes:
         """The body for `host`: with `profileArn` when given, without what the host refuses; encoded once
         per shape (a 1 MB conversation is not serialised again for each host that shares it)."""
-        key = (profile_arn, host.refuses_legacy_fields)
+        key = (profile_arn, host.refuses_legacy_fields, self.foreign_history)
         body = self._bodies.get(key)
         if body is None:
             assert self._payload is not None, "a released attempt sends nothing"
-            document: dict[str, object] = shape_document(dict(self._payload), host)
+            payload = without_reasoning_before(dict(self._payload), self.foreign_history)
+            document: dict[str, object] = shape_document(payload, host)
             if profile_arn:
                 document["profileArn"] = profile_arn
             body = self._bodies[key] = orjson.dumps(document)

@@ -20,6 +20,7 @@ from q2api.anthropic.types import MessagesRequest
 
 if TYPE_CHECKING:
     from q2api.frontdoors.claude.compaction import CompactionAsk
+    from q2api.frontdoors.session_key import DoorSession
 
 
 class EventEncoder(Protocol):
@@ -46,6 +47,11 @@ class DoorCall(Protocol):
     @property
     def request(self) -> MessagesRequest:
         """The Claude request the pipeline converts."""
+        ...
+
+    @property
+    def session(self) -> DoorSession | None:
+        """What the door knows of the conversation beyond the Claude request (session affinity's keys)."""
         ...
 
     def claude_document(self) -> Any:

@@ -141,6 +141,9 @@ class ProbePool:
     def has_alternative(self, exclude: Collection[str], model: str | None = None) -> bool:
         return False
 
+    def unfit(self, account_id: str, model: str | None = None) -> str | None:
+        return None if self.manager(account_id) is not None else "disabled"
+
     def model_refused(self, account_id: str, model: str) -> None:
         return None  # the probe reports what Amazon Q answered; it chooses no other account
 

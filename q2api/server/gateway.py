@@ -25,6 +25,8 @@ from q2api.accounts.pool import AccountPool, build_account_pool
 from q2api.accounts.records import Account
 from q2api.accounts.refresh import RefreshEndpoints
 from q2api.accounts.reload import AccountReloader
+from q2api.accounts.session_affinity import SessionAffinity
+from q2api.accounts.session_pins import SESSION_PIN_MIGRATIONS, SessionPins, StoreSessionPins
 from q2api.accounts.store import DEFAULT_CHAINS
 from q2api.accounts.store_protocol import AccountStore
 from q2api.amazonq.account_proxies import AccountProxies
@@ -66,7 +68,12 @@ from q2api.tenants.tables import TENANT_MIGRATIONS
 
 STATE_KEY = "gateway"  # its name in the lifespan state every request's scope carries
 # Every chain of migrations of the tables the gateway keeps in its database, run when it opens it.
-STORE_CHAINS: tuple[MigrationChain, ...] = (*DEFAULT_CHAINS, TENANT_MIGRATIONS, FLEET_MIGRATIONS)
+STORE_CHAINS: tuple[MigrationChain, ...] = (
+    *DEFAULT_CHAINS,
+    TENANT_MIGRATIONS,
+    FLEET_MIGRATIONS,
+    SESSION_PIN_MIGRATIONS,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,6 +138,9 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         )
         models = model_router(settings, discovery.catalogue, on_unknown=discovery.request_refresh)
         tenancy = await stack.enter_async_context(opened_tenancy(settings, database))
+        affinity = session_affinity(settings, database)
+        if affinity is not None:
+            stack.push_async_callback(affinity.close)
         activity = ActivityLog()
         captures = Captures(settings)
         stack.push_async_callback(captures.drain)  # captures being written are finished before the exit
@@ -150,6 +160,7 @@ async def open_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             captures=captures,
             searcher=web_searcher(session, pool, hosts, settings, proxies),
             tenancy=tenancy,
+            affinity=affinity,
         )
         # Large bodies' freed memory reused while requests come, given back when they stop.
         await stack.enter_async_context(returning_idle_memory(lambda: relay.requests_received))
@@ -202,6 +213,22 @@ async def opened_tenancy(settings: Settings, database: StoreDatabase) -> AsyncIt
         yield tenancy
     finally:
         await tenancy.close()
+
+
+def session_affinity(settings: Settings, database: StoreDatabase) -> SessionAffinity | None:
+    """Conversations pinned to their account, in Redis when there is one, else in `database`; None when
+    `Q2API_SESSION_AFFINITY_SECONDS` is 0."""
+    idle = settings.session_affinity_seconds
+    if not idle:
+        return None
+    pins: SessionPins
+    if settings.redis_url:
+        from q2api.accounts.redis_session_pins import RedisSessionPins  # redis is imported only when used
+
+        pins = RedisSessionPins(settings.redis_url, idle, settings.redis_prefix)
+    else:
+        pins = StoreSessionPins(database, idle)
+    return SessionAffinity(pins, metrics.AFFINITY_OBSERVER)
 
 
 def _ledger_journal(data_dir: Path) -> LedgerJournal | None:

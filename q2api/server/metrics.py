@@ -46,6 +46,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from q2api.accounts.session_affinity import AffinityObserver, TurnOutcome
 from q2api.amazonq.observer import UpstreamObserver
 
 MULTIPROC_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
@@ -195,6 +196,20 @@ CREDITS = Counter(
     ["account_id", "account", "model"],
     registry=_REGISTRY,
 )
+CACHE_READ_TOKENS = Counter(
+    "q2api_cache_read_tokens",
+    "Prompt-cache tokens Amazon Q read for the replies served (cacheReadInputTokens), by account: "
+    "with session affinity a conversation's cache is read on the account that wrote it.",
+    ["account_id", "account"],
+    registry=_REGISTRY,
+)
+SESSION_TURNS = Counter(
+    "q2api_session_turns",
+    "Conversation turns by session affinity: kept on the account of the previous turn, moved (with the "
+    "reason: disabled, resting, model, busy, failed, needs_login), or started (no pin: new or idle).",
+    ["outcome", "why"],
+    registry=_REGISTRY,
+)
 # Per client key kept in the store (`q2api keys`): the label is the key's, never the key; environment
 # keys and open gateways are not counted here, so the series stay as few as the keys an operator made.
 KEY_REQUESTS = Counter(
@@ -314,6 +329,19 @@ def count_capture(reason: str) -> None:
 def observe_credits(*, account_id: str | None, account: str, model: str, credits: float) -> None:
     """The credits one reply was metered (called where its log line is written)."""
     CREDITS.labels(account_id=account_id or "-", account=account or "-", model=model or NO_MODEL).inc(max(credits, 0.0))
+
+
+def observe_cache_reads(*, account_id: str | None, account: str, tokens: int) -> None:
+    """The prompt-cache tokens one reply read (called where its log line is written)."""
+    if tokens > 0:
+        CACHE_READ_TOKENS.labels(account_id=account_id or "-", account=account or "-").inc(tokens)
+
+
+def count_session_turn(outcome: TurnOutcome, why: str) -> None:
+    SESSION_TURNS.labels(outcome, why or "-").inc()
+
+
+AFFINITY_OBSERVER = AffinityObserver(turn=count_session_turn)
 
 
 def observe_key_request(key: str, status: int, input_tokens: int, output_tokens: int, credits: float) -> None:

@@ -146,6 +146,7 @@ async def _door_for(
         parsed,
         conversation.items,
         previous_model=conversation.model,
+        chain_root=conversation.root_id,
         framing=framing,
         conversation_key=key,
         generate=generate,

@@ -111,7 +111,7 @@ class _Connection:
         continue, stored or not."""
         assert isinstance(call, ResponsesCall) and isinstance(answer, dict)
         items = [*door.history, *call.translated.items, *answer["output"]]
-        self.last = {answer["id"]: Conversation(items, answer["model"])}
+        self.last = {answer["id"]: Conversation(items, answer["model"], root_id=call.chain_root)}
 
 
 class ResponsesSocket:

@@ -111,10 +111,11 @@ class Settings:
         shown_as=_masked_redis_url,
         description="""
             Where the limits of the client keys kept in the store (`q2api keys`), the accounts'
-            in-flight slots and their hosts' rests are counted, shared by every worker and replica:
-            `redis://host:6379/0` (`rediss://` with TLS). Empty = counted in the store itself (SQLite,
-            or the shared database). See [Keys and usage](keys-and-usage.md#limits) and
-            [Deployment](deployment.md#shared-limits).""",
+            in-flight slots, their hosts' rests and the session affinity pins are kept, shared by every
+            worker and replica:
+            `redis://host:6379/0` (`rediss://` with TLS). Empty = in the store itself (SQLite, or the
+            shared database). See [Keys and usage](keys-and-usage.md#limits),
+            [Deployment](deployment.md#shared-limits) and [Accounts](accounts.md#session-affinity).""",
     )
     limits_when_store_down: LimitsWhenStoreDown = setting(
         "Q2API_LIMITS_WHEN_STORE_DOWN",
@@ -135,8 +136,8 @@ class Settings:
         default="q2api",
         group=Group.CLIENT_ACCESS,
         description="""
-            The start of every Redis key q2api writes (`PREFIX:tenants:…`), so that deployments sharing
-            one Redis database keep their counters apart.""",
+            The start of every Redis key q2api writes (`PREFIX:tenants:…`, `PREFIX:pins:…`), so that
+            deployments sharing one Redis database keep their counters and session pins apart.""",
     )
     allowed_hosts: tuple[str, ...] = setting(
         "Q2API_ALLOWED_HOSTS",
@@ -300,6 +301,17 @@ class Settings:
         default=10.0,
         group=Group.UPSTREAM,
         description="How long a request waits for a free in-flight slot before the overloaded error.",
+    )
+    session_affinity_seconds: int = setting(
+        "Q2API_SESSION_AFFINITY_SECONDS",
+        Number(int, 0, unit="seconds"),
+        default=3600,
+        group=Group.UPSTREAM,
+        description="""
+            How long an idle conversation stays pinned to the account that served its last turn (its
+            thinking signatures and prompt cache live there). The pin is shared by every worker and
+            replica: in Redis when `Q2API_REDIS_URL` is set, else in the store. 0 = no affinity: each
+            turn goes to the least busy account. See [Accounts](accounts.md#session-affinity).""",
     )
     # -- account store -------------------------------------------------------------------
     data_dir: Path = setting(

@@ -101,6 +101,7 @@ class Conversation:
 
     items: list[dict[str, Any]]
     model: str
+    root_id: str | None = None  # the chain's first response (session affinity keys on it)
 
 
 class ConversationGap(Exception):
@@ -129,7 +130,7 @@ async def load_conversation(store: ResponseStore, response_id: str, owner: str) 
     if earliest is not None:  # the walk stopped at a missing link, or at the bound
         raise ConversationGap(response_id, earliest)
     items = [item for stored in reversed(chain) for item in stored.items]
-    return Conversation(items, chain[0].model)
+    return Conversation(items, chain[0].model, root_id=chain[-1].id)
 
 
 class PurgeClock:

@@ -42,6 +42,7 @@ class ChatCall:
     translated: TranslatedRequest
     created: int = field(default_factory=lambda: int(time.time()))
     strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
+    session: None = None  # the headers and the request say it all (q2api.frontdoors.session_key)
 
     @property
     def request(self) -> MessagesRequest:

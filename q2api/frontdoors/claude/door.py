@@ -37,6 +37,7 @@ class ClaudeCall:
     context_management: ContextManagement | None = None
     compaction: CompactionAsk | None = None
     reply_check: ClaudeReplyCheck | None = None
+    session: None = None  # the headers and the request say it all (q2api.frontdoors.session_key)
 
     def claude_document(self) -> Any:
         return orjson.loads(self.body)

@@ -33,6 +33,7 @@ from q2api.frontdoors.responses.framing import SSE, Framing
 from q2api.frontdoors.responses.message_events import claude_events_of
 from q2api.frontdoors.responses.reply import ResponseBuilder, ResponseFrame
 from q2api.frontdoors.responses.request import TranslatedResponses, claude_request, new_id
+from q2api.frontdoors.session_key import DoorSession
 from q2api.openai.errors import InvalidChatRequest, OpenAIError
 from q2api.openai.responses_types import ResponsesRequest
 from q2api.openai.responses_types import read_responses_request as parse_with_unknown_fields
@@ -123,11 +124,17 @@ class ResponsesCall:
     # The conversation the client says this turn belongs to (Codex's session-id / thread-id /
     # prompt_cache_key): what session affinity keys on (conversation_key.py).
     conversation_key: ConversationKey | None = None
+    # The first response of the stored chain this turn belongs to (itself, for a turn that starts one).
+    chain_root: str | None = None
     strict_tools: ClaudeReplyCheck | None = None  # the calls of `strict` function tools, checked
 
     @property
     def request(self) -> MessagesRequest:
         return self.translated.request
+
+    @property
+    def session(self) -> DoorSession:
+        return DoorSession(codex=self.conversation_key, chain_root=self.chain_root)
 
     def claude_document(self) -> Any:
         return msgspec.to_builtins(self.translated.request)
@@ -209,6 +216,7 @@ class ResponsesDoor:
         *,
         previous_model: str | None = None,
         response_id: str | None = None,
+        chain_root: str | None = None,
         framing: Framing = SSE,
         conversation_key: ConversationKey | None = None,
         generate: bool = True,
@@ -220,6 +228,7 @@ class ResponsesDoor:
         self._framing = framing
         self._conversation_key = conversation_key
         self._response_id = response_id
+        self._chain_root = chain_root  # the first response of the chain a continued conversation began with
 
     @property
     def parsed(self) -> ResponsesRequest | None:
@@ -239,8 +248,18 @@ class ResponsesDoor:
             strict_tools = strict_tools_check(translated.request)
         except InvalidRequest as error:  # a strict tool's schema that cannot be checked
             raise client_error_of(error, translated.param_for) from None
+        # A turn that continues nothing starts a chain when it can be continued (stored, or on a WebSocket,
+        # which remembers its last response); session affinity then keys the chain on this turn's id.
+        continuable = parsed.store is not False or self._framing is not SSE
+        chain_root = self._chain_root or (frame.response_id if continuable else None)
         return ResponsesCall(
-            parsed, translated, frame, self._framing, self._conversation_key, strict_tools=strict_tools
+            parsed,
+            translated,
+            frame,
+            self._framing,
+            self._conversation_key,
+            chain_root=chain_root,
+            strict_tools=strict_tools,
         )
 
     def error_reply(self, error: AnthropicError, request_id: str | None) -> ErrorReply:

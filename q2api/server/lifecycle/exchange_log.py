@@ -152,6 +152,8 @@ class Exchange:
             fields["capture"] = self.capture
         if self.key_label is not None:
             fields["key"] = self.key_label
+        if self.account_id is not None:
+            metrics.observe_cache_reads(account_id=self.account_id, account=self.account, tokens=self.cache_read_tokens)
         if self.credits_metered:
             metrics.observe_credits(
                 account_id=self.account_id, account=self.account, model=self.upstream_model, credits=self.credits

@@ -32,6 +32,7 @@ from loguru import logger
 from starlette.responses import Response
 from starlette.types import Receive
 
+from q2api.accounts.session_affinity import SessionAffinity, TurnKey
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.anthropic.errors import AnthropicError
 from q2api.anthropic.message_aggregator import MessageAggregator
@@ -44,6 +45,7 @@ from q2api.conversion.pipeline import convert_guarded
 from q2api.conversion.web_search import requested_search
 from q2api.frontdoors.claude import CLAUDE_DOOR
 from q2api.frontdoors.door import DoorCall, FrontDoor
+from q2api.frontdoors.session_key import session_key
 from q2api.models.routing import UPSTREAM_MODEL_HEADER, ModelRouter, clamp_max_tokens, with_variant
 from q2api.server.captures.recorder import CaptureRecorder, Captures
 from q2api.server.edge import error_response, json_response
@@ -52,6 +54,7 @@ from q2api.server.lifecycle.conversion_log import log_conversion, log_loop_findi
 from q2api.server.lifecycle.disconnects import unless_client_leaves
 from q2api.server.lifecycle.exchange_log import Exchange
 from q2api.server.lifecycle.off_loop import run_off_loop
+from q2api.server.lifecycle.pinned_opener import PinnedOpener
 from q2api.server.lifecycle.reply import CLIENT_CLOSED_REQUEST, Reply, ReplyPlan, UpstreamOpener, WebSearcher
 from q2api.server.lifecycle.sink import Sink, write_whole
 from q2api.server.lifecycle.streaming import ReplyStream
@@ -98,12 +101,14 @@ class MessagesRelay:
         searcher: WebSearcher | None = None,
         checkpoints: CheckpointStore | None = None,
         tenancy: Tenancy | None = None,
+        affinity: SessionAffinity | None = None,
     ) -> None:
         """`on_exchange_logged` is told about each request once its log line is written; `captures`
         writes the capture files of failed requests; `searcher` runs the web searches of requests
         that offer Anthropic's web search tool; `checkpoints` keeps where each recent conversation's
         conversion stood, so that the history a client resends on every turn is converted once
-        (default: a store of CONVERSION_CHECKPOINT_BYTES)."""
+        (default: a store of CONVERSION_CHECKPOINT_BYTES); `affinity` pins each conversation to the
+        account that served its last turn (None: every turn goes where the pool sends it)."""
         self.checkpoints = checkpoints if checkpoints is not None else CheckpointStore(CONVERSION_CHECKPOINT_BYTES)
         self._upstream = upstream
         self._searcher = searcher
@@ -114,6 +119,7 @@ class MessagesRelay:
         self._trim_policy = trim_policy(settings)
         self._captures = captures
         self._tenancy = tenancy
+        self._affinity = affinity
         self.requests_received = 0  # a running count: the worker is idle while it stands still
 
     # ------------------------------------------------------------ pure preparation
@@ -238,7 +244,12 @@ class MessagesRelay:
         # Opening the reply (retries included), the hold and a whole non-streaming
         # answer can each take minutes; a client that leaves meanwhile cancels them,
         # and cancelling is what closes the upstream request.
-        response = await unless_client_leaves(disconnected, self._respond(exchange, prepared, door, recorder, after))
+        upstream = self._opener_for(headers, prepared)
+        if isinstance(upstream, PinnedOpener):
+            after = _pinned_first(upstream, after)
+        response = await unless_client_leaves(
+            disconnected, self._respond(exchange, prepared, door, recorder, after, upstream)
+        )
         if response is None:
             exchange.end(CLIENT_CLOSED_REQUEST, "client_disconnected")
             return Response(status_code=CLIENT_CLOSED_REQUEST)  # nobody is left to read it
@@ -255,6 +266,7 @@ class MessagesRelay:
         door: FrontDoor,
         recorder: CaptureRecorder | None,
         after: After | None,
+        upstream: UpstreamOpener,
     ) -> Response:
         request, call = prepared.request, prepared.call
         plan = ReplyPlan(
@@ -278,7 +290,7 @@ class MessagesRelay:
         )
         try:
             reply = await Reply.open(
-                self._upstream, plan, exchange, recorder.trace if recorder else None, searcher=self._searcher
+                upstream, plan, exchange, recorder.trace if recorder else None, searcher=self._searcher
             )
         except AnthropicError as error:
             return self._finish_with_error(exchange, door, call.client_error(error))
@@ -346,6 +358,18 @@ class MessagesRelay:
 
     # ------------------------------------------------------------ helpers
 
+    def _opener_for(self, headers: Iterable[tuple[str, str]], prepared: Prepared) -> UpstreamOpener:
+        """The upstream as this turn sees it: pinned to its conversation's account, with affinity on."""
+        if self._affinity is None:
+            return self._upstream
+        request, door_session = prepared.request, prepared.call.session
+
+        def key() -> TurnKey:  # worked out only when the account choice asks (never with one account)
+            found = session_key({name.lower(): value for name, value in headers}, request, door_session)
+            return TurnKey(found.digest, held=not found.first_turn)
+
+        return PinnedOpener(self._upstream, self._affinity.turn(key))
+
     def refuse(
         self, request_id: str, error: AnthropicError, door: FrontDoor = CLAUDE_DOOR, caller: Caller | None = None
     ) -> Response:
@@ -363,3 +387,15 @@ class MessagesRelay:
     def _finish_with_error(exchange: Exchange, door: FrontDoor, error: AnthropicError) -> Response:
         exchange.end(error.status, error.error_type, error.message)
         return error_response(error, exchange.request_id, door)
+
+
+def _pinned_first(opener: PinnedOpener, after: After | None) -> After:
+    """`after`, once the turn's pin is written: the client's next turn may come the moment it has the
+    last byte, to another worker or replica."""
+
+    async def finish(call: DoorCall, answer: object) -> None:
+        await opener.settled()
+        if after is not None:
+            await after(call, answer)
+
+    return finish

@@ -47,6 +47,7 @@ from loguru import logger
 
 from q2api.amazonq.attempts import UpstreamTrace
 from q2api.amazonq.errors import UpstreamError, UpstreamHTTPError, is_signature_refusal
+from q2api.amazonq.turn_affinity import TurnAffinity
 from q2api.amazonq.types import GenerateAssistantResponseRequest
 from q2api.amazonq.upstream import OpenedReply, UpstreamStream
 from q2api.amazonq.web_search import SearchError, SearchOutcome
@@ -87,7 +88,10 @@ class UpstreamOpener(Protocol):
     """What the reply needs of the upstream client (q2api.amazonq.upstream.UpstreamClient)."""
 
     def open_stream(
-        self, payload: GenerateAssistantResponseRequest, trace: UpstreamTrace | None = None
+        self,
+        payload: GenerateAssistantResponseRequest,
+        trace: UpstreamTrace | None = None,
+        affinity: TurnAffinity | None = None,
     ) -> OpenedReply: ...
 
 
