@@ -102,6 +102,21 @@ class AccountDiscovery:
                     raise
         return await call(self._api_for(manager))
 
+    async def _read(self, manager: TokenManager, fetch: Callable[..., Awaitable[T]]) -> T:
+        """One of the account's service reads (`fetch_catalogue`, `fetch_credits`), on its hosts."""
+        token = await manager.access_token()
+        return await self._on_hosts(
+            manager,
+            lambda api: fetch(
+                api,
+                token,
+                profile_arn=manager.profile_arn,
+                fetched_at=self._clock(),
+                token_type=token_type_of(manager.auth_kind),
+                proxy_url=manager.proxy_url,
+            ),
+        )
+
     def catalogue(self) -> Catalogue:
         """Every model some account may use (the built-in table while none is known)."""
         managers = [manager for manager in self._pool.managers() if manager.account_id not in self._joining]
@@ -149,18 +164,7 @@ class AccountDiscovery:
     async def _read_catalogue(self, manager: TokenManager) -> None:
         account = manager.label
         try:
-            token = await manager.access_token()
-            fresh = await self._on_hosts(
-                manager,
-                lambda api: fetch_catalogue(
-                    api,
-                    token,
-                    profile_arn=manager.profile_arn,
-                    fetched_at=self._clock(),
-                    token_type=token_type_of(manager.auth_kind),
-                    proxy_url=manager.proxy_url,
-                ),
-            )
+            fresh = await self._read(manager, fetch_catalogue)
             if not fresh.models:
                 raise ValueError("Amazon Q listed no model")
         except Exception as exc:  # any failure: fall back, never stop serving
@@ -234,18 +238,7 @@ class AccountDiscovery:
 
     async def _read_credits(self, manager: TokenManager) -> Credits | None:
         try:
-            token = await manager.access_token()
-            credits = await self._on_hosts(
-                manager,
-                lambda api: fetch_credits(
-                    api,
-                    token,
-                    profile_arn=manager.profile_arn,
-                    fetched_at=self._clock(),
-                    token_type=token_type_of(manager.auth_kind),
-                    proxy_url=manager.proxy_url,
-                ),
-            )
+            credits = await self._read(manager, fetch_credits)
         except Exception as exc:  # credits are informative; never a reason to fail anything
             logger.bind(account=manager.label).warning(f"credits unavailable: {exc}")
             return self._credits.get(manager.account_id)
