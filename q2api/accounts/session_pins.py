@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from q2api.store.database import StoreDatabase
 from q2api.store.migrations import Migration, MigrationChain, bookkeeping_table, create
@@ -126,10 +125,17 @@ def _upsert(dialect: str, key: str, pin: Pin, expires_at: float) -> sa.Executabl
     """One statement that inserts the pin or replaces the one there (two workers may pin one key at once)."""
     update = {"account_id": pin.account_id, "foreign_history": pin.foreign_history, "expires_at": expires_at}
     values = {"pin_key": key, **update}
+    # Each dialect imported when its database is the store's: a worker does not keep the others (issue 33).
     if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
         pg = postgresql.insert(session_pins).values(values)
         return pg.on_conflict_do_update(index_elements=[session_pins.c.pin_key], set_=update)
     if dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+
         return mysql.insert(session_pins).values(values).on_duplicate_key_update(update)
+    from sqlalchemy.dialects import sqlite
+
     lite = sqlite.insert(session_pins).values(values)
     return lite.on_conflict_do_update(index_elements=[session_pins.c.pin_key], set_=update)
