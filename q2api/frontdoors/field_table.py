@@ -67,6 +67,11 @@ def refused(instead: str) -> Rule:
     return Rule(Treatment.REFUSED, instead)
 
 
+# How every door treats a JSON schema the reply must follow (Claude's `output_config.format`, the
+# OpenAI doors' `response_format` and `text.format`): q2api.anthropic.reply_content checks the reply.
+SCHEMA_CHECKED = emulated("checked within limits (no retrieval, RE2 patterns, a deadline)")
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
     """One request shape: `name` as the SDK calls it, `wire` where it sits in a request; either a

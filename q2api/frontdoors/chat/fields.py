@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from q2api.frontdoors.field_table import FieldTable, Shape, emulated, honoured, ignored, refused
+from q2api.frontdoors.field_table import SCHEMA_CHECKED, FieldTable, Shape, emulated, honoured, ignored, refused
 from q2api.openai.errors import InvalidChatRequest
 
 _NO_SAMPLING = ignored("Amazon Q has no sampling controls; the model's defaults apply")
@@ -237,7 +237,7 @@ CHAT_FIELDS = FieldTable(
             fields={
                 "name": honoured("told to the model"),
                 "description": honoured("told to the model"),
-                "schema": emulated("checked within limits (no retrieval, RE2 patterns, a deadline)"),
+                "schema": SCHEMA_CHECKED,
                 "strict": ignored("the reply is checked against the schema either way"),
             },
         ),

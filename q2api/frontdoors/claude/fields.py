@@ -7,7 +7,7 @@ does not know); tests/frontdoors/test_field_tables.py holds both to the table.
 
 from __future__ import annotations
 
-from q2api.frontdoors.field_table import FieldTable, Rule, Shape, emulated, honoured, ignored, refused
+from q2api.frontdoors.field_table import SCHEMA_CHECKED, FieldTable, Rule, Shape, emulated, honoured, ignored, refused
 
 _CACHE = honoured("a prompt-cache point where the block lands (`Q2API_PROMPT_CACHE`)")
 _CACHE_TTL = ignored("the lifetime of cached prefixes is Amazon Q's; the breakpoint itself is honoured")
@@ -158,7 +158,7 @@ CLAUDE_FIELDS = FieldTable(
         Shape(
             "JSONOutputFormatParam",
             "`output_config.format`",
-            fields={"schema": emulated("checked within limits (no retrieval, RE2 patterns, a deadline)")},
+            fields={"schema": SCHEMA_CHECKED},
         ),
         Shape("CacheControlEphemeralParam", "`cache_control`", fields={"ttl": _CACHE_TTL}),
         # -- thinking

@@ -7,7 +7,7 @@ tests/frontdoors/test_field_tables.py holds the table to the installed SDK.
 
 from __future__ import annotations
 
-from q2api.frontdoors.field_table import FieldTable, Shape, emulated, honoured, ignored, refused
+from q2api.frontdoors.field_table import SCHEMA_CHECKED, FieldTable, Shape, emulated, honoured, ignored, refused
 
 _NO_SAMPLING = ignored("Amazon Q has no sampling controls; the model's defaults apply")
 _CACHE_BREAKPOINT = ignored("Amazon Q caches the prompt by its own points; the request is the same without it")
@@ -116,7 +116,7 @@ RESPONSES_FIELDS = FieldTable(
             fields={
                 "name": honoured("told to the model"),
                 "description": honoured("told to the model"),
-                "schema": emulated("checked within limits (no retrieval, RE2 patterns, a deadline)"),
+                "schema": SCHEMA_CHECKED,
                 "strict": ignored("the reply is checked against the schema either way"),
             },
         ),
